@@ -1,0 +1,69 @@
+# The two commands a new user runs: `make demo` and `make test`.
+# Each bootstraps everything from nothing: Debian packages (apt-get, when missing)
+# and the Python packages into .venv (pins live in pyproject.toml only).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SYSTEM_STAMP := .venv-system-deps
+
+export SPARK_LOCAL_IP := 127.0.0.1
+export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(BIN)/python
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Debian packages the project needs: Java for Spark, PostgreSQL server and its JDBC driver for the JDBC tests.
+APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java
+
+.PHONY: help install system-deps test test-unit test-spark test-integration demo bench clean
+
+help:
+	@echo "make demo   - run the main job end to end on local Spark and Airflow (SQLite)"
+	@echo "make test   - run all tests (unit, spark, integration)"
+	@echo "make bench  - run the benchmarks and write docs/benchmarks.md"
+
+system-deps:
+	@missing=""; \
+	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	[ -f /usr/share/java/postgresql.jar ] || missing="$$missing libpostgresql-jdbc-java"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	$(MAKE) system-deps
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP) system-deps
+
+test: install
+	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q tests/spark
+	$(BIN)/python -m pytest -q tests/integration
+
+test-unit: install
+	$(BIN)/python -m pytest -q tests/unit
+
+test-spark: install
+	$(BIN)/python -m pytest -q tests/spark
+
+test-integration: install
+	$(BIN)/python -m pytest -q tests/integration
+
+demo: install
+	$(BIN)/python -m airflow_conduit.demo
+
+bench: install
+	$(BIN)/python -m bench.run_all
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache

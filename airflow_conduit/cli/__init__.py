@@ -1,0 +1,1 @@
+"""The ``airflow-conduit`` command line."""

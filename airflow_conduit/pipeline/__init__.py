@@ -1,0 +1,1 @@
+"""Pipeline spec: the pure model of a Conduit-style pipeline (no airflow, no pyspark)."""

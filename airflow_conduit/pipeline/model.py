@@ -1,0 +1,82 @@
+"""Typed, validated pipeline spec (Conduit's pipeline model).
+
+Produced by the loader from YAML, consumed by the Spark runner and the Airflow
+operator. Pure Python: no airflow, no pyspark. Names follow Conduit where
+Conduit has one (``dead-letter-queue``, ``window-size``,
+``window-nack-threshold``, processor plugins such as ``field.set``) and
+KIP-298 for per-record error handling (``errors.retry.timeout``,
+``errors.retry.delay.max``, ``include-messages``, ``include-configs``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SOURCE_PLUGINS = ("file", "generator")
+DESTINATION_PLUGINS = ("file", "jdbc", "log")
+PROCESSOR_PLUGINS = ("field.set", "field.rename", "field.exclude", "filter", "sql", "json.decode", "custom")
+MODES = ("available-now", "continuous")
+
+
+@dataclass(frozen=True)
+class ProcessorSpec:
+    id: str
+    plugin: str  # one of PROCESSOR_PLUGINS
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    id: str
+    plugin: str  # one of SOURCE_PLUGINS ("builtin:" prefix accepted and stripped by the loader)
+    settings: dict[str, Any] = field(default_factory=dict)
+    processors: tuple[ProcessorSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class DestinationSpec:
+    id: str
+    plugin: str  # one of DESTINATION_PLUGINS
+    settings: dict[str, Any] = field(default_factory=dict)
+    processors: tuple[ProcessorSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeadLetterQueueSpec:
+    """Conduit's DLQ: defaults are Conduit's (builtin:log, window 1, threshold 0: the first nack stops)."""
+
+    plugin: str = "log"
+    settings: dict[str, Any] = field(default_factory=dict)
+    window_size: int = 1  # `window-size`; 0 = no limit
+    window_nack_threshold: int = 0  # `window-nack-threshold`
+    include_messages: bool = True  # KIP-298 errors.dlq.include.messages
+    include_configs: bool = False  # KIP-298 errors.dlq.include.configs (secrets redacted)
+
+
+@dataclass(frozen=True)
+class RetrySpec:
+    """KIP-298 per-record retries for processors that do I/O (tenacity)."""
+
+    timeout_seconds: float = 0.0  # `errors.retry.timeout`; 0 = no retry
+    delay_max_seconds: float = 60.0  # `errors.retry.delay.max`
+
+
+@dataclass(frozen=True)
+class ErrorsSpec:
+    retry: RetrySpec = field(default_factory=RetrySpec)
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    id: str
+    sources: tuple[SourceSpec, ...]
+    destinations: tuple[DestinationSpec, ...]
+    processors: tuple[ProcessorSpec, ...] = ()
+    dead_letter_queue: DeadLetterQueueSpec = field(default_factory=DeadLetterQueueSpec)
+    errors: ErrorsSpec = field(default_factory=ErrorsSpec)
+    mode: str = "available-now"  # one of MODES
+    trigger_interval_seconds: float = 5.0  # micro-batch interval in continuous mode
+    description: str = ""
+    source_file: str | None = None  # path the spec was loaded from, for error messages
+    secret_keys: frozenset[str] = frozenset()  # settings keys whose values must never be logged

@@ -1,0 +1,50 @@
+"""Error codes shared by the Spark job (which writes them) and the recovery engine (which reads them).
+
+Ranges work like HTTP status classes (Conduit design doc, phase 2): the range
+alone tells whether an error is transient (restart with backoff) or fatal
+(degrade at once), so an engine that does not know a specific code still
+classifies it correctly. docs/recovery.md documents every code.
+"""
+
+from __future__ import annotations
+
+# 1000-1999: transient, the pipeline is restarted with backoff.
+TRANSIENT = 1000  # transient, no more detail
+CONNECTION = 1100  # network / connection refused / SQLSTATE 08xxx
+TIMEOUT = 1200  # timeouts
+RESOURCE_UNAVAILABLE = 1300  # throttled, out of resources, service unavailable
+INFRASTRUCTURE = 1400  # executor lost, driver killed, JVM crash: the platform, not the data
+INJECTED_TRANSIENT = 1500  # fault injected on purpose (tests, demo)
+
+# 2000-2999: fatal, the pipeline is degraded without restart.
+FATAL = 2000  # fatal, no more detail
+INVALID_SPEC = 2100  # the pipeline spec or configuration is wrong
+PROCESSOR = 2200  # a processor failed (fatal by default, Conduit recovery doc)
+DLQ_NACK_THRESHOLD = 2300  # window-nack-threshold exceeded (fatal by default, Conduit recovery doc)
+DLQ_WRITE = 2310  # the dead letter queue itself could not be written: records would be lost
+ANALYSIS = 2400  # Spark analysis / schema errors, SQLSTATE 42xxx
+PERMISSION = 2500  # authentication / authorization, SQLSTATE 28xxx
+DATA_INTEGRITY = 2600  # constraint violations on a destination, SQLSTATE 23xxx
+INJECTED_FATAL = 2900  # fault injected on purpose (tests, demo)
+
+TRANSIENT_RANGE = range(1000, 2000)
+FATAL_RANGE = range(2000, 3000)
+
+
+def is_fatal_code(code: int) -> bool | None:
+    """True for a fatal code, False for a transient one, None when the code is outside both ranges."""
+    if code in FATAL_RANGE:
+        return True
+    if code in TRANSIENT_RANGE:
+        return False
+    return None
+
+
+# Process exit codes of the Spark job (sysexits.h where one fits).
+EXIT_OK = 0
+EXIT_FATAL = 70  # EX_SOFTWARE: do not restart
+EXIT_TRANSIENT = 75  # EX_TEMPFAIL: restart with backoff
+EXIT_INVALID_SPEC = 78  # EX_CONFIG: the spec was refused before Spark started (fatal)
+
+# Marker line the Spark job prints on stderr before exiting with an error, followed by the JSON error.
+ERROR_LINE_PREFIX = "AIRFLOW_CONDUIT_ERROR "
