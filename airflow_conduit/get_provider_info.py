@@ -1,0 +1,60 @@
+"""Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point.
+
+Must import nothing from airflow: Airflow calls it while building its own configuration.
+"""
+
+from __future__ import annotations
+
+from airflow_conduit import __version__
+
+PACKAGE_NAME = "airflow-conduit"
+
+# Global recovery defaults (Conduit's `pipelines.error-recovery.*` with Conduit's defaults).
+# Airflow option names use underscores so that AIRFLOW__CONDUIT__MIN_DELAY works as an env var.
+RECOVERY_CONFIG_OPTIONS = {
+    "min_delay": ("Conduit `min-delay`: minimum delay before restarting the pipeline after an error.", "1s"),
+    "max_delay": ("Conduit `max-delay`: maximum delay before restarting the pipeline after an error.", "10m"),
+    "backoff_factor": ("Conduit `backoff-factor`: factor applied to the last delay when recovering.", "2"),
+    "max_retries": (
+        "Conduit `max-retries`: restarts allowed within any `max-retries-window`; -1 = infinite, 0 = recovery disabled.",
+        "-1",
+    ),
+    "max_retries_window": ("Conduit `max-retries-window`: the window over which `max-retries` is counted.", "5m"),
+    "policy": ("Backoff policy: exponential (Conduit), strimzi, or fixed.", "exponential"),
+    "variable": (
+        "Name of an Airflow Variable holding JSON recovery options that override these defaults "
+        "(operator arguments override both).",
+        "conduit_recovery",
+    ),
+}
+
+
+def _config_section() -> dict:
+    options = {
+        name: {"description": description, "version_added": "0.1.0", "type": "string", "example": None, "default": default}
+        for name, (description, default) in RECOVERY_CONFIG_OPTIONS.items()
+    }
+    return {
+        "conduit": {
+            "description": "Defaults of airflow-conduit's pipeline recovery (Conduit's pipelines.error-recovery.* options).",
+            "options": options,
+        }
+    }
+
+
+def get_provider_info() -> dict:
+    return {
+        "package-name": PACKAGE_NAME,
+        "name": "Conduit pipelines on Spark",
+        "description": "Conduit-style recovering data pipelines on Apache Spark: backoff restarts under a windowed "
+        "retry budget, fatal vs transient errors, dead letter queue.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Conduit pipelines on Spark",
+                "external-doc-url": "https://conduit.io/docs/using/other-features/pipeline-recovery",
+                "tags": ["apache"],
+            }
+        ],
+        "config": _config_section(),
+    }
