@@ -1,0 +1,188 @@
+"""The run report: the contract between the Spark job (writer) and Airflow / the CLI (readers).
+
+Pure Python (no airflow, no pyspark). The Spark job rewrites the report at
+least once per batch with ``write_atomic`` (temp file in the same folder,
+fsync, ``os.replace``), so a reader never sees a half-written report, even
+after the driver was killed. Format: docs/architecture.md, "The run report".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+STATUS_STARTING = "starting"
+STATUS_RUNNING = "running"
+STATUS_SUCCEEDED = "succeeded"
+STATUS_FAILED = "failed"
+STATUSES = (STATUS_STARTING, STATUS_RUNNING, STATUS_SUCCEEDED, STATUS_FAILED)
+
+MAX_BATCHES = 100  # the report keeps the last 100 batches
+
+# KIP-298 error metric names (task-error-metrics).
+COUNTER_NAMES = (
+    "total-record-failures",
+    "total-records-skipped",
+    "total-retries",
+    "deadletterqueue-records-produced",
+    "deadletterqueue-produce-failures",
+    "last-failure-timestamp",
+)
+
+
+def utc_now_iso() -> str:
+    """ISO-8601 UTC with a trailing Z, the time format of every report field."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def report_path(state_dir: str | os.PathLike[str], run_id: str) -> Path:
+    """STATE_DIR/runs/<run-id>/report.json (docs/architecture.md, state directory)."""
+    return Path(state_dir) / "runs" / run_id / "report.json"
+
+
+def _empty_totals() -> dict[str, Any]:
+    return {"read": 0, "filtered": 0, "dlq": 0, "written": {}}
+
+
+def _empty_counters() -> dict[str, Any]:
+    counters: dict[str, Any] = {name: 0 for name in COUNTER_NAMES}
+    counters["last-failure-timestamp"] = None
+    return counters
+
+
+@dataclass
+class RunReport:
+    """What one run of the Spark job did: status, counts per batch and in total, KIP-298 counters, error."""
+
+    pipeline_id: str
+    run_id: str
+    status: str = STATUS_STARTING
+    started_at: str | None = None
+    ended_at: str | None = None
+    last_progress_at: str | None = None
+    first_record_written_at: str | None = None
+    totals: dict[str, Any] = field(default_factory=_empty_totals)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    counters: dict[str, Any] = field(default_factory=_empty_counters)
+    error: dict[str, Any] | None = None
+
+    # -- updates -------------------------------------------------------------------------------------
+
+    def add_batch(
+        self,
+        batch_id: int,
+        *,
+        read: int,
+        filtered: int,
+        dlq: int,
+        written: dict[str, int],
+        at: str | None = None,
+    ) -> None:
+        """Record one committed batch: per-batch entry (last 100 kept) and running totals."""
+        at = at or utc_now_iso()
+        self.batches.append(
+            {"batch_id": batch_id, "read": read, "filtered": filtered, "dlq": dlq, "written": dict(written), "at": at}
+        )
+        del self.batches[:-MAX_BATCHES]
+        self.totals["read"] += read
+        self.totals["filtered"] += filtered
+        self.totals["dlq"] += dlq
+        for dest, n in written.items():
+            self.totals["written"][dest] = self.totals["written"].get(dest, 0) + n
+        if self.first_record_written_at is None and any(n > 0 for n in written.values()):
+            self.first_record_written_at = at
+        self.last_progress_at = at
+
+    def add_counters(self, **increments: int) -> None:
+        """Add to KIP-298 counters; keyword names use underscores (total_record_failures=1)."""
+        for key, value in increments.items():
+            name = key.replace("_", "-")
+            if name not in COUNTER_NAMES or name == "last-failure-timestamp":
+                raise KeyError(f"unknown counter {name!r}")
+            self.counters[name] = self.counters.get(name, 0) + value
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (STATUS_SUCCEEDED, STATUS_FAILED)
+
+    # -- (de)serialisation ---------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pipeline_id": self.pipeline_id,
+            "run_id": self.run_id,
+            "status": self.status,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "last_progress_at": self.last_progress_at,
+            "first_record_written_at": self.first_record_written_at,
+            "totals": self.totals,
+            "batches": self.batches,
+            "counters": self.counters,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunReport":
+        totals = _empty_totals()
+        totals.update(data.get("totals") or {})
+        counters = _empty_counters()
+        counters.update(data.get("counters") or {})
+        return cls(
+            pipeline_id=data.get("pipeline_id", ""),
+            run_id=data.get("run_id", ""),
+            status=data.get("status", STATUS_STARTING),
+            started_at=data.get("started_at"),
+            ended_at=data.get("ended_at"),
+            last_progress_at=data.get("last_progress_at"),
+            first_record_written_at=data.get("first_record_written_at"),
+            totals=totals,
+            batches=list(data.get("batches") or []),
+            counters=counters,
+            error=data.get("error"),
+        )
+
+    def write_atomic(self, path: str | os.PathLike[str]) -> None:
+        """Write to a temp file in the same folder, fsync, then os.replace: readers see old or new, never half."""
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> "RunReport | None":
+        """The report at ``path``, or None when there is none (the job never got that far)."""
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return cls.from_dict(json.load(fh))
+        except FileNotFoundError:
+            return None
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
+    """Atomically replace ``path`` with ``data`` as JSON (also used for the Spark job's small state files)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
