@@ -6,17 +6,27 @@ Conduit has one (``dead-letter-queue``, ``window-size``,
 ``window-nack-threshold``, processor plugins such as ``field.set``) and
 KIP-298 for per-record error handling (``errors.retry.timeout``,
 ``errors.retry.delay.max``, ``include-messages``, ``include-configs``).
+
+``settings`` dicts hold the plugin's settings with their YAML names and the
+defaults filled in (settings_schema.py). Values of secret settings are
+``secrets.Secret`` objects that print as ``***``: call ``get_secret_value()``
+(or ``secrets.reveal(settings)``) only where a connector needs the real value,
+and ``secrets.redact``/``redacted_dict`` for anything that is logged or written.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 SOURCE_PLUGINS = ("file", "generator")
 DESTINATION_PLUGINS = ("file", "jdbc", "log")
 PROCESSOR_PLUGINS = ("field.set", "field.rename", "field.exclude", "filter", "sql", "json.decode", "custom")
 MODES = ("available-now", "continuous")
+SPEC_VERSIONS = ("1",)
+# Component id reserved for the dead letter queue (commit markers, report counters): no component may use it.
+DEAD_LETTER_QUEUE_ID = "dead-letter-queue"
 
 
 @dataclass(frozen=True)
@@ -79,4 +89,28 @@ class PipelineSpec:
     trigger_interval_seconds: float = 5.0  # micro-batch interval in continuous mode
     description: str = ""
     source_file: str | None = None  # path the spec was loaded from, for error messages
-    secret_keys: frozenset[str] = frozenset()  # settings keys whose values must never be logged
+    secret_keys: frozenset[str] = frozenset()  # settings keys whose values must never be logged (bare names, e.g. "password")
+    # Added by the loader (after the first model): where the secrets are, as key paths
+    # ("pipeline.destinations[1].settings.password"), and the spec format version.
+    secret_paths: tuple[str, ...] = ()
+    version: str = "1"
+
+    def components(self) -> Iterator["Component"]:
+        """Every source, processor and destination in pipeline order (the DLQ is not a component)."""
+        for source in self.sources:
+            yield source
+            yield from source.processors
+        yield from self.processors
+        for destination in self.destinations:
+            yield from destination.processors
+            yield destination
+
+    def component(self, component_id: str) -> "Component":
+        """The source, processor or destination with this id (KeyError when there is none)."""
+        for item in self.components():
+            if item.id == component_id:
+                return item
+        raise KeyError(component_id)
+
+
+Component = Union[SourceSpec, ProcessorSpec, DestinationSpec]

@@ -1,0 +1,130 @@
+"""A pipeline's recovery session: the recovery engine plus what must survive between job runs.
+
+The operator (across deferrals, Airflow retries, worker and triggerer
+restarts) and ``airflow-conduit run`` (in one process) drive the same
+session: submit, watch, ask the engine, restart or degrade. Decisions come
+from ``airflow_conduit.recovery``; this module keeps the bookkeeping and
+writes the plain timeline lines the task log and the CLI print.
+
+``carry()`` is the JSON that travels (defer kwargs, trigger kwargs, the
+``task_state_store`` and ``STATE_DIR/recovery.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from airflow_conduit.recovery import PipelineState, RecoveryEngine, RecoveryOptions, RecoveryState, SystemClock
+from airflow_conduit.recovery.durations import format_duration
+
+CARRY_VERSION = 1
+
+
+def safe_run_id(text: str) -> str:
+    """A run id usable as a folder name (Airflow run ids hold ':' and '+')."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120] or "run"
+
+
+class RecoverySession:
+    def __init__(
+        self,
+        options: RecoveryOptions,
+        *,
+        state: RecoveryState | None = None,
+        submissions: int = 0,
+        current: dict | None = None,
+        run_prefix: str = "run",
+        clock: Any = None,
+    ):
+        self.options = options
+        self.engine = RecoveryEngine(options, clock=clock or SystemClock(), state=state)
+        self.submissions = submissions
+        self.current = current  # handle of the job being watched (or whose outcome is not handled yet)
+        self.run_prefix = run_prefix
+        if state is None:
+            self.engine.start()
+
+    # -- travel ----------------------------------------------------------------------------------
+
+    def carry(self) -> dict[str, Any]:
+        return {
+            "version": CARRY_VERSION,
+            "options": self.options.to_dict(),
+            "recovery": json.loads(self.engine.state.to_json()),
+            "submissions": self.submissions,
+            "current": self.current,
+            "run_prefix": self.run_prefix,
+        }
+
+    @classmethod
+    def from_carry(cls, carry: dict[str, Any], options: RecoveryOptions | None = None, clock: Any = None) -> "RecoverySession":
+        """Resume; ``options`` (freshly resolved) win over the carried ones, the window and audit log are kept."""
+        state = RecoveryState.from_json(json.dumps(carry["recovery"]))
+        return cls(
+            options or RecoveryOptions.from_mapping(carry["options"]),
+            state=state,
+            submissions=int(carry.get("submissions", 0)),
+            current=carry.get("current"),
+            run_prefix=carry.get("run_prefix") or "run",
+            clock=clock,
+        )
+
+    # -- reading the engine ----------------------------------------------------------------------
+
+    @property
+    def pipeline_state(self) -> str:
+        return str(self.engine.state.pipeline_state)
+
+    @property
+    def degraded(self) -> bool:
+        return self.engine.state.pipeline_state == PipelineState.DEGRADED
+
+    def audit(self, last: int | None = None) -> list[dict[str, Any]]:
+        events = [event.to_dict() for event in self.engine.state.audit]
+        return events[-last:] if last else events
+
+    def next_run_id(self) -> str:
+        self.submissions += 1
+        return f"{self.run_prefix}-s{self.submissions:02d}"
+
+    # -- timeline lines --------------------------------------------------------------------------
+
+    @staticmethod
+    def submitted_line(handle: dict) -> str:
+        where = handle.get("driver_id") or f"pid {handle.get('pid')}"
+        return f"submitted: run {handle['run_id']} ({handle['launcher']} launcher, {where})"
+
+    @staticmethod
+    def failed_line(decision: Any) -> str:
+        c = decision.classification
+        return f"failed: classified as {'fatal' if c.fatal else 'transient'} (code {c.code}: {c.reason})"
+
+    @staticmethod
+    def restart_line(decision: Any) -> str:
+        budget = "unlimited" if decision.max_retries < 0 else str(decision.max_retries)
+        return (
+            f"restarting in {format_duration(decision.delay_seconds)} "
+            f"(attempt {decision.restarts_in_window} of {budget} in window)"
+        )
+
+    @staticmethod
+    def degraded_line(decision: Any) -> str:
+        return f"degraded because {decision.reason}"
+
+    @staticmethod
+    def counts_line(report: dict | None) -> str:
+        if not report:
+            return "no run report"
+        totals = report.get("totals") or {}
+        written = ", ".join(f"{d}={n}" for d, n in sorted((totals.get("written") or {}).items())) or "0"
+        return (
+            f"read={totals.get('read', 0)} written[{written}] filtered={totals.get('filtered', 0)} dlq={totals.get('dlq', 0)}"
+        )
+
+
+def records_written(report: dict | None) -> int:
+    """Records written end to end: the smallest per-destination total (each record goes to every destination)."""
+    written = ((report or {}).get("totals") or {}).get("written") or {}
+    return min(written.values()) if written else 0

@@ -1,0 +1,143 @@
+"""The launcher interface, the job handle and the job status shared by every launcher."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_conduit.recovery import codes
+
+# Job states as the launchers report them (the Spark job's own view is in its run report).
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+JOB_STATES = (RUNNING, SUCCEEDED, FAILED)
+
+# A job handle is a plain dict (JSON-serialisable: it travels through defer kwargs and XCom).
+# Keys every launcher sets:
+#   launcher     "local" | "standalone"
+#   run_id       the Spark job's --run-id
+#   state_dir    the pipeline's state directory
+#   report_path  STATE_DIR/runs/<run-id>/report.json
+#   log_path     driver log, when this machine can read it (local launcher), else None
+#   submitted_at ISO-8601 UTC
+#   spark_ui     URL of the Spark UI (local driver) or of the master's UI (standalone), or None
+JobHandle = dict
+
+
+@dataclass
+class JobStatus:
+    """What a launcher knows about a job: its state, and how it ended when it did."""
+
+    state: str  # one of JOB_STATES
+    exit_code: int | None = None  # process exit code (local launcher), None when unknown
+    driver_state: str | None = None  # the cluster manager's word (standalone: RUNNING, FINISHED, FAILED, KILLED...)
+    message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state != RUNNING
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Launcher(ABC):
+    """Submit a pipeline job, report its status, stop it. Implementations keep no state outside the handle."""
+
+    kind: str = ""
+
+    @abstractmethod
+    def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None) -> JobHandle:
+        """Start one run of the pipeline and return its handle (the job runs on after this returns)."""
+
+    @abstractmethod
+    def status(self, handle: JobHandle) -> JobStatus:
+        """The job's current status. Never blocks for long; never starts anything."""
+
+    async def status_async(self, handle: JobHandle) -> JobStatus:
+        """Non-blocking status for triggers: by default the blocking call runs in a worker thread."""
+        return await asyncio.to_thread(self.status, handle)
+
+    @abstractmethod
+    def kill(self, handle: JobHandle, graceful: bool = True) -> None:
+        """Stop the job: gracefully (let Spark stop) where the launcher can, forcefully otherwise."""
+
+
+def run_dir(state_dir: str | os.PathLike[str], run_id: str) -> Path:
+    """STATE_DIR/runs/<run-id> (docs/architecture.md, state directory)."""
+    return Path(state_dir) / "runs" / run_id
+
+
+def entrypoint_arguments(spec_path: str, run_id: str, state_dir: str, faults: dict | None) -> list[str]:
+    """The Spark job's command line after the .py file (docs/architecture.md, entry point)."""
+    args = ["--spec", str(spec_path), "--run-id", run_id, "--state-dir", str(state_dir)]
+    if faults:
+        args += ["--faults", json.dumps(faults, sort_keys=True)]
+    return args
+
+
+def tail_text(path: str | os.PathLike[str] | None, max_bytes: int = 16_000) -> str:
+    """The end of a log file ('' when there is none): enough to find the error marker and stack trace."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            return fh.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+_MARKER = re.compile(re.escape(codes.ERROR_LINE_PREFIX) + r"(\{.*\})\s*$", re.MULTILINE)
+
+
+def error_from_log(text: str) -> dict | None:
+    """The last ``AIRFLOW_CONDUIT_ERROR {json}`` line the job printed on stderr, parsed; None if absent."""
+    found = None
+    for match in _MARKER.finditer(text or ""):
+        try:
+            found = json.loads(match.group(1))
+        except ValueError:
+            continue
+    return found
+
+
+def structured_failure(status: JobStatus, report_error: dict | None, log_text: str) -> dict | None:
+    """The structured error of a failed job, from the best source there is.
+
+    1. the run report's ``error`` (the job wrote it before exiting);
+    2. the ``AIRFLOW_CONDUIT_ERROR {json}`` line in the driver log;
+    3. a driver that ended with no exit code known (standalone FAILED/KILLED/lost) and no error: an
+       infrastructure error (code 1400, docs/architecture.md), since nobody lived to write one;
+    4. None: the caller hands the exit code and the log text to the recovery engine's classifier
+       (which knows that 137/143 or a negative exit code is a signal kill).
+    """
+    if report_error:
+        return report_error
+    from_log = error_from_log(log_text)
+    if from_log:
+        return from_log
+    if status.state == FAILED and status.exit_code is None:
+        how = status.driver_state or "lost"
+        return {
+            "code": codes.INFRASTRUCTURE,
+            "fatal": False,
+            "message": f"the Spark driver ended without reporting an error ({how}): killed or lost",
+            "exception_class": None,
+            "error_condition": None,
+            "sqlstate": None,
+            "stage": "runner",
+            "component_id": None,
+            "component_type": None,
+            "extra": {"exit_code": status.exit_code, "driver_state": status.driver_state, "message": status.message},
+        }
+    return None

@@ -1,0 +1,267 @@
+"""Local launcher: spark-submit on this machine, the driver detached from the Airflow worker.
+
+The command line is built by the Spark provider's ``SparkSubmitHook`` from a
+``spark`` connection (host = master, extras ``deploy-mode``, ``spark-binary``),
+so the same path serves ``local[*]`` (the embedded default), and YARN or
+Kubernetes masters in client or cluster mode (documented, not tested here).
+The driver runs in its own session under ``detached.py``, which records the
+exit code: the worker defers and the job lives on without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_conduit.launchers import detached
+from airflow_conduit.launchers.base import (
+    FAILED,
+    RUNNING,
+    SUCCEEDED,
+    JobHandle,
+    JobStatus,
+    Launcher,
+    entrypoint_arguments,
+    run_dir,
+)
+from airflow_conduit.pipeline.report import utc_now_iso
+
+POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
+# Connection used when the requested one does not exist: Spark embedded on this machine.
+EMBEDDED_CONN_ID = "conduit_embedded_local"
+EMBEDDED_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
+GRACEFUL_STOP_SECONDS = 30.0
+
+# Children this process started: polled so that a finished wrapper is reaped instead of lingering as a zombie.
+_children: dict[int, subprocess.Popen] = {}
+
+
+def connection_exists(conn_id: str) -> bool:
+    """True when Airflow (metadata DB, AIRFLOW_CONN_* env var or a secrets backend) knows the connection."""
+    from airflow.sdk import BaseHook
+
+    try:
+        BaseHook.get_connection(conn_id)
+        return True
+    except Exception:  # AirflowNotFoundException, or no Airflow context at all (CLI without a DB)
+        return False
+
+
+def use_embedded_connection() -> str:
+    """Register the embedded ``local[*]`` connection as an env var connection and return its id."""
+    os.environ.setdefault(f"AIRFLOW_CONN_{EMBEDDED_CONN_ID.upper()}", json.dumps(EMBEDDED_CONNECTION))
+    return EMBEDDED_CONN_ID
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _resolve_binary(binary: str) -> str:
+    """spark-submit from PATH, else the one installed next to this Python (the pyspark wheel's)."""
+    found = shutil.which(binary)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / binary
+    return str(beside) if beside.exists() else binary
+
+
+class LocalLauncher(Launcher):
+    """spark-submit on this machine; status from the wrapper's exit file and the process table."""
+
+    kind = "local"
+
+    def __init__(
+        self,
+        conn_id: str = "spark_default",
+        *,
+        conf: dict[str, Any] | None = None,
+        application: str | None = None,
+        py_files: str | None = None,
+        driver_memory: str | None = None,
+        env: dict[str, str] | None = None,
+        graceful_stop_seconds: float = GRACEFUL_STOP_SECONDS,
+    ):
+        self.requested_conn_id = conn_id  # resolved at submit time: status and kill need no connection
+        self.conf = dict(conf or {})
+        self.application = application  # default: airflow_conduit.spark.packaging.entrypoint_path()
+        self.py_files = py_files  # default: a zip built by build_py_files_archive()
+        self.driver_memory = driver_memory
+        self.env = dict(env or {})
+        self.graceful_stop_seconds = graceful_stop_seconds
+
+    # -- submit ----------------------------------------------------------------------------------
+
+    @property
+    def conn_id(self) -> str:
+        """The requested connection, or the embedded local[*] one when it does not exist."""
+        if not hasattr(self, "_conn_id"):
+            wanted = self.requested_conn_id
+            self._conn_id = wanted if connection_exists(wanted) else use_embedded_connection()
+        return self._conn_id
+
+    def _spark_conf(self, ui_port: int) -> dict[str, Any]:
+        conf: dict[str, Any] = {"spark.ui.port": str(ui_port)}
+        if os.path.exists(POSTGRESQL_JAR):
+            conf["spark.jars"] = POSTGRESQL_JAR
+        conf.update(self.conf)
+        return conf
+
+    def _job_files(self, folder: Path) -> tuple[str, str]:
+        application, py_files = self.application, self.py_files
+        if application is None or py_files is None:
+            from airflow_conduit.spark import packaging
+
+            application = application or packaging.entrypoint_path()
+            py_files = py_files or packaging.build_py_files_archive(str(folder))
+        return application, py_files
+
+    def build_command(self, application: str, py_files: str, args: list[str], conf: dict, name: str) -> list[str]:
+        """The spark-submit command line, built by the Spark provider's hook from the connection."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        hook = SparkSubmitHook(
+            conn_id=self.conn_id,
+            conf=conf,
+            py_files=py_files or None,
+            name=name,
+            application_args=args,
+            driver_memory=self.driver_memory,
+        )
+        cmd = hook._build_spark_submit_command(application)
+        cmd[0] = _resolve_binary(cmd[0])
+        return cmd
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
+        bin_dir = str(Path(sys.executable).parent)
+        if bin_dir not in env.get("PATH", "").split(os.pathsep):
+            env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+        env.update(self.env)
+        return env
+
+    def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None) -> JobHandle:
+        folder = run_dir(state_dir, run_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        application, py_files = self._job_files(folder)
+        ui_port = free_port()
+        args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults)
+        application = os.path.abspath(application)
+        cmd = self.build_command(application, py_files, args, self._spark_conf(ui_port), f"conduit-{run_id}")
+        return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")
+
+    def launch(self, cmd: list[str], run_id: str, state_dir: str, spark_ui: str | None = None) -> JobHandle:
+        """Start ``cmd`` detached (new session) under the exit-code wrapper; output to driver.log."""
+        folder = run_dir(state_dir, run_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        log_path, exit_path = folder / "driver.log", folder / "exit.json"
+        wrapper = [sys.executable, "-m", "airflow_conduit.launchers.detached", str(exit_path), "--", *cmd]
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                wrapper,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own session and process group: survives the worker, killable as a group
+                env=self._environment(),
+                cwd=folder,
+            )
+        _children[proc.pid] = proc
+        return {
+            "launcher": self.kind,
+            "run_id": run_id,
+            "state_dir": os.path.abspath(state_dir),
+            "report_path": str((folder / "report.json").absolute()),
+            "log_path": str(log_path.absolute()),
+            "exit_path": str(exit_path.absolute()),
+            "pid": proc.pid,
+            "pid_started": _process_start_time(proc.pid),
+            "submitted_at": utc_now_iso(),
+            "spark_ui": spark_ui,
+            "conn_id": self.conn_id,
+        }
+
+    # -- status ----------------------------------------------------------------------------------
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        child = _children.get(handle["pid"])
+        if child is not None and child.poll() is not None:
+            _children.pop(handle["pid"], None)
+        record = _read_exit(handle["exit_path"])
+        if record is None and _alive(handle):
+            return JobStatus(RUNNING)
+        record = record or _read_exit(handle["exit_path"])  # it may have exited between the two looks
+        if record is None:
+            return JobStatus(FAILED, exit_code=None, message="driver process vanished without recording an exit code")
+        code = record.get("exit_code")
+        return JobStatus(SUCCEEDED if code == 0 else FAILED, exit_code=code, message=record.get("note") or "")
+
+    # -- kill ------------------------------------------------------------------------------------
+
+    def kill(self, handle: JobHandle, graceful: bool = True) -> None:
+        if not _alive(handle):
+            return
+        pgid = handle["pid"]  # session leader: its pid is the process group id
+        if graceful:
+            _signal_group(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + self.graceful_stop_seconds
+            while time.monotonic() < deadline:
+                if _read_exit(handle["exit_path"]) is not None or not _alive(handle):
+                    return
+                time.sleep(0.5)
+        _signal_group(pgid, signal.SIGKILL)
+        if _read_exit(handle["exit_path"]) is None:
+            detached.write_exit_file(handle["exit_path"], 128 + signal.SIGKILL, note="killed by the launcher")
+        child = _children.pop(pgid, None)
+        if child is not None:
+            child.wait(timeout=10)
+
+
+def _read_exit(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _process_start_time(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _alive(handle: JobHandle) -> bool:
+    """The wrapper process of this handle is still running (same pid *and* same start time, not a zombie)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(handle["pid"])
+        if handle.get("pid_started") is not None and abs(proc.create_time() - handle["pid_started"]) > 1.0:
+            return False  # the pid was reused by another process
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass

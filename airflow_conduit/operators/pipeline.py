@@ -1,0 +1,348 @@
+"""RecoveringSparkPipelineOperator: run a Conduit-style pipeline on Spark and keep it alive.
+
+execute ─ validate spec ─ submit ─ defer(SparkPipelineTrigger) ──► execute_complete
+execute_complete:
+  succeeded ─► return the run summary (XCom)
+  running   ─► (progress while recovering) engine.on_progress ─► "recovered" ─► defer to the watcher again
+  failed    ─► engine.on_failure ─► degrade: AirflowFailException (no Airflow retry)
+                                 └► restart: defer(DateTimeTrigger, backoff delay) ─► resubmit ─► defer(watcher)
+
+Every decision comes from the recovery engine (airflow_conduit.recovery). The
+recovery state travels in defer/trigger kwargs and is persisted at every
+transition in the ``task_state_store`` (Airflow 3.3) and in
+``STATE_DIR/recovery.json``, so an Airflow retry, a worker crash or a
+triggerer restart neither resets the retry window nor loses the audit log;
+``pipeline_state`` and ``audit_log`` are pushed to XCom at every transition.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_conduit.hooks.config import resolve_recovery_options
+from airflow_conduit.hooks.session import RecoverySession, records_written, safe_run_id
+from airflow_conduit.hooks.state_dir import StateDir
+from airflow_conduit.launchers.factory import launcher_for_connection, launcher_for_handle, launcher_kind_for_connection
+from airflow_conduit.operators.links import XCOM_DLQ, XCOM_JOB, DeadLetterQueueLink, SparkUILink, dlq_location
+from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
+
+STORE_KEY = "conduit_recovery"  # task_state_store key of the session carry
+XCOM_STATE = "pipeline_state"
+XCOM_AUDIT = "audit_log"
+AUDIT_IN_MESSAGE = 5  # audit events quoted in a degraded task's error message
+
+
+class RecoveringSparkPipelineOperator(BaseOperator):
+    """Run a pipeline spec on Spark; restart it with backoff on transient errors, degrade on fatal ones.
+
+    :param spec: path of a pipeline YAML file, or the YAML text itself (inline; written to the state dir)
+    :param conn_id: Spark connection (``spark_default``): host ``local[*]`` (also when it does not exist),
+        ``spark://host:7077`` with extra ``deploy-mode: cluster`` for a standalone cluster (REST submission),
+        or any master spark-submit knows (YARN, Kubernetes)
+    :param state_dir: the pipeline's state directory (checkpoints, commits, run reports, recovery.json)
+    :param min_delay/max_delay/backoff_factor/max_retries/max_retries_window/policy: Conduit's recovery
+        options; unset ones come from the Airflow Variable named by ``[conduit] variable``, then ``[conduit]``
+    :param recovery_options: further engine options (e.g. ``{"backoff-reset-after": "1m"}``)
+    :param poll_interval: seconds between two looks at the running job
+    :param faults: fault injection for tests and demos (docs/architecture.md)
+    :param launcher: force ``local`` or ``standalone`` instead of deriving it from the connection
+    :param spark_conf: extra Spark properties
+    """
+
+    template_fields: Sequence[str] = ("spec", "state_dir", "conn_id")
+    template_ext: Sequence[str] = ()
+    ui_color = "#e8f4ea"
+    operator_extra_links = (SparkUILink(), DeadLetterQueueLink())
+
+    def __init__(
+        self,
+        *,
+        spec: str,
+        state_dir: str,
+        conn_id: str = "spark_default",
+        min_delay: str | float | None = None,
+        max_delay: str | float | None = None,
+        backoff_factor: float | None = None,
+        max_retries: int | None = None,
+        max_retries_window: str | float | None = None,
+        policy: str | None = None,
+        recovery_options: dict[str, Any] | None = None,
+        poll_interval: float = 5.0,
+        faults: dict[str, Any] | None = None,
+        launcher: str | None = None,
+        spark_conf: dict[str, Any] | None = None,
+        launcher_options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
+        kwargs.setdefault("retries", 0)  # recovery is the engine's job, not a second layer of Airflow retries
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.state_dir = state_dir
+        self.conn_id = conn_id
+        self.recovery_arguments = {
+            **(recovery_options or {}),
+            "min_delay": min_delay,
+            "max_delay": max_delay,
+            "backoff_factor": backoff_factor,
+            "max_retries": max_retries,
+            "max_retries_window": max_retries_window,
+            "policy": policy,
+        }
+        self.poll_interval = poll_interval
+        self.faults = faults
+        self.launcher = launcher
+        self.spark_conf = spark_conf
+        self.launcher_options = launcher_options or {}
+        self._conduit_handle: dict | None = None
+        self._conduit_dlq: str | None = None
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _recovery_options(self):
+        from airflow_conduit.recovery import RecoveryOptions
+        from airflow_conduit.recovery.errors import RecoveryConfigError
+
+        try:
+            return RecoveryOptions.from_mapping(resolve_recovery_options(self.recovery_arguments))
+        except (RecoveryConfigError, ValueError) as exc:
+            raise AirflowFailException(f"invalid recovery options: {exc}") from exc
+
+    def _spec_path(self) -> str:
+        """The spec file to submit: the given path, or the inline YAML written to STATE_DIR/pipeline.yaml."""
+        if "\n" not in self.spec.strip():
+            return os.path.abspath(self.spec)
+        path = Path(self.state_dir) / "pipeline.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.spec, encoding="utf-8")
+        return str(path.absolute())
+
+    def _validated_spec(self) -> tuple[str, Any]:
+        from airflow_conduit.pipeline import SpecError, load_pipeline
+
+        path = self._spec_path()
+        try:
+            return path, load_pipeline(path)
+        except SpecError as exc:
+            raise AirflowFailException(f"pipeline spec refused, nothing was submitted:\n{exc}") from exc
+
+    def _owner(self, context: Any) -> dict[str, Any]:
+        ti = context["ti"]
+        return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": ti.map_index}
+
+    def _launcher(self):
+        options = dict(self.launcher_options)
+        if self.spark_conf:
+            options["conf"] = self.spark_conf
+        return launcher_for_connection(self.conn_id, kind=self.launcher, **options)
+
+    # -- persistence: defer kwargs / trigger carry first, then task_state_store, then recovery.json ---
+
+    def _persist(self, context: Any, session: RecoverySession, *, event: dict | None = None) -> None:
+        carry = session.carry()
+        store = context.get("task_state_store")
+        if store is not None:
+            try:
+                store.set(STORE_KEY, carry)
+            except Exception as exc:  # the file below still holds it
+                self.log.warning("task_state_store unavailable (%s); recovery.json keeps the state", exc)
+        StateDir(self.state_dir).write_recovery(
+            {
+                "pipeline_id": getattr(self, "_pipeline_id", None),
+                "pipeline_state": session.pipeline_state,
+                "owner": self._owner(context),
+                "submissions": session.submissions,
+                "current": session.current,
+                "last_event": _event_digest(event),
+                "carry": carry,
+            }
+        )
+        ti = context["ti"]
+        ti.xcom_push(key=XCOM_STATE, value=session.pipeline_state)
+        ti.xcom_push(key=XCOM_AUDIT, value=session.audit())
+
+    def _load_carry(self, context: Any) -> dict | None:
+        store = context.get("task_state_store")
+        if store is not None:
+            try:
+                carry = store.get(STORE_KEY)
+                if carry:
+                    return carry
+            except Exception as exc:
+                self.log.warning("task_state_store unavailable (%s); reading recovery.json", exc)
+        record = StateDir(self.state_dir).read_recovery()
+        if record and record.get("owner") == self._owner(context):
+            return record.get("carry")
+        return None
+
+    def _session(self, context: Any, carry: dict | None) -> RecoverySession:
+        carry = carry or self._load_carry(context)
+        if carry is None:
+            raise AirflowFailException(f"recovery state lost: nothing in task_state_store nor {self.state_dir}/recovery.json")
+        return RecoverySession.from_carry(carry, self._recovery_options())
+
+    # -- the task ----------------------------------------------------------------------------------
+
+    def execute(self, context: Any) -> Any:
+        spec_path, spec = self._validated_spec()
+        self._pipeline_id = spec.id
+        self._conduit_dlq = dlq_location(spec)
+        context["ti"].xcom_push(key=XCOM_DLQ, value=self._conduit_dlq)
+        options = self._recovery_options()
+        session = None
+        carry = self._load_carry(context)
+        if carry is not None:
+            earlier = RecoverySession.from_carry(carry, options)
+            if earlier.pipeline_state in ("degraded", "stopped"):
+                self.log.info("pipeline %s was %s; this try starts it again with a fresh retry budget", spec.id, earlier.pipeline_state)
+            elif earlier.current is not None:
+                # An Airflow retry or a worker crash after submission: watch that job, do not submit another.
+                self.log.info("resuming: watching run %s submitted by an earlier try", earlier.current["run_id"])
+                return self._watch(context, earlier, earlier.current)
+            else:
+                self.log.info("resuming pipeline %s (%s) from its persisted recovery state", spec.id, earlier.pipeline_state)
+                session = earlier
+                if session.engine.state.pending_restart is not None:
+                    session.engine.on_restarted()
+        if session is None:
+            ti = context["ti"]
+            prefix = safe_run_id(f"{ti.run_id}-{ti.task_id}" + (f"-{ti.map_index}" if ti.map_index >= 0 else ""))
+            session = RecoverySession(options, run_prefix=prefix)
+            self.log.info(
+                "pipeline %s: recovery options %s; launcher %s (connection %s)",
+                spec.id,
+                options.to_dict(),
+                self.launcher or launcher_kind_for_connection(self.conn_id),
+                self.conn_id,
+            )
+        return self._submit(context, session, spec_path)
+
+    def _submit(self, context: Any, session: RecoverySession, spec_path: str | None = None) -> None:
+        spec_path = spec_path or self._validated_spec()[0]
+        run_id = session.next_run_id()
+        handle = self._launcher().submit(spec_path, run_id, self.state_dir, self.faults)
+        session.current = handle
+        self._conduit_handle = handle
+        self.log.info(session.submitted_line(handle))
+        context["ti"].xcom_push(key=XCOM_JOB, value=handle)
+        self._persist(context, session)
+        return self._watch(context, session, handle)
+
+    def _watch(self, context: Any, session: RecoverySession, handle: dict) -> None:
+        recovering = session.pipeline_state == "recovering"
+        self.defer(
+            trigger=SparkPipelineTrigger(
+                handle, poll_interval=self.poll_interval, report_progress=recovering, carry=session.carry()
+            ),
+            method_name="execute_complete",
+        )
+
+    def execute_complete(self, context: Any, event: dict | None = None, **kwargs: Any) -> Any:
+        event = event or {}
+        session = self._session(context, event.get("carry"))
+        handle = event.get("handle") or session.current
+        self._conduit_handle = handle
+        status = event.get("status")
+        report = event.get("report")
+        written = records_written(report)
+
+        if status == "running":  # first record end to end after a restart
+            before = session.pipeline_state
+            session.engine.on_progress(written)
+            if before == "recovering" and session.pipeline_state == "running":
+                self.log.info("recovered: run %s wrote its first records (%s)", handle["run_id"], session.counts_line(report))
+            else:
+                self.log.info("running: %s", session.counts_line(report))
+            self._persist(context, session, event=event)
+            self.defer(
+                trigger=SparkPipelineTrigger(handle, poll_interval=self.poll_interval, carry=session.carry()),
+                method_name="execute_complete",
+            )
+
+        session.current = None  # this run's outcome is handled below
+        if status == "succeeded":
+            was_recovering = session.pipeline_state == "recovering"
+            if written:
+                session.engine.on_progress(written)
+            session.engine.on_success()
+            if was_recovering:
+                self.log.info("recovered: run %s succeeded", handle["run_id"])
+            self.log.info("succeeded: run %s, %s", handle["run_id"], session.counts_line(report))
+            self._persist(context, session, event=event)
+            return {
+                "pipeline_id": (report or {}).get("pipeline_id"),
+                "status": "succeeded",
+                "pipeline_state": session.pipeline_state,
+                "run_id": handle["run_id"],
+                "submissions": session.submissions,
+                "report": report,
+                "state_dir": os.path.abspath(self.state_dir),
+                "audit_log": session.audit(),
+            }
+
+        error = event.get("error") or event.get("stderr_tail") or f"job ended with status {status!r} and no error"
+        decision = session.engine.on_failure(error, exit_code=event.get("exit_code"))
+        self.log.info(
+            "run %s %s (exit %s, %s)", handle["run_id"], session.failed_line(decision), event.get("exit_code"),
+            session.counts_line(report),
+        )
+        if decision.action == "degrade":
+            self.log.error(session.degraded_line(decision))
+            self._persist(context, session, event=event)
+            raise AirflowFailException(self._degraded_message(session, decision, error))
+        self.log.info(session.restart_line(decision))
+        self._persist(context, session, event=event)
+        self.defer(
+            trigger=_backoff_timer(decision.delay_seconds),
+            method_name="resubmit",
+            kwargs={"carry": session.carry()},
+        )
+
+    def resubmit(self, context: Any, event: Any = None, carry: dict | None = None, **kwargs: Any) -> None:
+        """After the backoff delay: tell the engine, submit the next run, watch it."""
+        session = self._session(context, carry)
+        session.engine.on_restarted()
+        return self._submit(context, session)
+
+    def _degraded_message(self, session: RecoverySession, decision: Any, error: Any) -> str:
+        c = decision.classification
+        message = error.get("message") if isinstance(error, dict) else str(error).strip().splitlines()[-1:] or [""]
+        if isinstance(message, list):
+            message = message[0]
+        lines = [
+            f"pipeline degraded: {decision.reason}",
+            f"error: {message}",
+            f"classification: {'fatal' if c.fatal else 'transient'}, code {c.code} ({c.reason})",
+            "last audit events:",
+        ]
+        for event in session.audit(AUDIT_IN_MESSAGE):
+            lines.append(f"  {event['at']} {event['event']} -> {event['pipeline_state']}: {event['message']}")
+        return "\n".join(lines)
+
+    def on_kill(self) -> None:
+        """Marking the task failed or clearing it stops the Spark job (gracefully where the launcher can)."""
+        handle = self._conduit_handle
+        if handle is None:
+            record = StateDir(self.state_dir).read_recovery() or {}
+            handle = record.get("current")
+        if handle:
+            self.log.info("stopping run %s", handle["run_id"])
+            launcher_for_handle(handle).kill(handle, graceful=True)
+
+
+def _backoff_timer(delay_seconds: float):
+    from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
+
+    return TimeDeltaTrigger(timedelta(seconds=max(0.0, float(delay_seconds))))
+
+
+def _event_digest(event: dict | None) -> dict | None:
+    """The event without its log tail and carry (recovery.json stays small and readable)."""
+    if not event:
+        return None
+    return {k: v for k, v in event.items() if k not in ("carry", "stderr_tail", "handle")}

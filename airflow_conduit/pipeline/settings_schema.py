@@ -1,0 +1,486 @@
+"""Every plugin's settings in one table: name, kind, default, when required.
+
+This is the single place to add a setting: one ``Setting(...)`` line in the
+plugin's table. The loader checks types and allowed values, fills defaults,
+refuses unknown keys (suggesting the closest known one) and runs the plugin's
+cross-field checks. docs/pipelines.md documents the same table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_conduit.pipeline.ddl import DDLError, parse_ddl, parse_type
+from airflow_conduit.pipeline.spec_durations import parse_duration
+from airflow_conduit.pipeline.secrets import url_has_credentials
+
+FORMATS = ("json", "csv", "parquet")
+LOG_LEVELS = ("info", "warn", "error")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a kind needs besides the value: where relative paths start, whether the value came from ${ENV}."""
+
+    base_dir: str
+    from_env: bool = False
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _got(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return _type_name(value)
+    return f"{_type_name(value)} {value!r}" if value is not None else _type_name(value)
+
+
+class Kind:
+    """How one setting's value is checked and normalized; ``coerce`` raises ValueError saying what was expected."""
+
+    doc = "value"
+
+    def coerce(self, value: Any, ctx: Context) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class String(Kind):
+    doc = "string"
+
+    def coerce(self, value, ctx):
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {_got(value)}")
+        if not value.strip():
+            raise ValueError("expected a non-empty string")
+        return value
+
+
+class PathKind(String):
+    """A file system path or URI; a relative local path is resolved against the spec file's folder."""
+
+    doc = "path"
+
+    def coerce(self, value, ctx):
+        value = super().coerce(value, ctx)
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://", value) or value.startswith("file:"):
+            return value
+        return os.path.normpath(os.path.join(ctx.base_dir, os.path.expanduser(value)))
+
+
+@dataclass(frozen=True)
+class Integer(Kind):
+    minimum: int | None = None
+    maximum: int | None = None
+
+    @property
+    def doc(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"integer {self.minimum}..{self.maximum}"
+        if self.minimum is not None:
+            return f"integer >= {self.minimum}"
+        return "integer"
+
+    def coerce(self, value, ctx):
+        if ctx.from_env and isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an {self.doc}, got {_got(value)}")
+        if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
+            raise ValueError(f"expected an {self.doc}, got {value}")
+        return value
+
+
+@dataclass(frozen=True)
+class Number(Kind):
+    minimum: float | None = None
+    maximum: float | None = None
+
+    @property
+    def doc(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"number {self.minimum:g}..{self.maximum:g}"
+        return "number"
+
+    def coerce(self, value, ctx):
+        if ctx.from_env and isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"expected a {self.doc}, got {_got(value)}")
+        if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
+            raise ValueError(f"expected a {self.doc}, got {value}")
+        return float(value)
+
+
+class Boolean(Kind):
+    doc = "boolean"
+
+    def coerce(self, value, ctx):
+        if ctx.from_env and isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            value = value.strip().lower() == "true"
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {_got(value)}")
+        return value
+
+
+@dataclass(frozen=True)
+class Choice(Kind):
+    choices: tuple[str, ...]
+
+    @property
+    def doc(self) -> str:
+        return " | ".join(self.choices)
+
+    def coerce(self, value, ctx):
+        if not isinstance(value, str) or value.lower() not in self.choices:
+            raise ValueError(f"expected one of {', '.join(self.choices)}, got {_got(value)}")
+        return value.lower()
+
+
+class Duration(Kind):
+    """Stored as seconds (float)."""
+
+    doc = "duration"
+
+    def coerce(self, value, ctx):
+        return parse_duration(value)
+
+
+class DDLSchema(String):
+    doc = "DDL column list"
+
+    def coerce(self, value, ctx):
+        value = super().coerce(value, ctx)
+        try:
+            parse_ddl(value)
+        except DDLError as exc:
+            raise ValueError(f"expected a DDL column list like 'id INT, name STRING': {exc}") from None
+        return value
+
+
+class TypeMap(Kind):
+    """Mapping column name -> Spark SQL type (generator fields); types are normalized upper case."""
+
+    doc = "mapping name -> type"
+
+    def coerce(self, value, ctx):
+        if not isinstance(value, dict) or not value:
+            raise ValueError(f"expected a non-empty mapping of field name to Spark SQL type, got {_got(value)}")
+        out: dict[str, str] = {}
+        for name, type_text in value.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"field names must be strings, got {_got(name)}")
+            try:
+                out[name] = parse_type(type_text)
+            except DDLError as exc:
+                raise ValueError(f"field {name!r}: {exc}") from None
+        return out
+
+
+class StringMap(Kind):
+    doc = "mapping string -> string"
+
+    def coerce(self, value, ctx):
+        if not isinstance(value, dict) or not value:
+            raise ValueError(f"expected a non-empty mapping of string to string, got {_got(value)}")
+        for k, v in value.items():
+            if not isinstance(k, str) or not isinstance(v, str) or not k or not v:
+                raise ValueError(f"expected string -> string entries, got {k!r}: {v!r}")
+        return dict(value)
+
+
+@dataclass(frozen=True)
+class StringList(Kind):
+    """A list of non-empty strings; with ``allow_single`` a lone string is read as a one-item list."""
+
+    allow_single: bool = False
+    doc = "list of strings"
+
+    def coerce(self, value, ctx):
+        if self.allow_single and isinstance(value, str) and value.strip():
+            value = [value]
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
+            raise ValueError(f"expected a non-empty list of strings, got {_got(value)}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"the list names some entries twice: {value}")
+        return list(value)
+
+
+def _balance_problem(text: str) -> str | None:
+    """Cheap sanity check of a SQL expression: quotes closed, brackets balanced (Spark checks the rest)."""
+    closing = {")": "(", "]": "["}
+    stack: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\" and quote != "`":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"`":
+            quote = ch
+        elif ch in "([":
+            stack.append(ch)
+        elif ch in ")]":
+            if not stack or stack.pop() != closing[ch]:
+                return f"unbalanced {ch!r} at position {i}"
+        i += 1
+    if quote:
+        return f"unterminated {quote} quote"
+    if stack:
+        return f"unclosed {stack[-1]!r}"
+    return None
+
+
+def split_select_list(text: str) -> list[str]:
+    """Split ``"*, a + 1 AS b, concat(x, y) AS z"`` on top-level commas."""
+    parts: list[str] = []
+    depth = 0
+    quote: str | None = None
+    start = 0
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\" and quote != "`":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"`":
+            quote = ch
+        elif ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+        i += 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+class Expression(Kind):
+    """A Spark SQL expression; a YAML number or boolean is read as its SQL literal."""
+
+    doc = "Spark SQL expression"
+
+    def coerce(self, value, ctx):
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            value = repr(value)
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"expected a Spark SQL expression (string), got {_got(value)}")
+        problem = _balance_problem(value)
+        if problem:
+            raise ValueError(f"not a valid Spark SQL expression: {problem}")
+        return value
+
+
+class ExpressionList(Kind):
+    doc = "list of Spark SQL expressions"
+
+    def coerce(self, value, ctx):
+        if not isinstance(value, list) or not value:
+            raise ValueError(f"expected a non-empty list of Spark SQL expressions, got {_got(value)}")
+        return [Expression().coerce(v, ctx) for v in value]
+
+
+class FunctionRef(String):
+    doc = "module:callable"
+    _PATTERN = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+
+    def coerce(self, value, ctx):
+        value = super().coerce(value, ctx)
+        if not self._PATTERN.match(value.strip()):
+            raise ValueError(f"expected 'package.module:function', got {value!r}")
+        return value.strip()
+
+
+class JdbcUrl(String):
+    doc = "jdbc:<subprotocol>:..."
+
+    def coerce(self, value, ctx):
+        value = super().coerce(value, ctx)
+        if not re.match(r"jdbc:[a-z0-9]+:", value):
+            raise ValueError(f"expected a JDBC URL such as 'jdbc:postgresql://host:5432/db', got {value!r}")
+        if url_has_credentials(value):
+            raise ValueError(
+                "the URL contains a password: put it in settings.password (use ${ENV_VAR}) so it is never logged"
+            )
+        return value
+
+
+_NO_DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of one plugin.
+
+    ``required_when``/``only_when`` are ``(other_key, values)``: the setting is
+    required / allowed only when the other setting (after defaults) is one of
+    ``values``. The default is filled only where the setting is allowed.
+    """
+
+    kind: Kind
+    doc: str
+    required: bool = False
+    default: Any = _NO_DEFAULT
+    required_when: tuple[str, tuple[Any, ...]] | None = None
+    only_when: tuple[str, tuple[Any, ...]] | None = None
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not _NO_DEFAULT
+
+
+# A cross-field check gets the normalized settings and a report(key, message) callback.
+Check = Callable[[dict[str, Any], Callable[[str, str], None]], None]
+
+
+@dataclass(frozen=True)
+class PluginSchema:
+    doc: str
+    settings: Mapping[str, Setting]
+    checks: tuple[Check, ...] = ()
+    one_of: tuple[tuple[str, ...], ...] = ()  # groups of keys of which exactly one must be given
+
+
+def _sql_select_list(settings: dict[str, Any], report: Callable[[str, str], None]) -> None:
+    """``expression: "*, a AS b"`` is also offered to the runner as ``select: ["*", "a AS b"]``."""
+    if "expression" in settings and "select" not in settings:
+        parts = split_select_list(settings["expression"])
+        if any(not p for p in parts):
+            report("expression", "has an empty item in its select list (a stray comma?)")
+        settings["select"] = parts
+
+
+# --------------------------------------------------------------------------------------------
+# The tables. Keys are the YAML setting names.
+# --------------------------------------------------------------------------------------------
+
+_FORMAT_CSV = ("format", ("csv",))
+
+SOURCE_SCHEMAS: dict[str, PluginSchema] = {
+    "file": PluginSchema(
+        "Files in a folder read by Spark's file source; new files are picked up on the next batch.",
+        {
+            "path": Setting(PathKind(), "folder (or glob) to read; relative to the spec file's folder", required=True),
+            "format": Setting(Choice(FORMATS), "file format", default="json"),
+            "schema": Setting(
+                DDLSchema(),
+                "Spark DDL column list; NOT NULL columns make a record without them a per-record error",
+                required_when=("format", ("json", "csv")),
+            ),
+            "max-files-per-trigger": Setting(Integer(minimum=1), "at most this many new files per micro-batch"),
+            "header": Setting(Boolean(), "the first line of each CSV file is a header", default=True, only_when=_FORMAT_CSV),
+        },
+    ),
+    "generator": PluginSchema(
+        "Synthetic records for demos and benchmarks, with a share of bad records on purpose.",
+        {
+            "records": Setting(Integer(minimum=1), "total number of records to generate", default=1000),
+            "rate": Setting(Integer(minimum=1), "records per second (continuous mode); unset: as fast as possible"),
+            "fields": Setting(TypeMap(), "field name -> Spark SQL type of the generated records", required=True),
+            "bad-record-ratio": Setting(
+                Number(minimum=0.0, maximum=1.0), "share of records generated malformed (for DLQ demos)", default=0.0
+            ),
+            "seed": Setting(Integer(), "random seed: the same seed gives the same records", default=0),
+        },
+    ),
+}
+
+DESTINATION_SCHEMAS: dict[str, PluginSchema] = {
+    "file": PluginSchema(
+        "Files written by Spark's writer, one batch at a time, idempotent per batch.",
+        {
+            "path": Setting(PathKind(), "output folder; relative to the spec file's folder", required=True),
+            "format": Setting(Choice(FORMATS), "file format", default="json"),
+            "header": Setting(Boolean(), "write a header line in each CSV file", default=True, only_when=_FORMAT_CSV),
+        },
+    ),
+    "jdbc": PluginSchema(
+        "A database table written over JDBC (tested with PostgreSQL).",
+        {
+            "url": Setting(JdbcUrl(), "JDBC URL without credentials, e.g. jdbc:postgresql://host:5432/db", required=True),
+            "table": Setting(String(), "target table, optionally schema-qualified", required=True),
+            "user": Setting(String(), "database user"),
+            "password": Setting(String(), "database password (a secret: write ${ENV_VAR})"),
+            "key": Setting(
+                StringList(allow_single=True), "key columns: rows are upserted on them (idempotent across restarts)"
+            ),
+            "driver": Setting(String(), "JDBC driver class", default="org.postgresql.Driver"),
+        },
+    ),
+    "log": PluginSchema(
+        "Writes each record to the driver log (Conduit's default DLQ, builtin:log).",
+        {
+            "level": Setting(Choice(LOG_LEVELS), "log level", default="warn"),
+            "message": Setting(String(), "message logged with each record", default="record delivery failed"),
+        },
+    ),
+}
+
+PROCESSOR_SCHEMAS: dict[str, PluginSchema] = {
+    "field.set": PluginSchema(
+        "Sets a field to the value of a Spark SQL expression (a string literal needs quotes: \"'EUR'\").",
+        {
+            "field": Setting(String(), "field to set (created if missing)", required=True),
+            "value": Setting(Expression(), "Spark SQL expression", required=True),
+        },
+    ),
+    "field.rename": PluginSchema(
+        "Renames fields.",
+        {"mapping": Setting(StringMap(), "old name -> new name", required=True)},
+    ),
+    "field.exclude": PluginSchema(
+        "Removes fields.",
+        {"fields": Setting(StringList(allow_single=True), "fields to remove", required=True)},
+    ),
+    "filter": PluginSchema(
+        "Keeps the records where the condition is TRUE; FALSE or NULL drops the record (acked, counted as filtered).",
+        {"condition": Setting(Expression(), "Spark SQL boolean expression", required=True)},
+    ),
+    "sql": PluginSchema(
+        "Replaces each record by a Spark SQL select list evaluated on it (DataFrame.selectExpr).",
+        {
+            "select": Setting(ExpressionList(), "select expressions, e.g. ['*', 'amount * 100 AS cents']"),
+            "expression": Setting(Expression(), "the same as one string: '*, amount * 100 AS cents'"),
+        },
+        checks=(_sql_select_list,),
+        one_of=(("select", "expression"),),
+    ),
+    "json.decode": PluginSchema(
+        "Parses a JSON string field into a struct; malformed JSON is a per-record error (DLQ).",
+        {
+            "field": Setting(String(), "string field holding JSON", required=True),
+            "schema": Setting(DDLSchema(), "DDL column list of the decoded struct", required=True),
+            "target": Setting(String(), "field that receives the struct; default: replaces `field`"),
+        },
+    ),
+    "custom": PluginSchema(
+        "Calls a user's Python function for each record (dict in, dict out; None drops it); exceptions are per-record errors.",
+        {"function": Setting(FunctionRef(), "importable 'package.module:function'", required=True)},
+    ),
+}
+
+SCHEMAS_BY_ROLE: dict[str, dict[str, PluginSchema]] = {
+    "source": SOURCE_SCHEMAS,
+    "destination": DESTINATION_SCHEMAS,
+    "processor": PROCESSOR_SCHEMAS,
+}

@@ -1,0 +1,52 @@
+"""Pipeline recovery, pure Python (no airflow, no pyspark): options, backoff, retry window,
+error classification, pipeline states and audit log. See docs/recovery.md."""
+
+from airflow_conduit.recovery.classify import Classification, classify, structured_error_from_exception
+from airflow_conduit.recovery.clock import Clock, FakeClock, SystemClock
+from airflow_conduit.recovery.durations import format_duration, parse_duration
+from airflow_conduit.recovery.engine import DEGRADE, RESTART, Decision, RecoveryEngine
+from airflow_conduit.recovery.errors import (
+    FatalError,
+    InvalidTransition,
+    NackThresholdExceeded,
+    PipelineError,
+    ProcessorError,
+    RecoveryConfigError,
+    StructuredError,
+    TransientError,
+)
+from airflow_conduit.recovery.options import INFINITE_RETRIES, POLICIES, RecoveryOptions
+from airflow_conduit.recovery.rules import ClassificationRule
+from airflow_conduit.recovery.state import AuditEvent, AuditEventType, PipelineState, RecoveryState, RestartRecord
+
+__all__ = [
+    "AuditEvent",
+    "AuditEventType",
+    "Classification",
+    "ClassificationRule",
+    "Clock",
+    "DEGRADE",
+    "Decision",
+    "FakeClock",
+    "FatalError",
+    "INFINITE_RETRIES",
+    "InvalidTransition",
+    "NackThresholdExceeded",
+    "POLICIES",
+    "PipelineError",
+    "PipelineState",
+    "ProcessorError",
+    "RESTART",
+    "RecoveryConfigError",
+    "RecoveryEngine",
+    "RecoveryOptions",
+    "RecoveryState",
+    "RestartRecord",
+    "StructuredError",
+    "SystemClock",
+    "TransientError",
+    "classify",
+    "format_duration",
+    "parse_duration",
+    "structured_error_from_exception",
+]

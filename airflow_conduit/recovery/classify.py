@@ -1,0 +1,354 @@
+"""Fatal or transient? The classifier behind every recovery decision.
+
+Rules are tried in this order; the first that gives an answer wins:
+
+1. user rules (``error-rules`` option), in the order written;
+2. ``FatalError`` / ``TransientError`` raised by user code, anywhere in the cause chain (outermost wins);
+3. the structured error's code (``AIRFLOW_CONDUIT_ERROR {json}``, run report, dict): 1xxx transient, 2xxx fatal;
+4. the Spark job's exit code (70 fatal, 75 transient, 78 invalid spec, killed by a signal: infrastructure);
+5. Spark error conditions (``[UNRESOLVED_COLUMN.WITH_SUGGESTION]``);
+6. SQLSTATE classes (42 analysis: fatal, 08 connection: transient, ...);
+7. exception classes in the chain, and Java class names in the text;
+8. the stage that failed (a processor: fatal, Conduit recovery doc);
+9. message patterns ("connection refused", "permission denied", ...);
+10. otherwise transient (design doc: by default all errors are transient).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+from airflow_conduit.recovery import codes
+from airflow_conduit.recovery.errors import StructuredError
+from airflow_conduit.recovery.facts import ErrorFacts, gather_facts
+from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The verdict: ``fatal`` (degrade) or not (restart), the error code, and which rule decided and why."""
+
+    code: int
+    fatal: bool
+    reason: str  # "<rule>: <why>", for humans and the audit log
+    rule: str  # machine name of the deciding rule: user-rule, marker, code, exit-code, condition, sqlstate, class, stage, message, default
+    message: str = ""  # one-line summary of the error
+    exception_class: str | None = None
+    error_condition: str | None = None
+    sqlstate: str | None = None
+    stage: str | None = None
+
+    @property
+    def transient(self) -> bool:
+        return not self.fatal
+
+    @property
+    def kind(self) -> str:
+        return "fatal" if self.fatal else "transient"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Classification":
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+
+
+# --- built-in tables ---------------------------------------------------------------------------------
+
+# Spark error conditions (top level; "A" also matches "A.SUB"). Checked before SQLSTATE because a
+# condition is more specific: CONCURRENT_QUERY has SQLSTATE 0A000 (not supported) but is passing.
+SPARK_CONDITIONS: dict[str, int] = {
+    "UNRESOLVED_COLUMN": codes.ANALYSIS,
+    "UNRESOLVED_FIELD": codes.ANALYSIS,
+    "UNRESOLVED_ROUTINE": codes.ANALYSIS,
+    "TABLE_OR_VIEW_NOT_FOUND": codes.ANALYSIS,
+    "SCHEMA_NOT_FOUND": codes.ANALYSIS,
+    "PATH_NOT_FOUND": codes.ANALYSIS,
+    "DATATYPE_MISMATCH": codes.ANALYSIS,
+    "PARSE_SYNTAX_ERROR": codes.ANALYSIS,
+    "AMBIGUOUS_REFERENCE": codes.ANALYSIS,
+    "INCOMPATIBLE_DATA_FOR_TABLE": codes.ANALYSIS,
+    "CAST_INVALID_INPUT": codes.FATAL,
+    "DIVIDE_BY_ZERO": codes.FATAL,
+    "ARITHMETIC_OVERFLOW": codes.FATAL,
+    "CONCURRENT_QUERY": codes.RESOURCE_UNAVAILABLE,  # the previous driver still holds the checkpoint
+    "CONCURRENT_STREAM_LOG_UPDATE": codes.RESOURCE_UNAVAILABLE,
+    "UNABLE_TO_ACQUIRE_MEMORY": codes.RESOURCE_UNAVAILABLE,
+}
+
+# SQLSTATE classes (first two characters; "HYT" for ODBC timeouts).
+SQLSTATE_CLASSES: dict[str, tuple[int, str]] = {
+    "08": (codes.CONNECTION, "connection exception"),
+    "HYT": (codes.TIMEOUT, "timeout expired"),
+    "40": (codes.TRANSIENT, "transaction rollback (serialization failure, deadlock)"),
+    "53": (codes.RESOURCE_UNAVAILABLE, "insufficient resources"),
+    "57": (codes.TRANSIENT, "operator intervention (shutdown, cancel)"),
+    "42": (codes.ANALYSIS, "syntax error or access rule violation (analysis)"),
+    "28": (codes.PERMISSION, "invalid authorization specification"),
+    "23": (codes.DATA_INTEGRITY, "integrity constraint violation"),
+    "22": (codes.FATAL, "data exception"),
+    "0A": (codes.FATAL, "feature not supported"),
+    "3D": (codes.ANALYSIS, "invalid catalog name"),
+    "3F": (codes.ANALYSIS, "invalid schema name"),
+}
+
+# Exception classes. A name without a dot matches that short name in any package
+# ("AnalysisException" matches pyspark's and org.apache.spark.sql's).
+EXCEPTION_CLASSES: dict[str, int] = {
+    # transient
+    "ConnectionError": codes.CONNECTION,  # Python: refused, reset, aborted, broken pipe
+    "TimeoutError": codes.TIMEOUT,
+    "java.net.ConnectException": codes.CONNECTION,
+    "java.net.NoRouteToHostException": codes.CONNECTION,
+    "java.net.UnknownHostException": codes.CONNECTION,
+    "java.net.SocketException": codes.CONNECTION,
+    "java.sql.SQLTransientConnectionException": codes.CONNECTION,
+    "psycopg2.OperationalError": codes.CONNECTION,
+    "psycopg2.InterfaceError": codes.CONNECTION,
+    "java.net.SocketTimeoutException": codes.TIMEOUT,
+    "java.util.concurrent.TimeoutException": codes.TIMEOUT,
+    "java.sql.SQLTimeoutException": codes.TIMEOUT,
+    "org.apache.spark.rpc.RpcTimeoutException": codes.TIMEOUT,
+    "java.sql.SQLTransientException": codes.TRANSIENT,
+    "java.sql.SQLRecoverableException": codes.TRANSIENT,
+    "java.lang.OutOfMemoryError": codes.RESOURCE_UNAVAILABLE,
+    "MemoryError": codes.RESOURCE_UNAVAILABLE,
+    "org.apache.spark.shuffle.FetchFailedException": codes.INFRASTRUCTURE,
+    "org.apache.spark.ExecutorDeadException": codes.INFRASTRUCTURE,
+    "py4j.protocol.Py4JNetworkError": codes.INFRASTRUCTURE,
+    # fatal
+    "AnalysisException": codes.ANALYSIS,
+    "ParseException": codes.ANALYSIS,
+    "java.sql.SQLSyntaxErrorException": codes.ANALYSIS,
+    "psycopg2.ProgrammingError": codes.ANALYSIS,
+    "java.sql.SQLIntegrityConstraintViolationException": codes.DATA_INTEGRITY,
+    "psycopg2.IntegrityError": codes.DATA_INTEGRITY,
+    "psycopg2.DataError": codes.FATAL,
+    "java.sql.SQLInvalidAuthorizationSpecException": codes.PERMISSION,
+    "PermissionError": codes.PERMISSION,
+    "java.nio.file.AccessDeniedException": codes.PERMISSION,
+    "java.lang.SecurityException": codes.PERMISSION,
+    "org.apache.hadoop.security.AccessControlException": codes.PERMISSION,
+    "java.lang.ClassNotFoundException": codes.FATAL,  # a missing jar: retrying does not add it
+    "java.lang.NoClassDefFoundError": codes.FATAL,
+    "java.lang.NoSuchMethodError": codes.FATAL,
+    "ImportError": codes.FATAL,  # broken user code or environment
+    "SyntaxError": codes.FATAL,
+    "NameError": codes.FATAL,
+    "airflow_conduit.pipeline.problems.SpecError": codes.INVALID_SPEC,
+    "airflow_conduit.pipeline.yaml_source.YamlSyntaxError": codes.INVALID_SPEC,
+}
+
+# Stages whose failures are fatal by default (Conduit recovery doc: processors are deterministic).
+FATAL_STAGES: dict[str, int] = {"processor": codes.PROCESSOR}
+
+# Message patterns, case-insensitive, first match wins: fatal ones first because they are more specific
+# ("password authentication failed for user" must not read as a connection problem).
+MESSAGE_PATTERNS: tuple[tuple[str, int], ...] = (
+    (r"window-nack-threshold|nack threshold (?:was )?exceeded", codes.DLQ_NACK_THRESHOLD),
+    (r"password authentication failed|authentication failed|permission denied|access denied|not authori[sz]ed", codes.PERMISSION),
+    (r"duplicate key value violates unique constraint|violates (?:foreign key|not-null|check|unique) constraint"
+     r"|integrity constraint violation", codes.DATA_INTEGRITY),
+    (r"cannot resolve|unresolved column|table or view not found|relation \"[^\"]*\" does not exist"
+     r"|column \"[^\"]*\" does not exist|syntax error at or near", codes.ANALYSIS),
+    (r"executorlostfailure|executor lost|lost executor|worker lost|killed by signal|sigkill|container killed"
+     r"|exit code 137|exit code 143|heartbeat timed out", codes.INFRASTRUCTURE),
+    (r"connection refused|connection reset|connection closed|broken pipe|no route to host|network is unreachable"
+     r"|could not connect to server|connection to server .* failed|name or service not known"
+     r"|temporary failure in name resolution", codes.CONNECTION),
+    (r"timed out|timeout expired|timeout exceeded|deadline exceeded", codes.TIMEOUT),
+    (r"\bunavailable\b|too many requests|throttl|rate limit|too many connections"
+     r"|insufficient resources|out of memory", codes.RESOURCE_UNAVAILABLE),
+)
+
+_KILLED_EXIT_CODES = (137, 143)  # 128 + SIGKILL / SIGTERM as shells and YARN report them
+
+
+# --- the classifier -----------------------------------------------------------------------------------
+
+
+def classify(
+    error: Any,
+    rules: Iterable[ClassificationRule | dict] | None = None,
+    *,
+    exit_code: int | None = None,
+) -> Classification:
+    """Classify an exception, ``StructuredError``, dict, JSON text or stderr text (or only an exit code).
+
+    ``rules`` are user rules (mappings or ``ClassificationRule``) tried before the built-in ones.
+    """
+    return classify_facts(gather_facts(error, exit_code=exit_code), rules)
+
+
+def classify_facts(facts: ErrorFacts, rules: Iterable[ClassificationRule | dict] | None = None) -> Classification:
+    """The rule chain over already gathered facts."""
+    user_rules = parse_rules(rules) if rules is not None and not _all_parsed(rules) else tuple(rules or ())
+    for step in (
+        lambda f: _user_rules(f, user_rules),
+        _by_marker,
+        _by_code,
+        _by_exit_code,
+        _by_condition,
+        _by_sqlstate,
+        _by_class,
+        _by_stage,
+        _by_message,
+    ):
+        result = step(facts)
+        if result is not None:
+            return result
+    return _verdict(facts, codes.TRANSIENT, "default", "default rule: errors are transient unless something says fatal")
+
+
+def structured_error_from_exception(
+    error: BaseException,
+    *,
+    stage: str | None = None,
+    component_id: str | None = None,
+    component_type: str | None = None,
+    rules: Iterable[ClassificationRule | dict] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> StructuredError:
+    """The ``StructuredError`` a job reports for ``error``, classified here so both sides agree on the code."""
+    facts = gather_facts(error)
+    facts.stage = stage or facts.stage
+    facts.component_id = component_id or facts.component_id
+    facts.component_type = component_type or facts.component_type
+    verdict = classify_facts(facts, rules)
+    return StructuredError(
+        code=verdict.code,
+        fatal=verdict.fatal,
+        message=facts.summary,
+        exception_class=facts.exception_class,
+        error_condition=verdict.error_condition,
+        sqlstate=verdict.sqlstate,
+        stage=facts.stage,
+        component_id=facts.component_id,
+        component_type=facts.component_type,
+        extra={"classified_by": verdict.reason, **(extra or {})},
+    )
+
+
+# --- steps ---------------------------------------------------------------------------------------------
+
+
+def _user_rules(facts: ErrorFacts, rules: tuple[ClassificationRule, ...]) -> Classification | None:
+    for index, rule in enumerate(rules):
+        if rule.matches(facts):
+            return _verdict(facts, rule.reported_code, "user-rule", f"user rule {rule.label(index)}", fatal=rule.fatal)
+    return None
+
+
+def _by_marker(facts: ErrorFacts) -> Classification | None:
+    if not facts.markers:
+        return None
+    marker = facts.markers[0]
+    return _verdict(
+        facts, marker.code, "marker", f"{marker.class_name} in the exception chain", fatal=marker.fatal
+    )
+
+
+def _by_code(facts: ErrorFacts) -> Classification | None:
+    if facts.code is None:
+        return None
+    fatal = codes.is_fatal_code(facts.code)
+    if fatal is None:
+        if facts.fatal_flag is None:
+            return None
+        return _verdict(
+            facts, facts.code, "code",
+            f"structured error code {facts.code} is outside the known ranges; its fatal flag says {facts.fatal_flag}",
+            fatal=facts.fatal_flag,
+        )
+    span = "2000-2999 fatal" if fatal else "1000-1999 transient"
+    return _verdict(facts, facts.code, "code", f"structured error code {facts.code} ({span})", fatal=fatal)
+
+
+def _by_exit_code(facts: ErrorFacts) -> Classification | None:
+    exit_code = facts.exit_code
+    if exit_code is None or exit_code == codes.EXIT_OK:
+        return None
+    if exit_code == codes.EXIT_FATAL:
+        return _verdict(facts, codes.FATAL, "exit-code", f"exit code {exit_code} (EXIT_FATAL)")
+    if exit_code == codes.EXIT_TRANSIENT:
+        return _verdict(facts, codes.TRANSIENT, "exit-code", f"exit code {exit_code} (EXIT_TRANSIENT)")
+    if exit_code == codes.EXIT_INVALID_SPEC:
+        return _verdict(facts, codes.INVALID_SPEC, "exit-code", f"exit code {exit_code} (EXIT_INVALID_SPEC)")
+    if exit_code < 0 or exit_code in _KILLED_EXIT_CODES:
+        return _verdict(facts, codes.INFRASTRUCTURE, "exit-code", f"exit code {exit_code}: killed by a signal")
+    return None
+
+
+def _by_condition(facts: ErrorFacts) -> Classification | None:
+    for condition in facts.conditions:
+        top = condition.split(".", 1)[0].upper()
+        if top in SPARK_CONDITIONS:
+            return _verdict(facts, SPARK_CONDITIONS[top], "condition", f"Spark error condition {condition}", condition=condition)
+    return None
+
+
+def _by_sqlstate(facts: ErrorFacts) -> Classification | None:
+    for sqlstate in facts.sqlstates:
+        for prefix, (code, meaning) in SQLSTATE_CLASSES.items():
+            if sqlstate.upper().startswith(prefix):
+                return _verdict(facts, code, "sqlstate", f"SQLSTATE {sqlstate} (class {prefix}: {meaning})", sqlstate=sqlstate)
+    return None
+
+
+def _by_class(facts: ErrorFacts) -> Classification | None:
+    for name in facts.class_names:
+        code = EXCEPTION_CLASSES.get(name)
+        if code is None:
+            short = name.rsplit(".", 1)[-1]
+            if short in EXCEPTION_CLASSES and "." not in short:
+                code = EXCEPTION_CLASSES[short]
+        if code is not None:
+            return _verdict(facts, code, "class", f"exception class {name}", exception_class=name)
+    return None
+
+
+def _by_stage(facts: ErrorFacts) -> Classification | None:
+    if facts.stage in FATAL_STAGES:
+        where = f" {facts.component_id}" if facts.component_id else ""
+        return _verdict(facts, FATAL_STAGES[facts.stage], "stage", f"stage: {facts.stage}{where} failed (processor errors are fatal by default)")
+    return None
+
+
+def _by_message(facts: ErrorFacts) -> Classification | None:
+    for pattern, code in MESSAGE_PATTERNS:
+        match = re.search(pattern, facts.text, re.IGNORECASE)
+        if match:
+            return _verdict(facts, code, "message", f"message pattern {match.group(0)!r}")
+    return None
+
+
+def _verdict(
+    facts: ErrorFacts,
+    code: int,
+    rule: str,
+    why: str,
+    *,
+    fatal: bool | None = None,
+    exception_class: str | None = None,
+    condition: str | None = None,
+    sqlstate: str | None = None,
+) -> Classification:
+    is_fatal = bool(codes.is_fatal_code(code)) if fatal is None else fatal
+    return Classification(
+        code=code,
+        fatal=is_fatal,
+        reason=f"{'fatal' if is_fatal else 'transient'} {code}, {why}",
+        rule=rule,
+        message=facts.summary,
+        exception_class=exception_class or facts.exception_class,
+        error_condition=condition or (facts.conditions[0] if facts.conditions else None),
+        sqlstate=sqlstate or (facts.sqlstates[0] if facts.sqlstates else None),
+        stage=facts.stage,
+    )
+
+
+def _all_parsed(rules: Iterable[Any]) -> bool:
+    return isinstance(rules, tuple) and all(isinstance(r, ClassificationRule) for r in rules)

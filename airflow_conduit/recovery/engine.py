@@ -1,0 +1,341 @@
+"""The recovery engine: what to do when a pipeline fails, and what its state is.
+
+It only decides; the Airflow operator/trigger (or the CLI runner, or the simulator)
+acts: waits ``Decision.delay_seconds``, re-submits the job, and reports back with
+``on_restarted``, ``on_progress``, ``on_success``. Time comes from the injected clock.
+
+Rules (docs/recovery.md):
+- fatal errors degrade at once; ``max-retries: 0`` degrades on the first error;
+- otherwise a restart is allowed while fewer than ``max-retries`` restarts hold a slot of the
+  retry window. A restart holds its slot from the moment it is decided until
+  ``max-retries-window`` after the restart happened (Conduit: the attempt is given back
+  ``delay + max-retries-window`` after it was taken), so no window ever holds more than
+  ``max-retries`` restarts, whether counted at decision or at restart time;
+- the backoff attempt counter goes back to 0 after a healthy period (``backoff-reset-after``;
+  strimzi: the current backoff interval) or on the first record processed end to end after a
+  restart (design doc). This reset never clears the retry window.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any, Iterable
+
+from airflow_conduit.recovery.classify import Classification, classify
+from airflow_conduit.recovery.clock import Clock, SystemClock
+from airflow_conduit.recovery.durations import format_duration
+from airflow_conduit.recovery.errors import InvalidTransition
+from airflow_conduit.recovery.options import RecoveryOptions
+from airflow_conduit.recovery.policies import jittered_delay, reset_period, resets_on_first_record
+from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
+from airflow_conduit.recovery.state import (
+    AUDIT_LIMIT,
+    AuditEvent,
+    AuditEventType,
+    PipelineState,
+    RecoveryState,
+    RestartRecord,
+)
+
+RESTART = "restart"
+DEGRADE = "degrade"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do about a failure."""
+
+    action: str  # "restart" | "degrade"
+    delay_seconds: float  # wait this long before re-submitting (0 for degrade)
+    attempt: int  # backoff attempt of this restart (1 = first since the last reset); for degrade: the refused one
+    classification: Classification
+    restarts_in_window: int  # restarts holding a window slot, this one included when it restarts
+    max_retries: int
+    reason: str
+    decided_at: datetime | None = None
+    restart_at: datetime | None = None  # decided_at + delay, for restarts
+
+    @property
+    def restart(self) -> bool:
+        return self.action == RESTART
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["classification"] = self.classification.to_dict()
+        data["decided_at"] = None if self.decided_at is None else self.decided_at.isoformat()
+        data["restart_at"] = None if self.restart_at is None else self.restart_at.isoformat()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Decision":
+        values = dict(data)
+        values["classification"] = Classification.from_dict(values["classification"])
+        for key in ("decided_at", "restart_at"):
+            values[key] = None if values.get(key) is None else datetime.fromisoformat(values[key])
+        return cls(**values)
+
+
+class RecoveryEngine:
+    """Decides restart or degrade for each failure, and keeps the pipeline state and audit log."""
+
+    def __init__(
+        self,
+        options: RecoveryOptions | dict | None = None,
+        clock: Clock | None = None,
+        state: RecoveryState | dict | None = None,
+        rules: Iterable[ClassificationRule | dict] | None = None,
+    ):
+        if isinstance(options, dict):
+            options = RecoveryOptions.from_mapping(options)
+        if isinstance(state, dict):
+            state = RecoveryState.from_dict(state)
+        if options is None:
+            options = state.options if state is not None else RecoveryOptions()
+        self.options = options
+        self.clock = clock or SystemClock()
+        self.state = state if state is not None else RecoveryState()
+        self.state.options = options
+        # Extra rules given here are tried before the ones in the options.
+        self.rules = parse_rules(list(rules)) + options.error_rules if rules is not None else options.error_rules
+        if options.jitter_seed is not None and self.state.jitter_seed is None:
+            self.state.jitter_seed = options.jitter_seed
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """The pipeline is submitted for the first time (or again by a user after stopped/degraded)."""
+        state = self.state
+        if state.pipeline_state in (PipelineState.RUNNING, PipelineState.RECOVERING):
+            raise InvalidTransition(
+                f"start(): the pipeline is already {state.pipeline_state.value}; "
+                "use on_restarted() after a restart decision"
+            )
+        now = self._now()
+        previous = state.pipeline_state
+        state.pipeline_state = PipelineState.RUNNING
+        state.started_at = now
+        state.attempt = 0
+        state.last_restart_at = now  # a start is where the health period is measured from
+        state.records_since_restart = 0
+        state.degraded_reason = None
+        self._audit(AuditEventType.STARTED, "pipeline started", at=now, previous_state=previous.value)
+
+    def on_failure(self, error: Any = None, *, exit_code: int | None = None) -> Decision:
+        """The job failed with ``error`` (exception, StructuredError, dict, JSON or stderr text)."""
+        state = self.state
+        if state.pipeline_state not in (PipelineState.RUNNING, PipelineState.RECOVERING):
+            raise InvalidTransition(
+                f"on_failure(): a {state.pipeline_state.value} pipeline is not running; call start() first"
+            )
+        now = self._now()
+        self._confirm_pending_restart(now, implicit=True)
+        self._apply_health(now)
+        classification = classify(error, self.rules, exit_code=exit_code)
+        state.total_failures += 1
+        state.last_failure_at = now
+        state.last_classification = classification
+        self._audit(
+            AuditEventType.FAILED,
+            f"{classification.kind} error: {classification.message or '(no message)'}",
+            at=now,
+            classification=classification.to_dict(),
+        )
+        self._expire_window(now)
+        in_window = len(state.window)
+        attempt = state.attempt + 1
+        max_retries = self.options.max_retries
+
+        if classification.fatal:
+            return self._degrade(now, classification, attempt, in_window, f"fatal error, no restart: {classification.reason}")
+        if not self.options.recovery_enabled:
+            return self._degrade(now, classification, attempt, in_window, "recovery is disabled (max-retries 0)")
+        if not self.options.retries_unlimited and in_window >= max_retries:
+            window = format_duration(self.options.max_retries_window)
+            held = ", ".join(_clock_text(r.restart_at) for r in state.window)
+            return self._degrade(
+                now, classification, attempt, in_window,
+                f"max-retries reached: {in_window} restarts within max-retries-window {window} (at {held})",
+            )
+
+        if self.options.jitter and state.jitter_seed is None:
+            state.jitter_seed = random.SystemRandom().randrange(2**31)  # kept in the state: a resumed engine draws the same
+        delay = jittered_delay(self.options, attempt, seed=state.jitter_seed or 0, draw=state.jitter_draws)
+        state.jitter_draws += 1
+        restart_at = now + timedelta(seconds=delay)
+        state.attempt = attempt
+        state.window.append(RestartRecord(decided_at=now, restart_at=restart_at, attempt=attempt, delay_seconds=delay))
+        state.pipeline_state = PipelineState.RECOVERING
+        limit = "unlimited" if self.options.retries_unlimited else str(max_retries)
+        reason = (
+            f"transient error: restart #{attempt} in {format_duration(delay)} "
+            f"({in_window + 1} of {limit} restarts within max-retries-window {format_duration(self.options.max_retries_window)})"
+        )
+        decision = Decision(RESTART, delay, attempt, classification, in_window + 1, max_retries, reason, now, restart_at)
+        self._audit(
+            AuditEventType.RESTART_SCHEDULED,
+            reason,
+            at=now,
+            attempt=attempt,
+            delay_seconds=delay,
+            restart_at=restart_at.isoformat(),
+            restarts_in_window=in_window + 1,
+            max_retries=max_retries,
+        )
+        return decision
+
+    def on_restarted(self) -> None:
+        """The job was re-submitted after a restart decision."""
+        if self.state.pending_restart is None:
+            raise InvalidTransition(
+                f"on_restarted(): no restart is pending (pipeline is {self.state.pipeline_state.value})"
+            )
+        self._confirm_pending_restart(self._now(), implicit=False)
+
+    def on_progress(self, records_written_end_to_end: int) -> None:
+        """The job reports records written by every destination (or the DLQ) since its last restart."""
+        if records_written_end_to_end <= 0:
+            return
+        state = self.state
+        if state.pipeline_state not in (PipelineState.RUNNING, PipelineState.RECOVERING):
+            return
+        now = self._now()
+        self._confirm_pending_restart(now, implicit=True)
+        self._apply_health(now)
+        first = state.records_since_restart == 0
+        state.records_since_restart += records_written_end_to_end
+        if not first:
+            return
+        if state.pipeline_state is PipelineState.RECOVERING:
+            self._recover(now, "first record processed end to end after the restart")
+        if state.attempt and resets_on_first_record(self.options):
+            self._reset_backoff(now, "first record processed end to end after the restart")
+
+    def check_healthy(self) -> bool:
+        """Apply the healthy-period rule now; True when it changed the state (recovered or counter reset)."""
+        if self.state.pipeline_state not in (PipelineState.RUNNING, PipelineState.RECOVERING):
+            return False
+        now = self._now()
+        self._confirm_pending_restart(now, implicit=True, only_if_due=True)
+        return self._apply_health(now)
+
+    def on_success(self) -> None:
+        """The job finished on its own (available-now mode): the pipeline is stopped."""
+        if self.state.pipeline_state not in (PipelineState.RUNNING, PipelineState.RECOVERING):
+            raise InvalidTransition(f"on_success(): a {self.state.pipeline_state.value} pipeline cannot finish")
+        now = self._now()
+        self._confirm_pending_restart(now, implicit=True)
+        self._apply_health(now)
+        self._stop(now, "job finished")
+
+    def stop(self, reason: str = "stopped by user") -> None:
+        """Stop the pipeline (user request, task killed). Stopping a stopped pipeline does nothing."""
+        if self.state.pipeline_state is PipelineState.STOPPED:
+            return
+        now = self._now()
+        if self.state.pending_restart is not None:
+            self.state.window.pop()  # the scheduled restart will not happen: it does not count
+            self.state.attempt = max(0, self.state.attempt - 1)
+        self._stop(now, reason)
+
+    # --- queries ----------------------------------------------------------------------------------
+    @property
+    def pipeline_state(self) -> PipelineState:
+        return self.state.pipeline_state
+
+    def restarts_in_window(self, at: datetime | None = None) -> int:
+        """Restarts holding a slot of the retry window at ``at`` (default: now)."""
+        moment = at or self._now()
+        window = timedelta(seconds=self.options.max_retries_window)
+        return sum(1 for r in self.state.window if r.decided_at <= moment < r.restart_at + window)
+
+    def window_slot_frees_at(self) -> list[datetime]:
+        """When each restart in the window gives its slot back."""
+        window = timedelta(seconds=self.options.max_retries_window)
+        return [r.restart_at + window for r in self.state.window]
+
+    # --- internals --------------------------------------------------------------------------------
+    def _now(self) -> datetime:
+        return self.clock.now()
+
+    def _confirm_pending_restart(self, now: datetime, *, implicit: bool, only_if_due: bool = False) -> None:
+        pending = self.state.pending_restart
+        if pending is None:
+            return
+        if only_if_due and now < pending.restart_at:
+            return
+        # An explicit confirmation records the actual time; an implied one (a later event shows the
+        # job ran again) the scheduled time, unless that is still in the future.
+        at = now if not implicit else min(pending.restart_at, now)
+        pending.restart_at = at
+        pending.confirmed = True
+        self.state.total_restarts += 1
+        self.state.last_restart_at = at
+        self.state.records_since_restart = 0
+        self._audit(
+            AuditEventType.RESTARTED,
+            f"job re-submitted (restart #{pending.attempt})",
+            at=at,
+            attempt=pending.attempt,
+            implicit=implicit,
+        )
+
+    def _apply_health(self, now: datetime) -> bool:
+        """Healthy since the last restart for the reset period: recovered and/or backoff reset, dated when it became true."""
+        state = self.state
+        if state.pending_restart is not None or state.last_restart_at is None:
+            return False
+        if state.pipeline_state is not PipelineState.RECOVERING and state.attempt == 0:
+            return False
+        period = reset_period(self.options, state.attempt)
+        healthy_at = state.last_restart_at + timedelta(seconds=period)
+        if now < healthy_at:
+            return False
+        why = f"ran without failure for {format_duration(period)} after the restart"
+        if state.pipeline_state is PipelineState.RECOVERING:
+            self._recover(healthy_at, why)
+        if state.attempt:
+            self._reset_backoff(healthy_at, why)
+        return True
+
+    def _recover(self, at: datetime, why: str) -> None:
+        self.state.pipeline_state = PipelineState.RUNNING
+        self._audit(AuditEventType.RECOVERED, f"recovered: {why}", at=at)
+
+    def _reset_backoff(self, at: datetime, why: str) -> None:
+        previous = self.state.attempt
+        self.state.attempt = 0
+        self._audit(
+            AuditEventType.BACKOFF_RESET,
+            f"backoff attempt counter reset from {previous} to 0: {why} (the retry window is kept)",
+            at=at,
+            previous_attempt=previous,
+            restarts_in_window=self.restarts_in_window(at),
+        )
+
+    def _expire_window(self, now: datetime) -> None:
+        window = timedelta(seconds=self.options.max_retries_window)
+        self.state.window = [r for r in self.state.window if not r.confirmed or r.restart_at + window > now]
+
+    def _degrade(self, now: datetime, classification: Classification, attempt: int, in_window: int, reason: str) -> Decision:
+        state = self.state
+        state.pipeline_state = PipelineState.DEGRADED
+        state.degraded_reason = reason
+        self._audit(AuditEventType.DEGRADED, reason, at=now, code=classification.code, restarts_in_window=in_window)
+        return Decision(DEGRADE, 0.0, attempt, classification, in_window, self.options.max_retries, reason, now, None)
+
+    def _stop(self, now: datetime, reason: str) -> None:
+        self.state.pipeline_state = PipelineState.STOPPED
+        self._audit(AuditEventType.STOPPED, reason, at=now)
+
+    def _audit(self, event: AuditEventType, message: str, *, at: datetime, **details: Any) -> None:
+        state = self.state
+        state.audit.append(AuditEvent(at=at, event=event.value, pipeline_state=state.pipeline_state, message=message, details=details))
+        if len(state.audit) > AUDIT_LIMIT:
+            dropped = len(state.audit) - AUDIT_LIMIT
+            del state.audit[:dropped]
+            state.audit_dropped += dropped
+
+
+def _clock_text(moment: datetime) -> str:
+    return moment.strftime("%H:%M:%S")

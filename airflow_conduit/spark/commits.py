@@ -1,0 +1,38 @@
+"""Per-destination, per-batch commit markers: STATE_DIR/commits/<destination-id>/<batch-id>.
+
+Spark re-runs an uncommitted micro-batch after a crash with the same batch id
+and input. A destination whose marker for that batch exists is skipped, so a
+crash after destination A wrote and before B wrote leads, on restart, to B
+being written and A not written again. Writers are themselves idempotent per
+batch (batch-scoped overwrite, delete-then-insert in one transaction), so a
+crash after a write and before its marker only rewrites the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from airflow_conduit.pipeline.report import utc_now_iso, write_json_atomic
+
+
+class CommitLog:
+    def __init__(self, state_dir: str | Path):
+        self.root = Path(state_dir) / "commits"
+
+    def path(self, destination_id: str, batch_id: int) -> Path:
+        return self.root / destination_id / str(batch_id)
+
+    def get(self, destination_id: str, batch_id: int) -> dict[str, Any] | None:
+        """The marker's content (rows written, run id, time), or None when the batch is not committed there."""
+        try:
+            return json.loads(self.path(destination_id, batch_id).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+
+    def mark(self, destination_id: str, batch_id: int, *, rows: int, run_id: str) -> None:
+        write_json_atomic(
+            self.path(destination_id, batch_id),
+            {"destination": destination_id, "batch_id": batch_id, "rows": rows, "run_id": run_id, "at": utc_now_iso()},
+        )

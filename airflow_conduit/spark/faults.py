@@ -1,0 +1,89 @@
+"""Fault injection for tests and demos (``--faults JSON``); counters live in STATE_DIR/faults/.
+
+- ``{"transient_first_runs": N}``: the first N runs of this state directory fail with a transient
+  error (code 1500) before Spark starts; run N+1 proceeds.
+- ``{"fatal": true}``: the run fails with a fatal error (code 2900) before Spark starts.
+- ``{"crash_after_destination": {"destination": ID, "batch": B}}``: the driver kills itself
+  (``os._exit(137)``, as SIGKILL would) right after destination ID committed batch B and before the
+  destinations after it (and the batch commit) ran. It fires once per state directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from airflow_conduit.pipeline.report import write_json_atomic
+from airflow_conduit.recovery import codes
+from airflow_conduit.recovery.errors import FatalError, TransientError
+
+CRASH_EXIT_CODE = 137  # what a shell reports for SIGKILL
+
+
+class InjectedTransient(TransientError):
+    code = codes.INJECTED_TRANSIENT
+
+
+class InjectedFatal(FatalError):
+    code = codes.INJECTED_FATAL
+
+
+def parse_faults(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("--faults must be a JSON object")
+    unknown = set(data) - {"transient_first_runs", "fatal", "crash_after_destination"}
+    if unknown:
+        raise ValueError(f"--faults has unknown keys: {sorted(unknown)}")
+    return data
+
+
+def _faults_dir(state_dir: str | os.PathLike[str]) -> Path:
+    return Path(state_dir) / "faults"
+
+
+def check_start_faults(state_dir: str | os.PathLike[str], faults: dict[str, Any]) -> None:
+    """Raise the injected start-of-run failure, if any (counting runs for transient_first_runs)."""
+    if faults.get("fatal"):
+        raise InjectedFatal("injected fatal failure (--faults fatal)")
+    limit = int(faults.get("transient_first_runs") or 0)
+    if limit > 0:
+        counter = _faults_dir(state_dir) / "runs.json"
+        runs = json.loads(counter.read_text()).get("runs", 0) if counter.exists() else 0
+        write_json_atomic(counter, {"runs": runs + 1})
+        if runs < limit:
+            raise InjectedTransient(f"injected transient failure {runs + 1} of {limit} (--faults transient_first_runs)")
+
+
+def os_exit_crash() -> None:
+    os._exit(CRASH_EXIT_CODE)
+
+
+def crash_point(
+    state_dir: str | os.PathLike[str], faults: dict[str, Any], crash: Callable[[], None] | None = None
+) -> Callable[[str, int], None]:
+    """A hook the runner calls after each destination commit; it crashes where --faults says, once."""
+    spec = faults.get("crash_after_destination")
+    if not spec:
+        return lambda destination, batch: None
+    target, batch_target = str(spec["destination"]), int(spec["batch"])
+    done = _faults_dir(state_dir) / f"crashed-after-{target}-{batch_target}"
+
+    def hook(destination: str, batch: int) -> None:
+        if destination == target and batch == batch_target and not done.exists():
+            done.parent.mkdir(parents=True, exist_ok=True)
+            done.write_text("crashed\n")
+            (crash or os_exit_crash)()
+
+    return hook
+
+
+class SimulatedCrash(BaseException):
+    """In-process stand-in for a killed driver (tests): stops the query like a crash, writes no failed report.
+
+    A BaseException so that no ``except Exception`` on the way turns it into a pipeline error.
+    """

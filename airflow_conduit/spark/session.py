@@ -1,0 +1,55 @@
+"""The SparkSession of a pipeline run.
+
+Under spark-submit the master and jars come from the command line; run
+directly (tests, ``python entrypoint.py``) the session is local. The
+PostgreSQL JDBC driver from Debian's libpostgresql-jdbc-java is added when
+present, and ``ensure_driver_class`` makes it visible to the driver's class
+loader when spark-submit did not put it there (a jar in ``spark.jars`` set
+after launch only reaches the executors).
+"""
+
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import SparkSession
+
+POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
+
+
+def under_spark_submit() -> bool:
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(app_name: str, *, master: str | None = None) -> SparkSession:
+    builder = SparkSession.builder.appName(app_name)
+    if not under_spark_submit():
+        builder = builder.master(master or os.environ.get("AIRFLOW_CONDUIT_SPARK_MASTER", "local[2]"))
+        builder = builder.config("spark.ui.enabled", "false")
+        builder = builder.config("spark.sql.shuffle.partitions", "4")
+    if os.path.exists(POSTGRESQL_JAR):
+        builder = builder.config("spark.jars", POSTGRESQL_JAR)
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    spark = builder.getOrCreate()
+    if under_spark_submit() and spark.conf.get("spark.sql.shuffle.partitions") == "200":
+        spark.conf.set("spark.sql.shuffle.partitions", "4")  # micro-batches are small; 200 tasks per shuffle is waste
+    return spark
+
+
+def ensure_driver_class(spark: SparkSession, class_name: str) -> None:
+    """Make ``class_name`` loadable by the driver, adding the jars of ``spark.jars`` to its class loader if needed."""
+    jvm = spark.sparkContext._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        loader.loadClass(class_name)
+        return
+    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
+        pass
+    jars = [j for j in (spark.conf.get("spark.jars", "") or "").split(",") if j]
+    if os.path.exists(POSTGRESQL_JAR) and POSTGRESQL_JAR not in jars:
+        jars.append(POSTGRESQL_JAR)
+    for jar in jars:
+        path = jar.removeprefix("file:")
+        if os.path.exists(path):
+            loader.addURL(jvm.java.io.File(path).toURI().toURL())
+    loader.loadClass(class_name)  # raises with the class name when it is still missing

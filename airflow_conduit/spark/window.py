@@ -1,0 +1,131 @@
+"""Conduit's DLQ nack window, evaluated over the ordered record stream across batches (pure Python).
+
+Conduit's semantics (pkg/pipeline/stream/dlq.go): the window holds the
+outcome (ack or nack) of the last ``window-size`` records, all acks at first;
+a nack is tolerated while the nacks in the window do not exceed
+``window-nack-threshold``. Defaults 1 and 0: the first nack stops the
+pipeline. ``window-size`` 0 disables the window: nacks never stop it. With a
+threshold of 0 the size does not matter (Conduit shrinks it to 1). Once the
+threshold is exceeded the window is frozen.
+
+The state is small (the last ``size`` outcomes) and is saved per batch in
+STATE_DIR/dlq-window/<batch-id>.json, so the window continues across batches
+and restarts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from pathlib import Path
+from typing import Any, Iterable
+
+from airflow_conduit.pipeline.report import write_json_atomic
+
+KEEP_FILES = 20
+
+
+class NackWindow:
+    def __init__(self, size: int = 1, threshold: int = 0, outcomes: Iterable[bool] = (), exceeded: bool = False):
+        if size > 0 and threshold == 0:
+            size = 1
+        self.size = size
+        self.threshold = threshold
+        self.outcomes: deque[bool] = deque(maxlen=size or None)
+        if size:
+            self.outcomes.extend([False] * size)
+            self.outcomes.extend(outcomes)
+        self.nacks = sum(self.outcomes)
+        self.exceeded = exceeded
+
+    def _store(self, nacked: bool) -> None:
+        if self.size == 0 or self.exceeded:
+            return
+        oldest = self.outcomes[0]
+        self.outcomes.append(nacked)
+        self.nacks += int(nacked) - int(oldest)
+
+    def ack(self, count: int = 1) -> None:
+        if self.nacks == 0 or self.size == 0 or self.exceeded:
+            return
+        for _ in range(min(count, self.size)):
+            self._store(False)
+
+    def nack(self) -> bool:
+        """Record a nack; False when it exceeds the threshold (the pipeline must stop)."""
+        if self.size == 0:
+            return True
+        if self.exceeded:
+            return False
+        self._store(True)
+        if self.nacks > self.threshold:
+            self.exceeded = True
+        return not self.exceeded
+
+    def apply_batch(self, total: int, nack_indices: Iterable[int]) -> int | None:
+        """Feed a batch of ``total`` ordered records whose nacks are at ``nack_indices`` (0-based, sorted).
+
+        Returns the index of the record that exceeded the threshold, or None.
+        """
+        crossed: int | None = None
+        previous = -1
+        for index in nack_indices:
+            self.ack(index - previous - 1)
+            if not self.nack() and crossed is None:
+                crossed = index
+            previous = index
+        self.ack(total - previous - 1)
+        return crossed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "threshold": self.threshold,
+            "outcomes": "".join("1" if o else "0" for o in self.outcomes) if self.size else "",
+            "exceeded": self.exceeded,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], size: int, threshold: int) -> "NackWindow":
+        """Restore the recent outcomes (as many as the spec's size keeps); the freeze is not restored.
+
+        A run that exceeded the threshold stopped as degraded; whoever restarts it decided to go on,
+        so the window is unfrozen, but its recent nacks still count: the next nack stops it again
+        unless enough acks pushed them out.
+        """
+        outcomes = [c == "1" for c in data.get("outcomes", "")]
+        return cls(size, threshold, outcomes)
+
+
+class WindowStore:
+    """STATE_DIR/dlq-window/<batch-id>.json: the window after each batch."""
+
+    def __init__(self, state_dir: str | Path):
+        self.root = Path(state_dir) / "dlq-window"
+
+    def _batches(self) -> list[int]:
+        if not self.root.exists():
+            return []
+        return sorted(int(p.stem) for p in self.root.glob("*.json") if p.stem.isdigit())
+
+    def get(self, batch_id: int) -> dict[str, Any] | None:
+        path = self.root / f"{batch_id}.json"
+        if not path.exists():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def before(self, batch_id: int, size: int, threshold: int) -> NackWindow:
+        """The window as it was after the last batch before ``batch_id`` (a fresh one when none)."""
+        earlier = [b for b in self._batches() if b < batch_id]
+        if not earlier:
+            return NackWindow(size, threshold)
+        data = self.get(earlier[-1]) or {}
+        return NackWindow.from_dict(data.get("window", {}), size, threshold)
+
+    def save(self, batch_id: int, window: NackWindow, crossed_at: int | None) -> None:
+        write_json_atomic(
+            self.root / f"{batch_id}.json",
+            {"batch_id": batch_id, "window": window.to_dict(), "crossed_at_record": crossed_at},
+        )
+        for old in self._batches()[:-KEEP_FILES]:
+            (self.root / f"{old}.json").unlink(missing_ok=True)

@@ -1,0 +1,160 @@
+"""Secrets come from the environment and never show in str/repr, redacted output, JSON or error messages."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from airflow_conduit.pipeline import Secret, SpecError, load_pipeline_from_string, redact, redacted_dict, reveal
+from airflow_conduit.pipeline.secrets import MASK, is_secret_key, mask_url_credentials
+
+PASSWORD = "s3cr3t-Pa55"
+TOKEN = "tok-98765"
+
+SPEC = """\
+version: "1"
+pipeline:
+  id: orders
+  sources:
+    - id: in
+      plugin: file
+      settings: {path: /data/in, format: parquet}
+  destinations:
+    - id: db
+      plugin: jdbc
+      settings:
+        url: jdbc:postgresql://${DB_HOST}:5432/orders
+        table: orders
+        user: conduit
+        password: ${DB_PASSWORD}
+        key: [id]
+  dead-letter-queue:
+    plugin: jdbc
+    settings:
+      url: jdbc:postgresql://localhost/dlq
+      table: dlq
+      password: "literal-${DLQ_TOKEN}"
+"""
+
+ENV = {"DB_HOST": "db.internal", "DB_PASSWORD": PASSWORD, "DLQ_TOKEN": TOKEN}
+
+
+@pytest.fixture
+def spec():
+    return load_pipeline_from_string(SPEC, "secrets.yaml", env=ENV)
+
+
+def test_secret_settings_are_resolved_from_the_environment_and_wrapped(spec):
+    password = spec.destinations[0].settings["password"]
+    assert isinstance(password, Secret)
+    assert password.get_secret_value() == PASSWORD
+    assert spec.dead_letter_queue.settings["password"].get_secret_value() == f"literal-{TOKEN}"
+    assert spec.destinations[0].settings["url"] == "jdbc:postgresql://db.internal:5432/orders"  # not a secret
+    assert spec.destinations[0].settings["key"] == ["id"]  # 'key' (upsert columns) is not a secret
+    assert spec.secret_keys == frozenset({"password"})
+    assert spec.secret_paths == (
+        "pipeline.destinations[0].settings.password",
+        "pipeline.dead-letter-queue.settings.password",
+    )
+
+
+def test_secrets_never_appear_in_str_or_repr(spec):
+    for text in (str(spec), repr(spec), repr(spec.destinations[0]), str(spec.destinations[0].settings),
+                 f"{spec.destinations[0].settings['password']}", repr(spec.dead_letter_queue)):
+        assert PASSWORD not in text and TOKEN not in text
+    assert "'password': ***" in repr(spec.destinations[0].settings)
+
+
+def test_redacted_outputs_hold_no_secret(spec):
+    full = json.dumps(redacted_dict(spec))
+    assert PASSWORD not in full and TOKEN not in full
+    assert redacted_dict(spec)["pipeline"]["destinations"][0]["settings"]["password"] == MASK
+    assert redact(spec.destinations[0].settings) == {
+        "url": "jdbc:postgresql://db.internal:5432/orders",
+        "table": "orders",
+        "user": "conduit",
+        "password": MASK,
+        "key": ["id"],
+        "driver": "org.postgresql.Driver",
+    }
+
+
+def test_redacted_dict_round_trips_to_an_equivalent_spec(spec):
+    """The redacted dict uses the YAML's own keys: loading it back gives the same pipeline (secrets aside)."""
+    import yaml
+
+    data = redacted_dict(spec)
+    again = load_pipeline_from_string(yaml.safe_dump(data), "again.yaml", env={})
+    assert again.destinations[0].settings["password"].get_secret_value() == MASK
+    assert again.sources == spec.sources and again.processors == spec.processors
+    assert again.errors == spec.errors and again.mode == spec.mode
+
+
+def test_settings_with_secrets_cannot_be_dumped_to_json_by_mistake(spec):
+    with pytest.raises(TypeError):
+        json.dumps(spec.destinations[0].settings)
+
+
+def test_reveal_gives_the_real_values_for_the_connector(spec):
+    settings = reveal(spec.destinations[0].settings)
+    assert settings["password"] == PASSWORD and isinstance(settings["password"], str)
+    assert spec.destinations[0].settings["password"] != PASSWORD  # the spec itself is unchanged
+
+
+def test_secret_survives_pickling_for_spark_executors():
+    secret = pickle.loads(pickle.dumps(Secret(PASSWORD)))
+    assert secret.get_secret_value() == PASSWORD and repr(secret) == MASK
+    assert secret == Secret(PASSWORD) and hash(secret) == hash(Secret(PASSWORD)) and secret != PASSWORD
+
+
+def test_redact_masks_secret_named_keys_even_when_not_wrapped_and_urls():
+    settings = {
+        "api-key": "abc",
+        "nested": {"client_secret": "def", "ssl-key-file": "/k.pem", "items": [{"token": "ghi"}]},
+        "url": "jdbc:postgresql://user:pw@host/db?sslpassword=zz&x=1",
+        "plain": "visible",
+        "password": None,
+    }
+    out = json.dumps(redact(settings))
+    for value in ("abc", "def", "/k.pem", "ghi", ":pw@", "zz"):
+        assert value not in out
+    assert "visible" in out and "x=1" in out
+
+
+@pytest.mark.parametrize(
+    "key,secret",
+    [
+        ("password", True), ("db-password", True), ("sslpassword", True), ("clientsecret", True), ("auth_token", True), ("token", True),
+        ("client.secret", True), ("secret-key", True), ("key-file", True), ("ssl-key-file", True), ("keyfile", True),
+        ("api-key", True), ("private_key", True), ("key", False), ("keys", False), ("user", False), ("path", False),
+        ("tokenizer", False), ("max-files-per-trigger", False),
+    ],
+)
+def test_secret_key_names(key, secret):
+    assert is_secret_key(key) is secret
+
+
+def test_url_credentials_are_masked():
+    assert mask_url_credentials("jdbc:postgresql://u:p@h:5432/db") == "jdbc:postgresql://u:***@h:5432/db"
+    assert mask_url_credentials("jdbc:postgresql://h/db?user=u&password=p") == "jdbc:postgresql://h/db?user=u&password=***"
+    assert mask_url_credentials("jdbc:postgresql://h/db") == "jdbc:postgresql://h/db"
+
+
+def test_a_missing_secret_variable_is_a_problem_that_does_not_leak_other_secrets():
+    with pytest.raises(SpecError) as info:
+        load_pipeline_from_string(SPEC, "secrets.yaml", env={"DB_HOST": "h", "DLQ_TOKEN": TOKEN})
+    (problem,) = info.value.problems
+    assert problem.key_path == "pipeline.destinations[0].settings.password"
+    assert "'DB_PASSWORD' is not set" in problem.message
+    assert TOKEN not in str(info.value)
+
+
+def test_a_wrongly_typed_secret_is_not_echoed_in_the_problem():
+    text = SPEC.replace("password: ${DB_PASSWORD}", "password: 918273645")
+    with pytest.raises(SpecError) as info:
+        load_pipeline_from_string(text, "secrets.yaml", env=ENV)
+    (problem,) = info.value.problems
+    assert problem.key_path == "pipeline.destinations[0].settings.password"
+    assert "918273645" not in str(info.value) and "expected string" in problem.message
