@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--error-rules", default=None, metavar="JSON", help='user classification rules, e.g. \'[{"message": "quota", "as": "fatal"}]\'')
     parser.add_argument("--start", default=None, help="when the pipeline starts (default 00:00, scenarios 15:00)")
     parser.add_argument("--failures", nargs="+", action="extend", default=None, metavar="TIME", help="times the job fails")
-    parser.add_argument("--fatal", nargs="+", action="extend", default=None, metavar="TIME", help="times the job fails with a fatal error")
+    parser.add_argument("--fatal", nargs="+", action="extend", default=None, metavar="TIME", help="times the job fails with a FatalError (message: 'simulated fatal error')")
     parser.add_argument("--error", default=None, help=f"error text of the failures, classified like a real one (default {DEFAULT_ERROR!r})")
     parser.add_argument("--records", nargs="+", action="extend", default=None, metavar="TIME", help="times a record is processed end to end")
     parser.add_argument("--checks", nargs="+", action="extend", default=None, metavar="TIME", help="times the healthy-period rule is checked")

@@ -36,6 +36,7 @@ class RecoverySession:
         submissions: int = 0,
         current: dict | None = None,
         run_prefix: str = "run",
+        pipeline_id: str | None = None,
         clock: Any = None,
     ):
         self.options = options
@@ -43,6 +44,7 @@ class RecoverySession:
         self.submissions = submissions
         self.current = current  # handle of the job being watched (or whose outcome is not handled yet)
         self.run_prefix = run_prefix
+        self.pipeline_id = pipeline_id
         if state is None:
             self.engine.start()
 
@@ -56,6 +58,7 @@ class RecoverySession:
             "submissions": self.submissions,
             "current": self.current,
             "run_prefix": self.run_prefix,
+            "pipeline_id": self.pipeline_id,
         }
 
     @classmethod
@@ -68,6 +71,7 @@ class RecoverySession:
             submissions=int(carry.get("submissions", 0)),
             current=carry.get("current"),
             run_prefix=carry.get("run_prefix") or "run",
+            pipeline_id=carry.get("pipeline_id"),
             clock=clock,
         )
 
@@ -99,7 +103,7 @@ class RecoverySession:
     @staticmethod
     def failed_line(decision: Any) -> str:
         c = decision.classification
-        return f"failed: classified as {'fatal' if c.fatal else 'transient'} (code {c.code}: {c.reason})"
+        return f"failed: classified as {c.kind}, code {c.code} ({c.reason})"
 
     @staticmethod
     def restart_line(decision: Any) -> str:

@@ -153,7 +153,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                 self.log.warning("task_state_store unavailable (%s); recovery.json keeps the state", exc)
         StateDir(self.state_dir).write_recovery(
             {
-                "pipeline_id": getattr(self, "_pipeline_id", None),
+                "pipeline_id": session.pipeline_id,
                 "pipeline_state": session.pipeline_state,
                 "owner": self._owner(context),
                 "submissions": session.submissions,
@@ -190,7 +190,6 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     def execute(self, context: Any) -> Any:
         spec_path, spec = self._validated_spec()
-        self._pipeline_id = spec.id
         self._conduit_dlq = dlq_location(spec)
         context["ti"].xcom_push(key=XCOM_DLQ, value=self._conduit_dlq)
         options = self._recovery_options()
@@ -212,7 +211,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         if session is None:
             ti = context["ti"]
             prefix = safe_run_id(f"{ti.run_id}-{ti.task_id}" + (f"-{ti.map_index}" if ti.map_index >= 0 else ""))
-            session = RecoverySession(options, run_prefix=prefix)
+            session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
             self.log.info(
                 "pipeline %s: recovery options %s; launcher %s (connection %s)",
                 spec.id,
@@ -275,7 +274,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             self.log.info("succeeded: run %s, %s", handle["run_id"], session.counts_line(report))
             self._persist(context, session, event=event)
             return {
-                "pipeline_id": (report or {}).get("pipeline_id"),
+                "pipeline_id": session.pipeline_id or (report or {}).get("pipeline_id"),
                 "status": "succeeded",
                 "pipeline_state": session.pipeline_state,
                 "run_id": handle["run_id"],

@@ -166,11 +166,13 @@ class RecoveryEngine:
         state.attempt = attempt
         state.window.append(RestartRecord(decided_at=now, restart_at=restart_at, attempt=attempt, delay_seconds=delay))
         state.pipeline_state = PipelineState.RECOVERING
-        limit = "unlimited" if self.options.retries_unlimited else str(max_retries)
-        reason = (
-            f"transient error: restart #{attempt} in {format_duration(delay)} "
-            f"({in_window + 1} of {limit} restarts within max-retries-window {format_duration(self.options.max_retries_window)})"
+        window = format_duration(self.options.max_retries_window)
+        budget = (
+            f"{in_window + 1} restart{'s' if in_window else ''} within max-retries-window {window}, max-retries unlimited"
+            if self.options.retries_unlimited
+            else f"{in_window + 1} of {max_retries} restarts within max-retries-window {window}"
         )
+        reason = f"transient error: restart #{attempt} in {format_duration(delay)} ({budget})"
         decision = Decision(RESTART, delay, attempt, classification, in_window + 1, max_retries, reason, now, restart_at)
         self._audit(
             AuditEventType.RESTART_SCHEDULED,
@@ -193,7 +195,8 @@ class RecoveryEngine:
         self._confirm_pending_restart(self._now(), implicit=False)
 
     def on_progress(self, records_written_end_to_end: int) -> None:
-        """The job reports records written by every destination (or the DLQ) since its last restart."""
+        """The job reports records processed end to end (written by every destination, or to the DLQ)
+        since its last (re)start, as a running total. Only whether it is > 0 matters to the rules."""
         if records_written_end_to_end <= 0:
             return
         state = self.state
@@ -203,7 +206,7 @@ class RecoveryEngine:
         self._confirm_pending_restart(now, implicit=True)
         self._apply_health(now)
         first = state.records_since_restart == 0
-        state.records_since_restart += records_written_end_to_end
+        state.records_since_restart = max(state.records_since_restart, records_written_end_to_end)
         if not first:
             return
         if state.pipeline_state is PipelineState.RECOVERING:

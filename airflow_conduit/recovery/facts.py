@@ -87,7 +87,7 @@ def _from_exception(facts: ErrorFacts, error: BaseException) -> None:
         _add_all(facts.class_names, names)
         if isinstance(exc, PipelineError):
             fatal = _marker_is_fatal(exc)
-            facts.markers.append(Marker(names[0], fatal, _marker_code(exc, fatal)))
+            facts.markers.append(Marker(type(exc).__name__, fatal, _marker_code(exc, fatal)))
         structured = getattr(exc, "structured_error", None)
         if isinstance(structured, StructuredError) and facts.code is None:
             _from_structured(facts, structured, keep_text=False)

@@ -21,6 +21,7 @@ from airflow_conduit.recovery.state import PipelineState
 
 SIMULATION_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
 DEFAULT_ERROR = "source system unavailable"
+DEFAULT_FATAL_ERROR = "simulated fatal error"
 
 FAILURE = "failure"
 RECORD = "record"
@@ -150,12 +151,12 @@ def simulate(
             engine.on_restarted()
 
     def fail(event: SimEvent) -> None:
-        exc_or_text: Any = FatalError(event.error or error) if event.fatal else (event.error or error)
+        exc_or_text: Any = FatalError(event.error or DEFAULT_FATAL_ERROR) if event.fatal else (event.error or error)
         result.decisions.append(engine.on_failure(exc_or_text))
 
     if consecutive:
         if events:
-            raise ValueError("give either failure times or consecutive failures, not both")
+            raise ValueError("consecutive failures cannot be combined with timed events (failures, records, checks)")
         next_failure = start + timedelta(seconds=run_for)
         for _ in range(consecutive):
             clock.set(next_failure)

@@ -168,9 +168,9 @@ class PipelineRunner:
     def _foreach_batch(self, batch: DataFrame, batch_id: int) -> None:
         try:
             self._process_batch(batch, batch_id)
-        except faults_mod.SimulatedCrash:
-            self.crashed = True
-            raise
+        except faults_mod.SimulatedCrash as crash:
+            self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
+            raise RuntimeError("simulated driver crash") from crash
         except BaseException as exc:  # noqa: BLE001 - classified here (Python context is lost once in the JVM)
             if self.failure is None:
                 stage, component_id, component_type = self._where

@@ -6,6 +6,7 @@ AIRFLOW_HOME must be set before anything imports airflow, hence at module level.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 JOBS = Path(__file__).parent / "jobs"
+TEST_DAGS = Path(__file__).parent / "dag_files"
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="conduit-airflow-home-"))
 
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
@@ -23,6 +25,16 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
+# Two DAG bundles: the reference DAGs (dags/) and the tests' parameterised DAG file. dag.test() needs the
+# DAG it runs to be found in a bundle; keeping them apart means a test run never parses the other folder.
+os.environ["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps(
+    [
+        {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+         "kwargs": {"path": str(REPO / "dags")}},
+        {"name": "conduit-tests", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+         "kwargs": {"path": str(TEST_DAGS)}},
+    ]
+)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -41,3 +53,37 @@ def airflow_db() -> Path:
 @pytest.fixture
 def tiny_job() -> str:
     return str(JOBS / "tiny_job.py")
+
+
+def run_test_dag(dag_id: str, **operator_kwargs):
+    """Run the parameterised test DAG (dag_files/conduit_test_dag.py) with dag.test(); return the DagRun.
+
+    The parameters go through an env var so that the DAG processor's parse (dag.test syncs the bundle)
+    and the DAG object run here are the same DAG.
+    """
+    import importlib.util
+
+    os.environ["CONDUIT_TEST_DAG"] = json.dumps({"dag_id": dag_id, "operator": operator_kwargs})
+    spec = importlib.util.spec_from_file_location(f"conduit_test_dag_{dag_id}", TEST_DAGS / "conduit_test_dag.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag.test()
+
+
+def xcoms(dag_id: str, run_id: str) -> dict:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run_id).all()
+        return {row.key: row.value for row in rows}
+
+
+def task_instance(dag_id: str, run_id: str, task_id: str = "pipeline"):
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        ti = session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=run_id, task_id=task_id).one()
+        session.expunge(ti)
+        return ti

@@ -419,3 +419,25 @@ def test_fake_clock_only_moves_forward():
         clock.advance(-1)
     with pytest.raises(ValueError):
         clock.set(at("15:00"))
+
+
+def test_window_slot_is_held_from_the_restart_not_the_decision(clock):
+    """A long backoff followed by a reset must not let a third restart into the same window."""
+    options = RecoveryOptions(min_delay=1, backoff_factor=100, max_delay=100, max_retries=2, max_retries_window=60)
+    engine = started(options, clock)
+    start = clock.now()
+
+    def moment(seconds: float) -> None:
+        clock.set(start + timedelta(seconds=seconds))
+
+    moment(0)
+    assert engine.on_failure(UNAVAILABLE).delay_seconds == 1  # restart at 1s
+    moment(2)
+    assert engine.on_failure(UNAVAILABLE).delay_seconds == 100  # decided at 2s, restart at 102s
+    moment(103)
+    engine.on_progress(1)  # backoff reset; the restart at 102s still holds its slot until 162s
+    moment(104)
+    assert engine.on_failure(UNAVAILABLE).restart  # restart at 105s: 2 in the window
+    moment(106)
+    decision = engine.on_failure(UNAVAILABLE)
+    assert decision.action == "degrade" and decision.restarts_in_window == 2

@@ -1,0 +1,358 @@
+"""Benchmark 1: what per-record error handling costs on the data path.
+
+The same generated JSON lines (1% bad: malformed, wrong-typed, missing a
+required field) go through the same transforms into Parquet, three ways, in
+one process and one SparkSession:
+
+  a  this project's runner (``airflow_conduit.spark.runner.execute``, in-process, the same code
+     spark-submit runs): DLQ write branch, nack window, per-batch commit markers, run report;
+  b  plain PySpark, no error handling: ``read.json`` with DROPMALFORMED, drop NULL required fields
+     (bad rows vanish: the floor);
+  c  the usual hand-written alternative: a Python UDF with try/except returning a value-or-error
+     struct, good rows to Parquet, bad rows to a Parquet DLQ.
+
+Transforms: currency = coalesce(currency, 'EUR'); keep customer <> 'test';
+amount_cents = round(amount * 100); order_date = to_date(ts).
+
+Each repetition runs a, b, c in a rotated order; ratios are per repetition
+(time_a / time_b, time_a / time_c: above 1 means a is slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from bench.common import (
+    MIN_PAIRS,
+    Stopwatch,
+    log,
+    paired_ratios,
+    rotated,
+    setup_environment,
+    summary,
+    write_result,
+)
+
+SCHEMA_DDL = "id BIGINT NOT NULL, customer STRING NOT NULL, amount DOUBLE, currency STRING, ts TIMESTAMP"
+BAD_EVERY = 100  # 1% of the records are bad
+TEST_EVERY = 250  # 0.4% are test orders (filtered, acked)
+BAD_KINDS = ("malformed", "wrong_type_amount", "wrong_type_id", "missing_customer")
+
+
+# -- data ---------------------------------------------------------------------------------------------
+
+
+def record_line(i: int) -> tuple[str, str]:
+    """The i-th input line and its kind: good, test (filtered) or one of BAD_KINDS."""
+    customer = "test" if i % TEST_EVERY == 3 else f"c{i % 50_000:05d}"
+    amount = (i * 7919 % 100_000) / 100.0
+    currency = '"EUR"' if i % 3 else ('"USD"' if i % 2 else "null")
+    ts = f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}Z"
+    if i % BAD_EVERY == 37:
+        kind = BAD_KINDS[(i // BAD_EVERY) % len(BAD_KINDS)]
+        if kind == "malformed":
+            return f'{{"id": {i}, "customer": "{customer}", "amount": {amount}, "curr', kind
+        if kind == "wrong_type_amount":
+            return f'{{"id": {i}, "customer": "{customer}", "amount": "twelve", "currency": {currency}, "ts": "{ts}"}}', kind
+        if kind == "wrong_type_id":
+            return f'{{"id": "n{i}", "customer": "{customer}", "amount": {amount}, "currency": {currency}, "ts": "{ts}"}}', kind
+        return f'{{"id": {i}, "amount": {amount}, "currency": {currency}, "ts": "{ts}"}}', kind
+    line = f'{{"id": {i}, "customer": "{customer}", "amount": {amount}, "currency": {currency}, "ts": "{ts}"}}'
+    return line, ("test" if customer == "test" else "good")
+
+
+def generate(folder: Path, records: int, per_file: int) -> dict[str, int]:
+    """Write ``records`` JSON lines in files of ``per_file``; return the count of each kind."""
+    folder.mkdir(parents=True, exist_ok=True)
+    counts: dict[str, int] = {}
+    for start in range(0, records, per_file):
+        lines = []
+        for i in range(start, min(start + per_file, records)):
+            line, kind = record_line(i)
+            counts[kind] = counts.get(kind, 0) + 1
+            lines.append(line)
+        (folder / f"orders-{start // per_file:05d}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return counts
+
+
+def expected(counts: dict[str, int]) -> dict[str, int]:
+    bad = sum(counts.get(k, 0) for k in BAD_KINDS)
+    return {"written": counts.get("good", 0), "filtered": counts.get("test", 0), "bad": bad}
+
+
+# -- the three ways -----------------------------------------------------------------------------------
+
+
+def runner_spec(data: Path, out: Path, dlq: Path, files_per_batch: int, window_size: int, threshold: int) -> str:
+    return f"""
+version: "1"
+pipeline:
+  id: bench-orders
+  mode: available-now
+  sources:
+    - id: orders-in
+      plugin: builtin:file
+      settings:
+        path: {json.dumps(str(data))}
+        format: json
+        schema: "{SCHEMA_DDL}"
+        max-files-per-trigger: {files_per_batch}
+      processors:
+        - id: default-currency
+          plugin: field.set
+          settings: {{field: currency, value: "coalesce(currency, 'EUR')"}}
+  processors:
+    - id: drop-test-orders
+      plugin: filter
+      settings: {{condition: "customer <> 'test'"}}
+    - id: enrich
+      plugin: sql
+      settings:
+        select: ["*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date"]
+  destinations:
+    - id: lake
+      plugin: builtin:file
+      settings: {{path: {json.dumps(str(out))}, format: parquet}}
+  dead-letter-queue:
+    plugin: builtin:file
+    settings: {{path: {json.dumps(str(dlq))}, format: parquet}}
+    window-size: {window_size}
+    window-nack-threshold: {threshold}
+"""
+
+
+def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> dict[str, Any]:
+    """This project's runner, in-process: the code the entry point runs under spark-submit."""
+    from airflow_conduit.pipeline import load_pipeline_from_string
+    from airflow_conduit.spark.runner import execute
+
+    root = work / f"a-{tag}"
+    out, dlq, state = root / "lake", root / "dlq", root / "state"
+    text = runner_spec(data, out, dlq, args.files_per_batch, args.window_size, args.window_threshold)
+    spec = load_pipeline_from_string(text, str(root / "pipeline.yaml"), base_dir=str(root))
+    with Stopwatch() as sw:
+        code, report = execute(spark, spec, state_dir=state, run_id="bench", faults=None)
+    if code != 0:
+        raise RuntimeError(f"runner exited {code}: {report.error}")
+    totals = report.totals
+    return {
+        "seconds": sw.seconds,
+        "written": int((totals.get("written") or {}).get("lake", 0)),
+        "filtered": int(totals.get("filtered", 0)),
+        "bad": int(totals.get("dlq", 0)),
+        "batches": len(report.batches),
+        "out": [out, dlq],
+        "root": root,
+    }
+
+
+def _transforms(df):
+    from pyspark.sql import functions as F
+
+    df = df.withColumn("currency", F.coalesce(F.col("currency"), F.lit("EUR")))
+    df = df.where(F.col("customer") != F.lit("test"))
+    return df.selectExpr("*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date")
+
+
+def run_b(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Plain PySpark, no error handling: bad rows are dropped by the reader or the NOT NULL filter."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    root = work / f"b-{tag}"
+    out = root / "lake"
+    schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in T.StructType.fromDDL(SCHEMA_DDL).fields])
+    with Stopwatch() as sw:
+        df = spark.read.schema(schema).option("mode", "DROPMALFORMED").json(str(data))
+        df = df.where(F.col("id").isNotNull() & F.col("customer").isNotNull())
+        _transforms(df).write.mode("overwrite").parquet(str(out))
+    return {"seconds": sw.seconds, "out": [out], "root": root, "lake": out}
+
+
+def _udf_parse():
+    """The hand-written alternative: json.loads + type checks in a Python UDF, try/except -> (value, error)."""
+    from datetime import datetime
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    value_type = T.StructType([T.StructField(f.name, f.dataType, True) for f in T.StructType.fromDDL(SCHEMA_DDL).fields])
+    result_type = T.StructType([T.StructField("value", value_type), T.StructField("error", T.StringType())])
+
+    def parse(line: str):
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+            rid, customer = obj.get("id"), obj.get("customer")
+            if rid is None or customer is None:
+                raise KeyError("missing required field id or customer")
+            if not isinstance(rid, int) or isinstance(rid, bool):
+                raise TypeError(f"id: expected an integer, got {type(rid).__name__}")
+            if not isinstance(customer, str):
+                raise TypeError(f"customer: expected a string, got {type(customer).__name__}")
+            amount = obj.get("amount")
+            if amount is not None:
+                if not isinstance(amount, (int, float)) or isinstance(amount, bool):
+                    raise TypeError(f"amount: expected a number, got {type(amount).__name__}")
+                amount = float(amount)
+            currency = obj.get("currency")
+            if currency is not None and not isinstance(currency, str):
+                raise TypeError("currency: expected a string")
+            ts = obj.get("ts")
+            if ts is not None:
+                ts = datetime.fromisoformat(ts)
+            return ((rid, customer, amount, currency, ts), None)
+        except Exception as exc:  # noqa: BLE001 - the point of the pattern
+            return (None, f"{type(exc).__name__}: {exc}")
+
+    return F.udf(parse, result_type)
+
+
+def run_c(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A Python UDF with try/except; the parsed rows are persisted so the UDF runs once for both writes."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    root = work / f"c-{tag}"
+    out, dlq = root / "lake", root / "dlq"
+    parse = _udf_parse()
+    with Stopwatch() as sw:
+        lines = spark.read.text(str(data)).where(F.trim(F.col("value")) != F.lit(""))
+        parsed = lines.select(F.col("value").alias("raw"), parse(F.col("value")).alias("r")).persist(StorageLevel.MEMORY_AND_DISK)
+        good = parsed.where(F.col("r.error").isNull()).select("r.value.*")
+        _transforms(good).write.mode("overwrite").parquet(str(out))
+        parsed.where(F.col("r.error").isNotNull()).select("raw", F.col("r.error").alias("error")).write.mode(
+            "overwrite"
+        ).parquet(str(dlq))
+        parsed.unpersist()
+    return {"seconds": sw.seconds, "out": [out, dlq], "root": root, "lake": out, "dlq": dlq}
+
+
+WAYS: dict[str, Callable[..., dict[str, Any]]] = {"a": run_a, "b": run_b, "c": run_c}
+
+
+def count_outputs(spark, way: str, result: dict[str, Any]) -> dict[str, int]:
+    """Rows written by a way (outside the timed region), to check the three agree."""
+    if way == "a":
+        return {"written": result["written"], "filtered": result["filtered"], "bad": result["bad"]}
+    written = spark.read.parquet(str(result["lake"])).count()
+    bad = spark.read.parquet(str(result["dlq"])).count() if way == "c" else None
+    return {"written": written, "bad": bad}
+
+
+def build_spark(driver_memory: str):
+    """One local[2] session for the three ways: the runner's settings (see spark/session.py) plus driver memory."""
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.appName("airflow-conduit-bench-error-handling")
+        .master("local[2]")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, exp: dict[str, int], label: str) -> dict[str, Any]:
+    times: dict[str, list[float]] = {w: [] for w in WAYS}
+    counts: dict[str, list[dict[str, int]]] = {w: [] for w in WAYS}
+    orders: list[list[str]] = []
+    extra: dict[str, Any] = {}
+    for rep in range(reps):
+        order = rotated(list(WAYS), rep)
+        orders.append(order)
+        for way in order:
+            result = WAYS[way](spark, work, data, f"{label}{rep}", args)
+            times[way].append(result["seconds"])
+            counts[way].append(count_outputs(spark, way, result))
+            if way == "a":
+                extra["batches"] = result["batches"]
+            shutil.rmtree(result["root"], ignore_errors=True)
+            log(f"  {label} rep {rep} {way}: {result['seconds']:.2f}s {counts[way][-1]}")
+    return {"times": times, "counts": counts, "orders": orders, "expected": exp, **extra}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--per-file", type=int, default=100_000, help="records per input file")
+    parser.add_argument("--files-per-batch", type=int, default=5, help="runner's max-files-per-trigger")
+    parser.add_argument("--window-size", type=int, default=10_000, help="runner's DLQ window-size")
+    parser.add_argument("--window-threshold", type=int, default=1_000, help="runner's DLQ window-nack-threshold")
+    parser.add_argument("--reps", type=int, default=MIN_PAIRS)
+    parser.add_argument("--warmup-records", type=int, default=100_000)
+    parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    setup_environment()
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="conduit-bench-eh-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        log(f"generating {args.records:,} records ({args.per_file:,} per file) in {work}")
+        with Stopwatch() as gen:
+            counts = generate(work / "data", args.records, args.per_file)
+            warm_counts = generate(work / "warmup", args.warmup_records, max(1, args.warmup_records // 2))
+        data_bytes = sum(p.stat().st_size for p in (work / "data").iterdir())
+        log(f"  {gen.seconds:.1f}s, {data_bytes / 1e6:.0f} MB; kinds {counts}")
+        with Stopwatch() as start:
+            spark = build_spark(args.driver_memory)
+        log(f"SparkSession started in {start.seconds:.1f}s (once, shared by a, b and c)")
+        log("warm-up (not counted)")
+        warm = measure(spark, work, work / "warmup", 1, args, expected(warm_counts), "warm")
+        log(f"measuring: {args.reps} repetitions of a, b, c (rotated order)")
+        main_run = measure(spark, work, work / "data", args.reps, args, expected(counts), "rep")
+        spark.stop()
+    finally:
+        if not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    times = main_run["times"]
+    records = args.records
+    result = {
+        "records": records,
+        "per_file": args.per_file,
+        "files": -(-records // args.per_file),
+        "files_per_batch": args.files_per_batch,
+        "window_size": args.window_size,
+        "window_threshold": args.window_threshold,
+        "data_bytes": data_bytes,
+        "kinds": counts,
+        "expected": main_run["expected"],
+        "spark_start_seconds": start.seconds,
+        "driver_memory": args.driver_memory,
+        "reps": args.reps,
+        "orders": main_run["orders"],
+        "batches_a": main_run.get("batches"),
+        "times": times,
+        "counts": main_run["counts"],
+        "warmup": {"records": args.warmup_records, "times": warm["times"], "counts": warm["counts"], "expected": warm["expected"]},
+        "seconds": {w: summary(v) for w, v in times.items()},
+        "records_per_second": {w: summary(records / t for t in v) for w, v in times.items()},
+        "ratio_a_b": paired_ratios(times["a"], times["b"]),
+        "ratio_a_c": paired_ratios(times["a"], times["c"]),
+        "ratio_c_b": paired_ratios(times["c"], times["b"]),
+        "target_a_b": 1.15,
+    }
+    path = write_result("error_handling", result, args.out)
+    log(
+        f"a/b {result['ratio_a_b']['median']:.2f} (min {result['ratio_a_b']['min']:.2f}, max {result['ratio_a_b']['max']:.2f}); "
+        f"a/c {result['ratio_a_c']['median']:.2f}; written to {path}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

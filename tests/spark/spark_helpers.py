@@ -1,0 +1,74 @@
+"""Spec and data builders for the Spark runner tests (PipelineSpec dataclasses built directly)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from airflow_conduit.pipeline.model import (
+    DeadLetterQueueSpec,
+    DestinationSpec,
+    ErrorsSpec,
+    PipelineSpec,
+    ProcessorSpec,
+    RetrySpec,
+    SourceSpec,
+)
+
+# -- spec and data helpers --------------------------------------------------------------------------------
+
+SCHEMA = "id BIGINT NOT NULL, name STRING, amount DOUBLE"
+
+
+def write_lines(folder: Path, name: str, lines: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text("".join(line + "\n" for line in lines))
+    os.replace(tmp, path)
+    return path
+
+
+def good(i: int) -> str:
+    return json.dumps({"id": i, "name": f"n{i}", "amount": i * 1.5})
+
+
+def file_source(path: Path, sid: str = "in", fmt: str = "json", schema: str | None = SCHEMA, processors=(), **extra) -> SourceSpec:
+    settings: dict[str, Any] = {"path": str(path), "format": fmt, **extra}
+    if schema:
+        settings["schema"] = schema
+    return SourceSpec(id=sid, plugin="file", settings=settings, processors=tuple(processors))
+
+
+def file_dest(path: Path, did: str = "out", fmt: str = "json", processors=()) -> DestinationSpec:
+    return DestinationSpec(id=did, plugin="file", settings={"path": str(path), "format": fmt}, processors=tuple(processors))
+
+
+def dlq_file(path: Path, size: int = 0, threshold: int = 0, **kw) -> DeadLetterQueueSpec:
+    return DeadLetterQueueSpec(plugin="file", settings={"path": str(path), "format": "json"}, window_size=size,
+                               window_nack_threshold=threshold, **kw)
+
+
+def pipeline(pid: str, sources, destinations, processors=(), dlq=None, retry: RetrySpec | None = None, **kw) -> PipelineSpec:
+    return PipelineSpec(
+        id=pid,
+        sources=tuple(sources),
+        destinations=tuple(destinations),
+        processors=tuple(processors),
+        dead_letter_queue=dlq or DeadLetterQueueSpec(),
+        errors=ErrorsSpec(retry=retry or RetrySpec()),
+        **kw,
+    )
+
+
+def proc(pid: str, plugin: str, **settings) -> ProcessorSpec:
+    return ProcessorSpec(id=pid, plugin=plugin, settings=settings)
+
+
+def read_json_rows(spark, path: Path) -> list[dict]:
+    """Every row under a file destination folder (all batch_id=<n> partitions)."""
+    if not path.exists() or not any(path.rglob("*.json")):
+        return []
+    return [r.asDict(recursive=True) for r in spark.read.json(str(path)).collect()]
