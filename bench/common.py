@@ -110,6 +110,13 @@ def read_result(name: str, results_dir: Path = RESULTS_DIR) -> dict[str, Any] | 
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def iso_epoch(iso: str) -> float:
+    """Seconds since the epoch of an ISO-8601 UTC time as the run report writes it (trailing Z)."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 

@@ -129,6 +129,56 @@ pipeline:
 """
 
 
+class StageClock:
+    """Wall time spent in the runner's steps, by wrapping its methods (timing only, behaviour unchanged).
+
+    Spark is lazy: the first action of a batch (``counts``) pays for reading, parsing, the processors
+    and caching the batch; the later steps work on the cached batch.
+    """
+
+    STEPS = (
+        ("runner.PipelineRunner._counts", "read+parse+processors+cache (first action)"),
+        ("runner.PipelineRunner._advance_window", "nack window (ordered nack indices)"),
+        ("destinations.FileDestination.write", "writes"),
+        ("runner.PipelineRunner._save_report", "run report"),
+        ("runner.PipelineRunner._process_batch", "whole batch"),
+    )
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._originals: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> "StageClock":
+        import importlib
+
+        for dotted, _label in self.STEPS:
+            module_name, cls_name, method = dotted.split(".")
+            cls = getattr(importlib.import_module(f"airflow_conduit.spark.{module_name}"), cls_name)
+            original = getattr(cls, method)
+            self._originals.append((cls, method, original))
+            setattr(cls, method, self._timed(original, dotted))
+        return self
+
+    def _timed(self, original, key):
+        clock = self
+
+        def timed(obj, *args, **kwargs):
+            label = key
+            if key.endswith("FileDestination.write"):
+                label = "write.dlq" if obj.id == "dead-letter-queue" else f"write.{obj.id}"
+            start = time.perf_counter()
+            try:
+                return original(obj, *args, **kwargs)
+            finally:
+                clock.seconds[label] = clock.seconds.get(label, 0.0) + time.perf_counter() - start
+
+        return timed
+
+    def __exit__(self, *exc: Any) -> None:
+        for cls, method, original in reversed(self._originals):
+            setattr(cls, method, original)
+
+
 def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> dict[str, Any]:
     """This project's runner, in-process: the code the entry point runs under spark-submit."""
     from airflow_conduit.pipeline import load_pipeline_from_string
@@ -138,7 +188,7 @@ def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> 
     out, dlq, state = root / "lake", root / "dlq", root / "state"
     text = runner_spec(data, out, dlq, args.files_per_batch, args.window_size, args.window_threshold)
     spec = load_pipeline_from_string(text, str(root / "pipeline.yaml"), base_dir=str(root))
-    with Stopwatch() as sw:
+    with StageClock() as stages, Stopwatch() as sw:
         code, report = execute(spark, spec, state_dir=state, run_id="bench", faults=None)
     if code != 0:
         raise RuntimeError(f"runner exited {code}: {report.error}")
@@ -149,6 +199,7 @@ def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> 
         "filtered": int(totals.get("filtered", 0)),
         "bad": int(totals.get("dlq", 0)),
         "batches": len(report.batches),
+        "stages": stages.seconds,
         "out": [out, dlq],
         "root": root,
     }
@@ -237,6 +288,19 @@ def run_c(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> 
     return {"seconds": sw.seconds, "out": [out, dlq], "root": root, "lake": out, "dlq": dlq}
 
 
+def stage_shares(stages: list[dict[str, float]], totals: list[float]) -> dict[str, dict[str, float]]:
+    """Median seconds of each runner step over the repetitions, and the rest (query start, planning, streaming)."""
+    if not stages:
+        return {}
+    keys = sorted({k for s in stages for k in s})
+    out = {k: summary(s.get(k, 0.0) for s in stages) for k in keys}
+    batch_key = "runner.PipelineRunner._process_batch"
+    out["outside batches (setup, query start, streaming loop)"] = summary(
+        t - s.get(batch_key, 0.0) for s, t in zip(stages, totals)
+    )
+    return out
+
+
 WAYS: dict[str, Callable[..., dict[str, Any]]] = {"a": run_a, "b": run_b, "c": run_c}
 
 
@@ -280,6 +344,7 @@ def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, 
             counts[way].append(count_outputs(spark, way, result))
             if way == "a":
                 extra["batches"] = result["batches"]
+                extra.setdefault("stages_a", []).append(result["stages"])
             shutil.rmtree(result["root"], ignore_errors=True)
             log(f"  {label} rep {rep} {way}: {result['seconds']:.2f}s {counts[way][-1]}")
     return {"times": times, "counts": counts, "orders": orders, "expected": exp, **extra}
@@ -336,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         "reps": args.reps,
         "orders": main_run["orders"],
         "batches_a": main_run.get("batches"),
+        "stages_a": main_run.get("stages_a"),
+        "stage_shares_a": stage_shares(main_run.get("stages_a") or [], times["a"]),
         "times": times,
         "counts": main_run["counts"],
         "warmup": {"records": args.warmup_records, "times": warm["times"], "counts": warm["counts"], "expected": warm["expected"]},

@@ -132,3 +132,82 @@ def records_written(report: dict | None) -> int:
     """Records written end to end: the smallest per-destination total (each record goes to every destination)."""
     written = ((report or {}).get("totals") or {}).get("written") or {}
     return min(written.values()) if written else 0
+
+
+# Steps the caller takes after a watcher event (the operator defers, the CLI loops or sleeps).
+WATCH = "watch"  # keep watching the same job (it made progress; it is still running)
+DONE = "done"  # the job finished: the pipeline is stopped
+RESTART = "restart"  # wait decision.delay_seconds, then submit again
+DEGRADED = "degraded"  # stop: the pipeline is degraded
+
+
+class Step:
+    """What to do after one watcher event, with the timeline lines that explain it."""
+
+    def __init__(self, action: str, lines: list[str], decision: Any = None, error: Any = None):
+        self.action = action
+        self.lines = lines
+        self.decision = decision
+        self.error = error
+
+
+def apply_event(session: RecoverySession, event: dict[str, Any]) -> Step:
+    """Feed one SparkPipelineTrigger event to the recovery engine; say what to do next.
+
+    The operator's execute_complete and ``airflow-conduit run`` both go through here, so they make
+    the same decisions (which come from the engine) and tell the same story.
+    """
+    handle = event.get("handle") or session.current or {}
+    run_id = handle.get("run_id", "?")
+    status = event.get("status")
+    report = event.get("report")
+    written = records_written(report)
+
+    if status == "running":  # first record end to end after a restart
+        before = session.pipeline_state
+        session.engine.on_progress(written)
+        if before == "recovering" and session.pipeline_state == "running":
+            line = f"recovered: run {run_id} wrote its first records ({session.counts_line(report)})"
+        else:
+            line = f"running: run {run_id}, {session.counts_line(report)}"
+        return Step(WATCH, [line])
+
+    session.current = None  # this run's outcome is handled here
+    if status == "succeeded":
+        lines = []
+        was_recovering = session.pipeline_state == "recovering"
+        if written:
+            session.engine.on_progress(written)
+        if was_recovering:
+            lines.append(f"recovered: run {run_id} succeeded")
+        session.engine.on_success()
+        lines.append(f"succeeded: run {run_id}, {session.counts_line(report)}")
+        return Step(DONE, lines)
+
+    error = event.get("error") or event.get("stderr_tail") or f"job ended with status {status!r} and no error"
+    decision = session.engine.on_failure(error, exit_code=event.get("exit_code"))
+    lines = [f"run {run_id} {session.failed_line(decision)} (exit {event.get('exit_code')}, {session.counts_line(report)})"]
+    if decision.action == "degrade":
+        lines.append(session.degraded_line(decision))
+        return Step(DEGRADED, lines, decision, error)
+    lines.append(session.restart_line(decision))
+    return Step(RESTART, lines, decision, error)
+
+
+def degraded_message(session: RecoverySession, decision: Any, error: Any, last_events: int = 5) -> str:
+    """The error text of a degraded pipeline: reason, error, classification, last audit events."""
+    c = decision.classification
+    if isinstance(error, dict):
+        message = error.get("message") or ""
+    else:
+        tail = [line for line in str(error or "").strip().splitlines() if line.strip()]
+        message = tail[-1] if tail else ""
+    lines = [
+        f"pipeline degraded: {decision.reason}",
+        f"error: {message}",
+        f"classification: {c.kind}, code {c.code} ({c.reason})",
+        "last audit events:",
+    ]
+    for event in session.audit(last_events):
+        lines.append(f"  {event['at']} {event['event']} -> {event['pipeline_state']}: {event['message']}")
+    return "\n".join(lines)

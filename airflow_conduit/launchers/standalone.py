@@ -1,9 +1,10 @@
 """Spark standalone cluster launcher: the master's REST submission API (create, status, kill).
 
 A PySpark driver is submitted with ``mainClass``
-``org.apache.spark.deploy.SparkSubmit`` and the ``.py`` file as the first
-``appArgs`` entry: the worker starts a driver JVM that runs spark-submit in
-client mode inside the cluster, which then runs the Python entry point.
+``org.apache.spark.deploy.SparkSubmit``: the worker starts a driver JVM that
+runs spark-submit in client mode inside the cluster (``appArgs`` = a
+spark-submit command line with ``--master``, ``--py-files`` and the ``.py``
+file), which then runs the Python entry point with executors on the cluster.
 The connection follows the Spark provider's conventions: host
 ``spark://HOST:PORT``, extras ``deploy-mode: cluster``, ``rest-scheme``,
 ``rest-port`` (6066), plus ``master-ui-port`` (8080) for the extra link.
@@ -85,28 +86,39 @@ class StandaloneLauncher(Launcher):
         self.master_ui = f"http://{urlparse(self.master).hostname}:{int(extra.get('master-ui-port', 8080))}"
 
     def create_request(self, application: str, py_files: str, args: list[str], name: str) -> dict[str, Any]:
-        """The CreateSubmissionRequest body (Spark's RestSubmissionClient format)."""
-        import pyspark
+        """The CreateSubmissionRequest body (Spark's RestSubmissionClient format).
 
-        properties: dict[str, Any] = {
-            "spark.master": self.master,
-            "spark.app.name": name,
-            # The driver JVM runs SparkSubmit again: in client mode inside the cluster, not another cluster submit.
-            "spark.submit.deployMode": "client",
-            "spark.driver.supervise": "false",
+        ``appArgs`` is a spark-submit command line (built by the Spark provider's hook, client deploy
+        mode, without the binary): the driver JVM runs SparkSubmit with it. Without an explicit
+        ``--master`` there, SparkSubmit falls back to local[*] and the cluster's executors sit idle.
+        """
+        import pyspark
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        conf: dict[str, Any] = {
             "spark.pyspark.python": self.python,
             "spark.pyspark.driver.python": self.python,
         }
-        if py_files:
-            properties["spark.submit.pyFiles"] = py_files
         if os.path.exists(POSTGRESQL_JAR):
-            properties["spark.jars"] = POSTGRESQL_JAR
-        properties.update({k: str(v) for k, v in self.conf.items()})
+            conf["spark.jars"] = POSTGRESQL_JAR
+        conf.update({k: str(v) for k, v in self.conf.items()})
+        hook = SparkSubmitHook(
+            conn_id=self.conn_id, conf=conf, py_files=py_files or None, name=name, application_args=args,
+            deploy_mode="client",  # inside the cluster: the driver is already where it should be
+        )
+        inner = hook._build_spark_submit_command(application)[1:]
+        properties = {
+            "spark.master": self.master,
+            "spark.app.name": name,
+            "spark.submit.deployMode": "cluster",
+            "spark.driver.supervise": "false",
+            **conf,
+        }
         return {
             "action": "CreateSubmissionRequest",
             "appResource": f"file:{application}",
             "mainClass": SPARK_SUBMIT_CLASS,
-            "appArgs": [application, *args],
+            "appArgs": inner,
             "clientSparkVersion": pyspark.__version__,
             "environmentVariables": {"PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python},
             "sparkProperties": properties,

@@ -17,6 +17,7 @@ triggerer restart neither resets the retry window nor loses the audit log;
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +27,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_conduit.hooks.config import resolve_recovery_options
-from airflow_conduit.hooks.session import RecoverySession, records_written, safe_run_id
+from airflow_conduit.hooks.session import DEGRADED, DONE, WATCH, RecoverySession, apply_event, degraded_message, safe_run_id
 from airflow_conduit.hooks.state_dir import StateDir
 from airflow_conduit.launchers.factory import launcher_for_connection, launcher_for_handle, launcher_kind_for_connection
 from airflow_conduit.operators.links import XCOM_DLQ, XCOM_JOB, DeadLetterQueueLink, SparkUILink, dlq_location
@@ -50,12 +51,13 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         options; unset ones come from the Airflow Variable named by ``[conduit] variable``, then ``[conduit]``
     :param recovery_options: further engine options (e.g. ``{"backoff-reset-after": "1m"}``)
     :param poll_interval: seconds between two looks at the running job
-    :param faults: fault injection for tests and demos (docs/architecture.md)
+    :param faults: fault injection for tests and demos (docs/architecture.md): a dict, or JSON text
+        (templated, e.g. ``"{{ params.faults | tojson }}"``; ``null``/empty = none)
     :param launcher: force ``local`` or ``standalone`` instead of deriving it from the connection
     :param spark_conf: extra Spark properties
     """
 
-    template_fields: Sequence[str] = ("spec", "state_dir", "conn_id")
+    template_fields: Sequence[str] = ("spec", "state_dir", "conn_id", "faults")
     template_ext: Sequence[str] = ()
     ui_color = "#e8f4ea"
     operator_extra_links = (SparkUILink(), DeadLetterQueueLink())
@@ -74,7 +76,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         policy: str | None = None,
         recovery_options: dict[str, Any] | None = None,
         poll_interval: float = 5.0,
-        faults: dict[str, Any] | None = None,
+        faults: dict[str, Any] | str | None = None,
         launcher: str | None = None,
         spark_conf: dict[str, Any] | None = None,
         launcher_options: dict[str, Any] | None = None,
@@ -130,6 +132,12 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             return path, load_pipeline(path)
         except SpecError as exc:
             raise AirflowFailException(f"pipeline spec refused, nothing was submitted:\n{exc}") from exc
+
+    def _faults(self) -> dict | None:
+        faults = self.faults
+        if isinstance(faults, str):
+            faults = json.loads(faults) if faults.strip() else None
+        return faults or None
 
     def _owner(self, context: Any) -> dict[str, Any]:
         ti = context["ti"]
@@ -224,7 +232,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
     def _submit(self, context: Any, session: RecoverySession, spec_path: str | None = None) -> None:
         spec_path = spec_path or self._validated_spec()[0]
         run_id = session.next_run_id()
-        handle = self._launcher().submit(spec_path, run_id, self.state_dir, self.faults)
+        handle = self._launcher().submit(spec_path, run_id, self.state_dir, self._faults())
         session.current = handle
         self._conduit_handle = handle
         self.log.info(session.submitted_line(handle))
@@ -233,7 +241,8 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         return self._watch(context, session, handle)
 
     def _watch(self, context: Any, session: RecoverySession, handle: dict) -> None:
-        recovering = session.pipeline_state == "recovering"
+        """Defer to the watcher; while recovering it also reports the first records written (-> recovered)."""
+        recovering = session.pipeline_state == "recovering" and session.engine.state.records_since_restart == 0
         self.defer(
             trigger=SparkPipelineTrigger(
                 handle, poll_interval=self.poll_interval, report_progress=recovering, carry=session.carry()
@@ -246,33 +255,16 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         session = self._session(context, event.get("carry"))
         handle = event.get("handle") or session.current
         self._conduit_handle = handle
-        status = event.get("status")
-        report = event.get("report")
-        written = records_written(report)
-
-        if status == "running":  # first record end to end after a restart
-            before = session.pipeline_state
-            session.engine.on_progress(written)
-            if before == "recovering" and session.pipeline_state == "running":
-                self.log.info("recovered: run %s wrote its first records (%s)", handle["run_id"], session.counts_line(report))
-            else:
-                self.log.info("running: %s", session.counts_line(report))
-            self._persist(context, session, event=event)
-            self.defer(
-                trigger=SparkPipelineTrigger(handle, poll_interval=self.poll_interval, carry=session.carry()),
-                method_name="execute_complete",
-            )
-
-        session.current = None  # this run's outcome is handled below
-        if status == "succeeded":
-            was_recovering = session.pipeline_state == "recovering"
-            if written:
-                session.engine.on_progress(written)
-            session.engine.on_success()
-            if was_recovering:
-                self.log.info("recovered: run %s succeeded", handle["run_id"])
-            self.log.info("succeeded: run %s, %s", handle["run_id"], session.counts_line(report))
-            self._persist(context, session, event=event)
+        step = apply_event(session, event)
+        for line in step.lines:
+            (self.log.error if line.startswith("degraded") else self.log.info)(line)
+        if step.action == WATCH:
+            session.current = handle  # still running: keep it as the job to resume watching
+        self._persist(context, session, event=event)
+        if step.action == WATCH:
+            self._watch(context, session, handle)
+        if step.action == DONE:
+            report = event.get("report")
             return {
                 "pipeline_id": session.pipeline_id or (report or {}).get("pipeline_id"),
                 "status": "succeeded",
@@ -283,21 +275,10 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                 "state_dir": os.path.abspath(self.state_dir),
                 "audit_log": session.audit(),
             }
-
-        error = event.get("error") or event.get("stderr_tail") or f"job ended with status {status!r} and no error"
-        decision = session.engine.on_failure(error, exit_code=event.get("exit_code"))
-        self.log.info(
-            "run %s %s (exit %s, %s)", handle["run_id"], session.failed_line(decision), event.get("exit_code"),
-            session.counts_line(report),
-        )
-        if decision.action == "degrade":
-            self.log.error(session.degraded_line(decision))
-            self._persist(context, session, event=event)
-            raise AirflowFailException(self._degraded_message(session, decision, error))
-        self.log.info(session.restart_line(decision))
-        self._persist(context, session, event=event)
+        if step.action == DEGRADED:
+            raise AirflowFailException(degraded_message(session, step.decision, step.error, AUDIT_IN_MESSAGE))
         self.defer(
-            trigger=_backoff_timer(decision.delay_seconds),
+            trigger=_backoff_timer(step.decision.delay_seconds),
             method_name="resubmit",
             kwargs={"carry": session.carry()},
         )
@@ -307,21 +288,6 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         session = self._session(context, carry)
         session.engine.on_restarted()
         return self._submit(context, session)
-
-    def _degraded_message(self, session: RecoverySession, decision: Any, error: Any) -> str:
-        c = decision.classification
-        message = error.get("message") if isinstance(error, dict) else str(error).strip().splitlines()[-1:] or [""]
-        if isinstance(message, list):
-            message = message[0]
-        lines = [
-            f"pipeline degraded: {decision.reason}",
-            f"error: {message}",
-            f"classification: {'fatal' if c.fatal else 'transient'}, code {c.code} ({c.reason})",
-            "last audit events:",
-        ]
-        for event in session.audit(AUDIT_IN_MESSAGE):
-            lines.append(f"  {event['at']} {event['event']} -> {event['pipeline_state']}: {event['message']}")
-        return "\n".join(lines)
 
     def on_kill(self) -> None:
         """Marking the task failed or clearing it stops the Spark job (gracefully where the launcher can)."""

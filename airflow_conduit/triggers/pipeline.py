@@ -20,6 +20,7 @@ from airflow_conduit.launchers.factory import launcher_for_handle
 from airflow_conduit.pipeline.report import RunReport
 
 LOG_TAIL_CHARS = 4000
+KILL_GRACE_SECONDS = 20.0
 
 
 def report_summary(report: RunReport | None) -> dict[str, Any] | None:
@@ -101,6 +102,20 @@ class SparkPipelineTrigger(BaseTrigger):
                 yield TriggerEvent(self._event(RUNNING, status, report))
                 return
             await asyncio.sleep(self.poll_interval)
+
+    async def on_kill(self) -> None:
+        """The user marked the deferred task failed/success or cleared it: stop the Spark job.
+
+        Gracefully first (SIGTERM to the local driver's process group: Spark stops; REST kill on a
+        standalone master), forcefully when the graceful stop does not finish in time. A triggerer
+        restart does not call this: the job keeps running and the re-created trigger watches it.
+        """
+        launcher = launcher_for_handle(self.handle)
+        self.log.info("stopping run %s", self.handle["run_id"])
+        try:
+            await asyncio.wait_for(asyncio.to_thread(launcher.kill, self.handle, True), KILL_GRACE_SECONDS)
+        except asyncio.TimeoutError:
+            await asyncio.to_thread(launcher.kill, self.handle, False)
 
     def _event(self, state: str, status: JobStatus, report: RunReport | None, **more: Any) -> dict[str, Any]:
         return {

@@ -70,6 +70,16 @@ def run_test_dag(dag_id: str, **operator_kwargs):
     return module.dag.test()
 
 
+def load_reference_dag(file_name: str):
+    """The DAG object of a reference DAG file in dags/ (dag.test() finds it in the dags-folder bundle)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"reference_{Path(file_name).stem}", REPO / "dags" / file_name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
 def xcoms(dag_id: str, run_id: str) -> dict:
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -87,3 +97,24 @@ def task_instance(dag_id: str, run_id: str, task_id: str = "pipeline"):
         ti = session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=run_id, task_id=task_id).one()
         session.expunge(ti)
         return ti
+
+
+@pytest.fixture
+def orders(tmp_path) -> Path:
+    """A private copy of examples/orders (spec + sample data with bad records); outputs land in it."""
+    import shutil
+
+    target = tmp_path / "orders"
+    shutil.copytree(REPO / "examples" / "orders", target, ignore=shutil.ignore_patterns("out", "state*"))
+    return target
+
+
+def lake_ids(folder: Path) -> list[int]:
+    import pyarrow.parquet as pq
+
+    files = sorted(folder.rglob("*.parquet"))
+    return sorted(i for f in files for i in pq.read_table(f).column("id").to_pylist())
+
+
+def dlq_lines(folder: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(folder.rglob("*.json")) for line in f.read_text().splitlines() if line.strip()]

@@ -140,3 +140,12 @@ async def test_recreated_trigger_watches_the_same_job_without_a_second_submissio
     payload = (await first_event(again)).payload
     assert payload["status"] == "succeeded" and payload["run_id"] == "watched"
     assert starts(tmp_path) == ["watched"]  # one start: the job was never submitted again
+
+
+async def test_on_kill_stops_the_job(tmp_path, tiny_job):
+    handle = start_tiny_job(tiny_job, tmp_path, "tokill", {"sleep": 60})
+    trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
+    await asyncio.sleep(0.5)
+    await trigger.on_kill()  # what the triggerer calls when a user marks the deferred task failed
+    status = LocalLauncher().status(handle)
+    assert status.state == "failed" and status.exit_code == 143  # SIGTERM: a graceful stop

@@ -22,11 +22,21 @@ from airflow_conduit.pipeline.model import (
 SCHEMA = "id BIGINT NOT NULL, name STRING, amount DOUBLE"
 
 
+_MTIME = [1_700_000_000]
+
+
 def write_lines(folder: Path, name: str, lines: list[str]) -> Path:
+    """Write a file atomically, with a modification time later than every file written before.
+
+    Spark's file source takes new files in modification-time order; files written within the
+    same millisecond would come in any order.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     tmp = folder / f".{name}.tmp"
     tmp.write_text("".join(line + "\n" for line in lines))
+    _MTIME[0] += 10
+    os.utime(tmp, (_MTIME[0], _MTIME[0]))
     os.replace(tmp, path)
     return path
 

@@ -1,0 +1,177 @@
+"""``airflow-conduit run PIPELINE.yaml --state-dir DIR``: run a pipeline locally, recovering like the operator.
+
+Same pieces as RecoveringSparkPipelineOperator, without Airflow scheduling:
+the local launcher (spark-submit, ``local[*]`` unless --master/--conn-id say
+otherwise), the same watcher (SparkPipelineTrigger, run in-process), the same
+recovery engine decisions (``hooks.session.apply_event``), real sleeping for
+the backoff delays. Prints the recovery timeline; keeps
+``STATE_DIR/recovery.json`` up to date (read by PipelineStateSensor).
+
+Exit codes: 0 the pipeline finished (stopped), 2 the spec was refused (nothing
+started), 3 the pipeline is degraded, 130 interrupted (the job was stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+EXIT_OK = 0
+EXIT_SPEC_REFUSED = 2
+EXIT_DEGRADED = 3
+EXIT_INTERRUPTED = 130
+CLI_CONN_ID = "conduit_cli_master"
+
+OPTION_FLAGS = (
+    ("--min-delay", "min_delay", "Conduit min-delay (default 1s)"),
+    ("--max-delay", "max_delay", "Conduit max-delay (default 10m)"),
+    ("--backoff-factor", "backoff_factor", "Conduit backoff-factor (default 2)"),
+    ("--max-retries", "max_retries", "Conduit max-retries: restarts within the window; -1 infinite (default), 0 none"),
+    ("--max-retries-window", "max_retries_window", "Conduit max-retries-window (default 5m)"),
+    ("--policy", "policy", "backoff policy: exponential (default), strimzi, fixed"),
+)
+
+
+def _say(line: str) -> None:
+    print(f"{datetime.now(timezone.utc).strftime('%H:%M:%S')} {line}", flush=True)
+
+
+def _options(args: argparse.Namespace):
+    from airflow_conduit.recovery import RecoveryOptions
+
+    values = {}
+    for _, name, _ in OPTION_FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            values[name] = float(value) if name == "backoff_factor" else int(value) if name == "max_retries" else value
+    return RecoveryOptions.from_mapping(values)
+
+
+def _launcher(args: argparse.Namespace):
+    from airflow_conduit.launchers.local import LocalLauncher
+
+    conn_id = args.conn_id
+    if conn_id is None:  # no Airflow needed: the master comes from --master as a spark connection env var
+        os.environ[f"AIRFLOW_CONN_{CLI_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": args.master})
+        conn_id = CLI_CONN_ID
+    return LocalLauncher(conn_id)
+
+
+async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> dict:
+    from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
+
+    trigger = SparkPipelineTrigger(handle, poll_interval=poll_interval, report_progress=report_progress)
+    event = await anext(trigger.run())
+    return event.payload
+
+
+def run_pipeline(args: argparse.Namespace) -> int:
+    from airflow_conduit.hooks.session import DEGRADED, DONE, WATCH, RecoverySession, apply_event, degraded_message
+    from airflow_conduit.hooks.state_dir import StateDir
+    from airflow_conduit.launchers.factory import launcher_for_handle
+    from airflow_conduit.pipeline import SpecError, load_pipeline
+    from airflow_conduit.recovery.errors import RecoveryConfigError
+
+    try:
+        spec = load_pipeline(args.spec)
+    except SpecError as exc:
+        print(f"FAILED: {args.spec}: the spec was refused, nothing was started", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_SPEC_REFUSED
+    try:
+        options = _options(args)
+        faults = json.loads(args.faults) if args.faults else None
+    except (RecoveryConfigError, ValueError) as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return EXIT_SPEC_REFUSED
+
+    state_dir = StateDir(args.state_dir)
+    launcher = _launcher(args)
+    prefix = "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
+
+    def persist(event: dict | None = None) -> None:
+        state_dir.write_recovery(
+            {
+                "pipeline_id": spec.id,
+                "pipeline_state": session.pipeline_state,
+                "owner": {"cli": True, "pid": os.getpid()},
+                "submissions": session.submissions,
+                "current": session.current,
+                "last_event": {k: v for k, v in (event or {}).items() if k not in ("carry", "stderr_tail", "handle")} or None,
+                "carry": session.carry(),
+            }
+        )
+
+    _say(f"pipeline {spec.id}: state dir {os.path.abspath(args.state_dir)}; recovery options {options.to_dict()}")
+    handle = None
+    try:
+        while True:
+            handle = launcher.submit(args.spec, session.next_run_id(), args.state_dir, faults)
+            session.current = handle
+            _say(session.submitted_line(handle))
+            persist()
+            while True:
+                recovering = session.pipeline_state == "recovering" and session.engine.state.records_since_restart == 0
+                event = asyncio.run(_watch(handle, args.poll_interval, recovering))
+                step = apply_event(session, event)
+                if step.action == WATCH:
+                    session.current = handle
+                for line in step.lines:
+                    _say(line)
+                persist(event)
+                if step.action != WATCH:
+                    break
+            if step.action == DONE:
+                _summary(event, spec)
+                return EXIT_OK
+            if step.action == DEGRADED:
+                print(degraded_message(session, step.decision, step.error), file=sys.stderr)
+                return EXIT_DEGRADED
+            time.sleep(step.decision.delay_seconds)
+            session.engine.on_restarted()
+    except KeyboardInterrupt:
+        if handle is not None and session.current is not None:
+            _say(f"interrupted: stopping run {handle['run_id']}")
+            launcher_for_handle(handle).kill(handle, graceful=True)
+        session.current = None
+        session.engine.stop("stopped by user (interrupted)")
+        persist()
+        return EXIT_INTERRUPTED
+
+
+def _summary(event: dict, spec) -> None:
+    from airflow_conduit.operators.links import dlq_location
+
+    totals = (event.get("report") or {}).get("totals") or {}
+    print(f"records: read {totals.get('read', 0)}, filtered {totals.get('filtered', 0)}, "
+          f"dead letter queue {totals.get('dlq', 0)}, written {totals.get('written', {})}")
+    print(f"dead letter queue: {dlq_location(spec)}")
+    for destination in spec.destinations:
+        where = destination.settings.get("path") or destination.settings.get("table") or destination.plugin
+        print(f"destination {destination.id}: {where}")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run a pipeline on local Spark, restarting it on transient failures",
+        description="Run a pipeline through spark-submit on this machine with the recovery engine deciding restarts "
+        "(backoff, windowed retry budget) like the Airflow operator does. Exit codes: 0 finished, 2 spec refused, "
+        "3 degraded, 130 interrupted.",
+    )
+    parser.add_argument("spec", metavar="PIPELINE.yaml", help="pipeline spec file")
+    parser.add_argument("--state-dir", required=True, help="the pipeline's state directory (kept across runs)")
+    for flag, name, text in OPTION_FLAGS:
+        parser.add_argument(flag, dest=name, default=None, help=text)
+    parser.add_argument("--faults", default=None, help='fault injection, JSON, e.g. \'{"transient_first_runs": 2}\'')
+    parser.add_argument("--master", default="local[*]", help="Spark master for spark-submit (default local[*])")
+    parser.add_argument("--conn-id", default=None, help="use this Airflow spark connection instead of --master")
+    parser.add_argument("--poll-interval", type=float, default=2.0, help="seconds between looks at the job")
+    parser.set_defaults(func=run_pipeline)
