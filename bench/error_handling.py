@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -130,53 +129,81 @@ pipeline:
 
 
 class StageClock:
-    """Wall time spent in the runner's steps, by wrapping its methods (timing only, behaviour unchanged).
+    """Wall time spent in the runner's steps, by wrapping its functions (timing only, behaviour unchanged).
 
-    Spark is lazy: the first action of a batch (``counts``) pays for reading, parsing, the processors
-    and caching the batch; the later steps work on the cached batch.
+    Spark is lazy: the first action of a batch (``_counts``) pays for reading, parsing, the processors
+    and caching the batch; the later steps work on the cached batch. The ``plan.*`` steps only build
+    DataFrames (Python and Catalyst analysis, no data).
+    A key is ``module:attribute`` (a function of that module) or ``module:Class.method``.
     """
 
     STEPS = (
-        ("runner.PipelineRunner._counts", "read+parse+processors+cache (first action)"),
-        ("runner.PipelineRunner._advance_window", "nack window (ordered nack indices)"),
-        ("destinations.FileDestination.write", "writes"),
-        ("runner.PipelineRunner._save_report", "run report"),
-        ("runner.PipelineRunner._process_batch", "whole batch"),
+        "runner:PipelineRunner._process_batch",
+        "runner:PipelineRunner._counts",
+        "runner:PipelineRunner._advance_window",
+        "runner:PipelineRunner._save_report",
+        "destinations:FileDestination.write",
+        "runner:parse_batch",
+        "runner:apply_processors",
+        "runner:PipelineRunner._outcomes",
+        "runner:dlq_records",
+        "runner:PipelineRunner._rows_for",
     )
+    PLANNING = {
+        "runner:parse_batch": "plan.parse",
+        "runner:apply_processors": "plan.processors",
+        "runner:PipelineRunner._outcomes": "plan.fates",
+        "runner:dlq_records": "plan.dlq_rows",
+        "runner:PipelineRunner._rows_for": "plan.destination_rows",
+    }
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self._originals: list[tuple[Any, str, Any]] = []
+        self._depth = 0
 
     def __enter__(self) -> "StageClock":
         import importlib
 
-        for dotted, _label in self.STEPS:
-            module_name, cls_name, method = dotted.split(".")
-            cls = getattr(importlib.import_module(f"airflow_conduit.spark.{module_name}"), cls_name)
-            original = getattr(cls, method)
-            self._originals.append((cls, method, original))
-            setattr(cls, method, self._timed(original, dotted))
+        for key in self.STEPS:
+            module_name, attr = key.split(":")
+            owner: Any = importlib.import_module(f"airflow_conduit.spark.{module_name}")
+            if "." in attr:
+                cls_name, attr = attr.split(".")
+                owner = getattr(owner, cls_name)
+                bound = True
+            else:
+                bound = False
+            original = owner.__dict__[attr] if bound else getattr(owner, attr)
+            self._originals.append((owner, attr, original))
+            setattr(owner, attr, self._timed(original, key, bound))
         return self
 
-    def _timed(self, original, key):
+    def _label(self, key: str, obj: Any) -> str:
+        if key.endswith("FileDestination.write"):
+            return "write.dlq" if obj.id == "dead-letter-queue" else f"write.{obj.id}"
+        return self.PLANNING.get(key, key.split(":")[1])
+
+    def _timed(self, original, key: str, bound: bool):
         clock = self
 
-        def timed(obj, *args, **kwargs):
-            label = key
-            if key.endswith("FileDestination.write"):
-                label = "write.dlq" if obj.id == "dead-letter-queue" else f"write.{obj.id}"
+        def timed(*args, **kwargs):
+            label = clock._label(key, args[0] if bound and args else None)
+            nested = label.startswith("plan.") and clock._depth > 0  # apply_processors inside apply_processors...
+            clock._depth += label.startswith("plan.")
             start = time.perf_counter()
             try:
-                return original(obj, *args, **kwargs)
+                return original(*args, **kwargs)
             finally:
-                clock.seconds[label] = clock.seconds.get(label, 0.0) + time.perf_counter() - start
+                clock._depth -= label.startswith("plan.")
+                if not nested:
+                    clock.seconds[label] = clock.seconds.get(label, 0.0) + time.perf_counter() - start
 
         return timed
 
     def __exit__(self, *exc: Any) -> None:
-        for cls, method, original in reversed(self._originals):
-            setattr(cls, method, original)
+        for owner, attr, original in reversed(self._originals):
+            setattr(owner, attr, original)
 
 
 def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -294,7 +321,7 @@ def stage_shares(stages: list[dict[str, float]], totals: list[float]) -> dict[st
         return {}
     keys = sorted({k for s in stages for k in s})
     out = {k: summary(s.get(k, 0.0) for s in stages) for k in keys}
-    batch_key = "runner.PipelineRunner._process_batch"
+    batch_key = "PipelineRunner._process_batch"
     out["outside batches (setup, query start, streaming loop)"] = summary(
         t - s.get(batch_key, 0.0) for s, t in zip(stages, totals)
     )

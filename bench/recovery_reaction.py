@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +138,7 @@ def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
             return None
 
         event = first("trigger_event", run_id=failed_run)
+        poll = first("poll", run_id=failed_run)
         complete = first("execute_complete", run_id=failed_run)
         timer = first("defer", method="resubmit")
         resubmit = first("resubmit")
@@ -153,6 +153,8 @@ def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
                 "failed_run": failed_run,
                 "configured_delay": delay,
                 "detection": event["t"] - exit_t,
+                "poll_wait": (poll["t"] - exit_t) if poll else float("nan"),
+                "poll_reads": (event["t"] - poll["t"]) if poll else float("nan"),
                 "resume": complete["t"] - event["t"],
                 "decide": timer["t"] - complete["t"],
                 "timer_overshoot": resubmit["t"] - timer["t"] - delay,
@@ -184,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
             log(f"dag.test(): poll interval {poll:g}s, {args.restarts} restarts, fixed delay {args.delay:g}s")
             raw = run_dag(work, poll, args.restarts, args.delay)
             cs = cycles(raw)
-            keys = ("detection", "resume", "decide", "timer_overshoot", "submit", "overhead", "configured_delay", "total")
+            if len(cs) < args.restarts:
+                log(f"  WARNING: only {len(cs)} of {args.restarts} restarts could be measured "
+                    f"(runs {raw['runs']}, marks {[m['event'] for m in raw['marks']]})")
+            if not cs:
+                raise SystemExit("no restart measured: the operator's methods may have changed (see bench/timed_operator.py)")
+            keys = ("detection", "poll_wait", "poll_reads", "resume", "decide", "timer_overshoot", "submit", "overhead", "configured_delay", "total")
             results[f"{poll:g}"] = {
                 "poll": poll,
                 "cycles": cs,

@@ -8,7 +8,7 @@ from typing import Any
 
 from bench.common import RESULTS_DIR, fmt, fmt_summary, read_result
 
-NA = "not measured (the benchmark failed or was not run; see its log in bench/results/)"
+NA = "not measured (the benchmark failed or was not run; see its log next to the JSON results)"
 
 
 def _verdict(met: bool | None) -> str:
@@ -25,11 +25,16 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 STAGE_LABELS = {
-    "runner.PipelineRunner._counts": "first action of the batch: read files, split lines, parse JSON, processors, fates, cache",
-    "runner.PipelineRunner._advance_window": "nack window: ordered indices of the nacked records",
+    "PipelineRunner._counts": "first action of the batch: read files, split lines, parse JSON, processors, fates, cache",
+    "PipelineRunner._advance_window": "nack window: ordered indices of the nacked records",
     "write.lake": "destination write (Parquet, one file per batch, source order)",
     "write.dlq": "DLQ write (Parquet, one file per batch, source order)",
-    "runner.PipelineRunner._save_report": "run report (atomic rewrite)",
+    "PipelineRunner._save_report": "run report (atomic rewrite)",
+    "plan.parse": "building the DataFrames (no data): parsing",
+    "plan.processors": "building the DataFrames (no data): processors",
+    "plan.fates": "building the DataFrames (no data): fates (nacked / filtered / written)",
+    "plan.dlq_rows": "building the DataFrames (no data): DLQ rows",
+    "plan.destination_rows": "building the DataFrames (no data): destination rows",
 }
 
 
@@ -67,7 +72,7 @@ def section_error_handling(r: dict[str, Any] | None) -> tuple[str, list[str]]:
     stage_rows = []
     shares = r.get("stage_shares_a") or {}
     total_a = secs["a"]["median"]
-    batch_key = "runner.PipelineRunner._process_batch"
+    batch_key = "PipelineRunner._process_batch"
     for key, label in STAGE_LABELS.items():
         if key in shares:
             s = shares[key]
@@ -75,16 +80,17 @@ def section_error_handling(r: dict[str, Any] | None) -> tuple[str, list[str]]:
     inside = shares.get(batch_key)
     if inside:
         named = sum(shares[k]["median"] for k in STAGE_LABELS if k in shares)
-        stage_rows.append(["rest of the batch (planning the batch's DataFrames, commit markers, window file)",
+        stage_rows.append(["rest of the batch (cache/uncache calls, commit markers, window file, batch bookkeeping)",
                            f"{fmt(inside['median'] - named, 1)} s", f"{100 * (inside['median'] - named) / total_a:.0f}%"])
     outside = shares.get("outside batches (setup, query start, streaming loop)")
     if outside:
         stage_rows.append(["outside the batches (setup, query start, Structured Streaming between batches, stop)",
                            fmt_summary(outside, 1, " s"), f"{100 * outside['median'] / total_a:.0f}%"])
-    first = shares.get("runner.PipelineRunner._counts", {}).get("median", 0.0)
+    first = shares.get("PipelineRunner._counts", {}).get("median", 0.0)
     writes = sum(shares.get(k, {}).get("median", 0.0) for k in ("write.lake", "write.dlq"))
-    window = shares.get("runner.PipelineRunner._advance_window", {}).get("median", 0.0)
+    window = shares.get("PipelineRunner._advance_window", {}).get("median", 0.0)
     floor = secs["b"]["median"]
+    planning = sum(v["median"] for k, v in shares.items() if k.startswith("plan."))
     agree_b = counts["b"][0]["written"] == exp["written"]
     text = f"""## 1. Cost of error handling on the data path
 
@@ -143,7 +149,9 @@ and two derived DataFrames so the counts, the window and the writes do not recom
 {writes:.1f} s: one Parquet file per batch and destination in source order (a sort, then a single writer task:
 one of the two cores idles), which is what makes a batch's output replaceable as a whole after a crash. The
 nack window takes {window:.1f} s: the ordered positions of the nacked records come from a `row_number()` over
-the whole batch (a global sort in one partition). None of this is JVM start (shared session) or JSON parsing
+the whole batch (a global sort in one partition). Building each batch's DataFrames (Python calls and Catalyst
+analysis of wide plans, no data touched) costs {planning:.1f} s in all: a fixed cost per batch, which is why
+bigger batches help. None of this is JVM start (shared session) or JSON parsing
 alone: b parses the same JSON. Levers, for the Spark runner's owners: skip the window's sort when the window
 cannot be exceeded by this batch (nacks ≤ threshold), parse once (one `from_json` with the corrupt-record
 column, telling missing from wrong type by a cheaper test), and write in parallel partitions instead of one
@@ -192,7 +200,8 @@ time and call the real methods.
         s = p["summary"]
         met = s["overhead"]["median"] <= p["target"] and s["overhead"]["max"] <= p["target"]
         rows = [[name, fmt_summary(s[k], 3, " s")] for name, k in (
-            ("detection", "detection"), ("resume", "resume"), ("decide", "decide"),
+            ("detection", "detection"), ("… of which waiting for the next poll", "poll_wait"),
+            ("… of which the poll's reads (status, report, log tail) and the event", "poll_reads"), ("resume", "resume"), ("decide", "decide"),
             ("timer overshoot", "timer_overshoot"), ("submit", "submit"),
             ("**overhead** (total minus delay)", "overhead"), ("configured delay", "configured_delay"),
             ("total, exit → next submission", "total"))]
@@ -209,8 +218,8 @@ interval, its worst case one interval plus the reads.
     parts.append("""What this does not include: `dag.test()` runs each trigger inline and resumes the task in the same
 process. In a deployed Airflow, each of the two resumes of a restart (after the job's event, after the backoff
 timer) goes through the triggerer writing the event, the scheduler re-queueing the task and an executor
-starting it on a worker: typically one scheduler loop plus a task start each, i.e. seconds, which would come on
-top of the overhead above (and, for the timer, could be avoided by re-submitting from the trigger, which this
+starting it on a worker. That latency (scheduler loop, executor, task start; not measured here) comes on top
+of the overhead above (and, for the timer, could be avoided by re-submitting from the trigger, which this
 design refuses to do so that a re-created trigger can never submit twice). What limits the measured part is
 the poll interval: the rest is tens of milliseconds.
 """)
@@ -231,6 +240,7 @@ def section_restart(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
     s = r["summary"]
     o = r["outputs"]
     read_ok = all(k["read_twice"] <= k["batch_size"] for k in kills)
+    cold_ratio = r["summary"]["first_batch_seconds"]["median"] / max(r["steady_batch_seconds"]["median"], 1e-9)
     written_ok = r["written_twice"] == 0 and r["missing"] == 0
     text = f"""## 3. Restart cost
 
@@ -257,10 +267,13 @@ bench 2). The last run then went to the end: `{r['final_status']}`, exit code {r
   {o['dlq_missing']} (expected {o['expected_written']:,} and {o['expected_bad']:,}). Must be 0 and 0:
   **{_verdict(written_ok).strip('*')}**.
 
-What limits the time to processing again: starting a fresh spark-submit (JVM, SparkSession, Python driver)
-dominates; the replayed batch costs about a normal batch (the commit markers skip any destination that had
-already committed it). A restart of a long-lived driver cannot avoid the JVM start; a smaller batch
-(`max-files-per-trigger`) bounds what is read twice.
+What limits the time to processing again: a restart is a fresh spark-submit, so the JVM, the SparkSession and the
+Python driver start again ({s['to_running']['median']:.1f} s to `running`), and the first batch of a fresh driver
+is {'much ' if cold_ratio >= 2 else ''}slower than a steady one ({s['first_batch_seconds']['median']:.1f} s vs
+{r['steady_batch_seconds']['median']:.1f} s; presumably a cold JVM and Python worker - class loading, JIT, the first
+query's file listing and planning - which this benchmark does not break down further). The replay itself is bounded by one batch (`max-files-per-trigger` sets its size), and the commit
+markers skip any destination that had already committed the batch. Through the operator, add bench 2's
+overhead and the backoff delay before the re-submission.
 """
     summary_rows = [
         ["3. restart: SIGKILL → processing again", f"median {s['to_processing_again']['median']:.1f} s", "(none)", "measured"],
@@ -274,6 +287,10 @@ already committed it). A restart of a long-lived driver cannot avoid the JVM sta
 
 
 def section_deferral(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
+    def with_wrappers(p: dict[str, Any]) -> dict[str, float]:
+        """B in USS over A's RSS plus one detached wrapper (USS) per job: the local launcher's full per-job cost."""
+        return p["ratio_workers_uss_over_triggerer_plus_wrappers"]
+
     if r is None:
         return "## 4. Deferral at scale\n\n" + NA + "\n", [["4. deferral at scale", NA, "", "n/a"]]
     rows = []
@@ -290,13 +307,14 @@ def section_deferral(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
             fmt_summary(p["loop_lag_p99_ms"], 1, " ms"),
             fmt_summary(p["workers_rss_mb"], 0, " MB"),
             fmt_summary(p["ratio_workers_rss_over_triggerer"], 0, "×"),
+            fmt_summary(with_wrappers(p), 1, "×"),
         ])
     w = r["worker_rss_mb"]
     text = f"""## 4. Deferral at scale
 
 **A, deferred** (this project): one process that has Airflow and this package loaded, as a triggerer has, runs
 N `SparkPipelineTrigger` instances in one asyncio event loop. Each polls a fake running job every
-{r['poll_interval']:g} s (the operator's default) through the real code: `LocalLauncher.status` (process table,
+{r['poll_interval']:g} s{" (the operator's default)" if r['poll_interval'] == 5 else ""} through the real code: `LocalLauncher.status` (process table,
 exit file) and `RunReport.read` of a real report file, each in a worker thread. The fake jobs are {r['fake_jobs']}
 real `sleep` processes shared by the handles. Trigger starts are spread over one poll interval. Measured once
 all have started, over one poll interval: RSS at the end, CPU time of the process, polls done vs expected, and
@@ -307,9 +325,12 @@ Airflow's task runner and the Spark provider and sits in `SparkSubmitHook.submit
 spark-submit (a fake `spark-submit` on PATH that sleeps). **{r['workers_per_rep']} such processes were measured per
 repetition and the cost of N jobs is extrapolated as N × the median per process** (RSS {fmt_summary(w, 1, ' MB')},
 USS {fmt_summary(r['worker_uss_mb'], 1, ' MB')}; CPU while waiting {100 * r['worker_cpu_cores']['median']:.2f}% of a core
-each). Airflow 3 also keeps a supervisor process per running task, not counted here: B is an underestimate.
+each). Airflow 3 also keeps a supervisor process per running task (which also heartbeats), not counted here: B is
+an underestimate, in memory and in CPU.
 
-Not counted on either side: the Spark job itself (the same in both). Counted against A where it applies: the
+A is not Airflow's triggerer process itself (whose trigger runner adds per-trigger bookkeeping, a log handler per
+trigger and database round trips for events); it is the part this project controls: the triggers, their polls
+and their I/O in one loop. Not counted on either side: the Spark job itself (the same in both). Counted against A where it applies: the
 local launcher keeps a small stdlib wrapper process per running job to record the exit code
 (`airflow_conduit.launchers.detached`: RSS {r['detached_wrapper']['rss_mb']:.1f} MB, USS
 {r['detached_wrapper']['uss_mb']:.1f} MB each); the standalone-cluster launcher keeps none.
@@ -318,7 +339,8 @@ local launcher keeps a small stdlib wrapper process per running job to record th
 median (min–max).
 
 {_table(['N', 'triggerer RSS', 'RSS per extra pipeline', 'RSS ÷ N', 'CPU (of one core)', 'CPU per pipeline per second',
-         'polls done', 'loop lag p99', 'B: N worker processes (RSS)', 'B ÷ A (RSS)'], rows)}
+         'polls done', 'loop lag p99', 'B: N worker processes (RSS)', 'B ÷ A (RSS)',
+         'B ÷ (A + N local-launcher wrappers), USS'], rows)}
 """
     big = r["per_n"][str(r["ns"][-1])]
     wrapper = r["detached_wrapper"]["uss_mb"]
@@ -327,7 +349,8 @@ At N = {r['ns'][-1]:,} one event loop holds all watches in {big['triggerer_rss_m
 {100 * big['cpu_cores']['median']:.1f}% of a core; the worker-per-job model would hold
 {big['workers_rss_mb']['median'] / 1000:,.1f} GB of RSS in {r['ns'][-1]:,} processes (and {r['ns'][-1]:,} worker slots).
 With the local launcher's wrapper counted (USS {wrapper:.1f} MB per job), deferral still holds
-{big['workers_uss_mb']['median'] / (big['triggerer_rss_mb']['median'] + r['ns'][-1] * wrapper):.1f}× less memory than B measured in USS.
+{with_wrappers(big)['median']:.1f}× less memory than B measured in USS (last column); with the standalone launcher
+there is no wrapper and the RSS ratio applies.
 What limits A: each poll costs {fmt(big['cpu_ms_per_poll']['median'], 2)} ms of CPU (two thread hops, a process
 table lookup, a JSON read), so CPU grows linearly with N ÷ poll interval; the default thread pool (min(32, cores +
 4) threads) serialises the blocking reads; the loop lag column shows whether the loop keeps up.
@@ -369,8 +392,8 @@ load average at start {', '.join(f'{x:.2f}' for x in m.get('load_average_at_star
 **Versions**: Python {m.get('python', '?')}, {m.get('java', '?')}, PySpark {versions.get('pyspark', '?')},
 Apache Airflow {versions.get('airflow', '?')}, apache-airflow-providers-apache-spark
 {versions.get('apache-airflow-providers-apache-spark', '?')}, airflow-conduit {versions.get('airflow-conduit', '?')}.
-**Run**: {meta.get('finished_at', '?')}, `{meta.get('command', 'make bench')}`, {f'{total / 60:.1f}' if total else '?'} min
-in all (budget: 30 min).
+**Run**: finished {meta.get('finished_at', '?')}; command `{meta.get('command', 'make bench')}` (what `make bench` runs
+after its install step); {f'{total / 60:.1f}' if total else '?'} min in all (budget: 30 min).
 
 {_table(['benchmark', 'time', 'status', 'command'], timing_rows)}
 

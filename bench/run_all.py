@@ -6,7 +6,7 @@ bench/results/<name>.json, its progress lines to the console. Then
 ``bench.report`` renders docs/benchmarks.md from the JSON files.
 
     python -m bench.run_all                 # the full run (under 30 minutes on a 2-core machine)
-    python -m bench.run_all --quick         # small sizes, results in bench/results/quick/, no doc
+    python -m bench.run_all --quick         # small sizes, results in $TMPDIR/conduit-bench-quick/, no doc
     python -m bench.run_all --only deferral_scale,recovery_reaction
     python -m bench.run_all --report-only   # re-render the doc from the last results
 """
@@ -17,6 +17,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", default=None, help="where to write the doc (default docs/benchmarks.md; none in --quick)")
     args = parser.parse_args(argv)
     setup_environment()
-    results = RESULTS_DIR / "quick" if args.quick else RESULTS_DIR
+    results = Path(tempfile.gettempdir()) / "conduit-bench-quick" if args.quick else RESULTS_DIR
     results.mkdir(parents=True, exist_ok=True)
     names = args.only.split(",") if args.only else list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         meta = json.loads(meta_path.read_text()) if (args.only and meta_path.exists()) else {"benchmarks": {}}
         meta["machine"] = machine_facts()
-        meta["command"] = "make bench  (= .venv/bin/python -m bench.run_all)" if not args.quick else "python -m bench.run_all --quick"
+        meta["command"] = " ".join(["python -m bench.run_all", *(argv if argv is not None else sys.argv[1:])]).strip()
         started = time.time()
         for name in names:
             module, full, quick = BENCHMARKS[name]

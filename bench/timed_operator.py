@@ -12,6 +12,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+import airflow_conduit.triggers.pipeline as trigger_module
 from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
 from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 
@@ -31,6 +32,25 @@ def epoch(iso: str | None) -> float | None:
     if not iso:
         return None
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+_launcher_for_handle = trigger_module.launcher_for_handle
+
+
+def _timed_launcher_for_handle(handle):
+    """The trigger's launcher, with a mark at each status poll (to split detection into wait and reads)."""
+    launcher = _launcher_for_handle(handle)
+    status_async = launcher.status_async
+
+    async def timed_status_async(h):
+        mark("poll", run_id=h["run_id"])
+        return await status_async(h)
+
+    launcher.status_async = timed_status_async
+    return launcher
+
+
+trigger_module.launcher_for_handle = _timed_launcher_for_handle  # this benchmark's process only
 
 
 class TimedPipelineTrigger(SparkPipelineTrigger):

@@ -124,8 +124,8 @@ def apply_custom(df: DataFrame, proc: ProcessorSpec, ctx) -> DataFrame:
     user = C.user_columns(df)
     input_schema = T.StructType([df.schema[c] for c in user])
     record = F.to_json(F.struct(*[F.col(C.quote(c)) for c in user]), {"ignoreNullFields": "false"})
-    called = df.withColumn(RESULT, caller(C.active(), record)).persist()
-    ctx.cached.append(called)  # the function runs once per record, whatever reads the batch afterwards
+    # computed once: the function runs once per record, whatever reads the batch afterwards
+    called = df.withColumn(RESULT, caller(C.active(), record)).localCheckpoint(eager=True)
     stats = called.agg(
         F.coalesce(F.sum(F.greatest(F.col(RESULT)["attempts"] - 1, F.lit(0))), F.lit(0)).alias("retries")
     ).first()

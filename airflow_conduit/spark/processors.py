@@ -115,8 +115,19 @@ PROCESSORS = {
 }
 
 
+def materialize(df: DataFrame) -> DataFrame:
+    """Compute ``df`` now and cut its lineage (local checkpoint).
+
+    Each stage's error column refers to the previous one several times; left
+    to itself, the optimizer inlines the chain into one expression that grows
+    with every stage until planning overflows the JVM stack. A checkpoint per
+    stage keeps every plan small (and runs Python functions exactly once).
+    """
+    return df.localCheckpoint(eager=True)
+
+
 def apply_processors(df: DataFrame, processors: tuple[ProcessorSpec, ...], ctx: ProcessorContext) -> DataFrame:
     for proc in processors:
         plugin = proc.plugin.removeprefix("builtin:")
-        df = PROCESSORS[plugin](df, proc, ctx)
+        df = materialize(PROCESSORS[plugin](df, proc, ctx))
     return df

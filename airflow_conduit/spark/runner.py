@@ -52,7 +52,7 @@ from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination, record_columns
 from airflow_conduit.spark.dlq import dlq_records
-from airflow_conduit.spark.processors import ProcessorContext, apply_processors
+from airflow_conduit.spark.processors import ProcessorContext, apply_processors, materialize
 from airflow_conduit.spark.session import ensure_driver_class
 from airflow_conduit.spark.sources import SourcePlan, parse_batch, plan_source, read_stream
 from airflow_conduit.spark.window import WindowStore
@@ -179,12 +179,11 @@ class PipelineRunner:
 
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         spec = self.spec
+        started = time.monotonic()
         cached: list[DataFrame] = []
 
         def keep(df: DataFrame) -> DataFrame:
-            df = df.persist()
-            cached.append(df)
-            return df
+            return materialize(df)
 
         try:
             ctx = ProcessorContext(spec=spec, cached=cached)
@@ -196,7 +195,7 @@ class PipelineRunner:
             parts = []
             for plan in self.plans:
                 self._where = ("source", plan.id, plan.spec.plugin)
-                part = parse_batch(batch, plan)
+                part = materialize(parse_batch(batch, plan))
                 self._where = ("processor", None, None)
                 parts.append(apply_processors(part, plan.spec.processors, ctx))
             records = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
@@ -263,6 +262,11 @@ class PipelineRunner:
                 self.report.counters["last-failure-timestamp"] = at
             self.report.status = STATUS_RUNNING
             self._save_report()
+            log.info(
+                "batch %s: read %s, written %s, filtered %s, dlq %s in %.1fs%s",
+                batch_id, read, written, filtered, nacked, time.monotonic() - started,
+                f" (already committed: {already})" if already else "",
+            )
             if crossed is not None and not replayed:
                 dlq = spec.dead_letter_queue
                 self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)

@@ -201,17 +201,19 @@ def test_spark_submit_survives_three_driver_kills_and_stops_gracefully_on_sigter
         good_ids += ids
         write_lines(tmp_path / "in", f"{f}.json", [good(ids[0]), "{oops", good(ids[1]), '{"id": "x"}', good(ids[2])])
         bad += [(f"{f}.json", 2), (f"{f}.json", 4)]
-    proc = subprocess.Popen(_submit_cmd(tmp_path, continuous_spec, "r4"), cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        _wait_for(lambda: (tmp_path / "state" / "commits" / "b" / "5").exists()
-                  and _report(tmp_path, "r4").get("status") == "running", 150, "batch 5")
-        os.kill(_python_driver_pid("r4"), signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, stderr[-3000:]
+    log = tmp_path / "r4.log"
+    with log.open("w") as log_file:  # a file, not a pipe: Spark's chatty log would fill a pipe and block the driver
+        proc = subprocess.Popen(_submit_cmd(tmp_path, continuous_spec, "r4"), cwd=tmp_path, env=env,
+                                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            _wait_for(lambda: (tmp_path / "state" / "commits" / "b" / "5").exists()
+                      and _report(tmp_path, "r4").get("status") == "running", 150, "batch 5")
+            os.kill(_python_driver_pid("r4"), signal.SIGTERM)
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, log.read_text()[-3000:]
     final = _report(tmp_path, "r4")
     assert final["status"] == "succeeded" and final["ended_at"]
 
