@@ -26,6 +26,7 @@ class ProcessorContext:
     spec: PipelineSpec
     cached: list[DataFrame] = field(default_factory=list)
     retries: int = 0  # KIP-298 total-retries of custom processors in this batch
+    where: tuple[str, str, str] | None = None  # the processor running now, for error reports
 
 
 def _as_list(value: Any) -> list[str]:
@@ -129,5 +130,7 @@ def materialize(df: DataFrame) -> DataFrame:
 def apply_processors(df: DataFrame, processors: tuple[ProcessorSpec, ...], ctx: ProcessorContext) -> DataFrame:
     for proc in processors:
         plugin = proc.plugin.removeprefix("builtin:")
+        ctx.where = ("processor", proc.id, plugin)
         df = materialize(PROCESSORS[plugin](df, proc, ctx))
+        ctx.where = None
     return df

@@ -63,6 +63,10 @@ QUERY_NAME = "pipeline"  # checkpoint folder: STATE_DIR/checkpoints/pipeline
 STOP_WAIT_SECONDS = 120.0
 
 
+class StopRequested(Exception):
+    """Raised in foreachBatch to end the query between batches (graceful stop)."""
+
+
 class RunFailed(Exception):
     """The run failed; ``error`` is what the report and the ERROR line say."""
 
@@ -123,6 +127,7 @@ class PipelineRunner:
         self.generator_done = False
         self.failure: StructuredError | None = None
         self.crashed = False  # a SimulatedCrash stopped the query (tests)
+        self._ctx: ProcessorContext | None = None
         self._where: tuple[str, str | None, str | None] = ("runner", None, None)
         self.plans: list[SourcePlan] = []
         self.destinations: list[Destination] = []
@@ -166,14 +171,20 @@ class PipelineRunner:
     # -- the batch -----------------------------------------------------------------------------------
 
     def _foreach_batch(self, batch: DataFrame, batch_id: int) -> None:
+        if self._stopping():
+            # Graceful stop: the batch that was running has finished; this one is not started (not
+            # committed either), so the next run processes it. Raising is how a query ends from here.
+            raise StopRequested(f"stop requested before batch {batch_id}; it runs on the next start")
         try:
             self._process_batch(batch, batch_id)
         except faults_mod.SimulatedCrash as crash:
             self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
             raise RuntimeError("simulated driver crash") from crash
         except BaseException as exc:  # noqa: BLE001 - classified here (Python context is lost once in the JVM)
-            if self.failure is None:
+            if self.failure is None and not self._stopping():
                 stage, component_id, component_type = self._where
+                if self._ctx is not None and self._ctx.where is not None:  # inside a processor
+                    stage, component_id, component_type = self._ctx.where
                 self.failure = classify(exc, stage, component_id, component_type)
             raise
 
@@ -187,31 +198,38 @@ class PipelineRunner:
 
         try:
             ctx = ProcessorContext(spec=spec, cached=cached)
+            if batch.isEmpty():  # nothing to write anywhere (e.g. a generator that is done)
+                self.report.add_batch(batch_id, read=0, filtered=0, dlq=0, written={d.id: 0 for d in self.destinations})
+                self.report.status = STATUS_RUNNING
+                self._save_report()
+                return
             batch = keep(batch)
             if self._has_generator() and spec.mode == "available-now":
                 self._check_generator_done(batch)
 
-            self._where = ("source", None, None)
+            self._ctx = ctx
             parts = []
             for plan in self.plans:
                 self._where = ("source", plan.id, plan.spec.plugin)
                 part = materialize(parse_batch(batch, plan))
-                self._where = ("processor", None, None)
                 parts.append(apply_processors(part, plan.spec.processors, ctx))
             records = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
             records = apply_processors(records, spec.processors, ctx)
+            self._where = ("runner", None, None)
             main = keep(records.withColumn(C.ROW_ID, F.monotonically_increasing_id()))
 
             branches: list[DataFrame] = []
             for dest in spec.destinations:
                 branches.append(keep(apply_processors(main, dest.processors, ctx)) if dest.processors else main)
+            self._where = ("runner", None, None)
             status = keep(self._outcomes(main, branches))
 
-            self._where = ("processor", None, None)
+            self._where = ("runner", None, None)
             counts = self._counts(status)
             read, nacked, filtered = counts["read"], counts["nacked"], counts["filtered"]
 
-            crossed, replayed = self._advance_window(status, batch_id, read, nacked)
+            self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
+            crossed, replayed, window = self._advance_window(status, batch_id, read, nacked)
             at = utc_now_iso()
 
             # DLQ first: a nacked record is safe before anything else is written.
@@ -245,6 +263,8 @@ class PipelineRunner:
                 written[dest.id] = n
                 self.crash_hook(dest.id, batch_id)
             self._where = ("runner", None, None)
+            if window is not None:  # saved only once every write of the batch is committed
+                self.windows.save(batch_id, window, crossed)
 
             self.report.add_batch(batch_id, read=read, filtered=filtered, dlq=nacked, written=written, at=at)
             entry = self.report.batches[-1]
@@ -279,6 +299,9 @@ class PipelineRunner:
         finally:
             for df in reversed(cached):
                 df.unpersist()
+
+    def _stopping(self) -> bool:
+        return self.stop_requested.is_set() or self.generator_done
 
     def _check_generator_done(self, batch: DataFrame) -> None:
         conds = [
@@ -330,12 +353,16 @@ class PipelineRunner:
         cols = [c for c in record_columns(branch)]
         return rows.orderBy(*C.ORDER_COLUMNS).select(*[F.col(C.quote(c)) for c in cols])
 
-    def _advance_window(self, status: DataFrame, batch_id: int, read: int, nacked: int) -> tuple[int | None, bool]:
-        """Advance the nack window over this batch (or reuse what a previous attempt of it decided)."""
+    def _advance_window(self, status: DataFrame, batch_id: int, read: int, nacked: int):
+        """Advance the nack window over this batch: (index of the crossing record or None, replayed, window).
+
+        A batch whose window was saved by an earlier attempt (saved after all its writes) keeps that
+        verdict, which that attempt already reported: (crossed, True, None).
+        """
         dlq = self.spec.dead_letter_queue
         saved = self.windows.get(batch_id)
-        if saved is not None:  # this batch ran before: its verdict stands, and was reported then
-            return saved.get("crossed_at_record"), True
+        if saved is not None:
+            return saved.get("crossed_at_record"), True, None
         window = self.windows.before(batch_id, dlq.window_size, dlq.window_nack_threshold)
         indices: list[int] = []
         if nacked and window.size:
@@ -345,8 +372,7 @@ class PipelineRunner:
             ).where(F.col("__ac_nacked"))
             indices = sorted(int(r["i"]) for r in indexed.collect())
         crossed = window.apply_batch(read, indices)
-        self.windows.save(batch_id, window, crossed)
-        return crossed, False
+        return crossed, False, window
 
     # -- report --------------------------------------------------------------------------------------
 
@@ -389,18 +415,18 @@ class PipelineRunner:
                 if self.stop_requested.is_set() or self.generator_done:
                     self._stop_gracefully(query)
                     break
-            if query.exception() is not None and not self.stop_requested.is_set() and not self.generator_done:
+            if query.exception() is not None and not self._stopping():
                 raise RuntimeError(str(query.exception()))
         except BaseException as exc:  # noqa: BLE001 - the batch's own classification wins
             if self.crashed:
                 raise faults_mod.SimulatedCrash("driver crash simulated") from exc
-            if self.stop_requested.is_set() and self.failure is None:
-                pass  # the platform stopped under us while we were stopping: the batch re-runs next time
+            if self._stopping() and self.failure is None:
+                pass  # stopped on purpose; an interrupted batch is not committed and re-runs next time
             else:
                 error = self.failure or classify(exc, *self._where)
                 self._fail(error)
                 raise RunFailed(error) from exc
-        if self.failure is not None and not self.stop_requested.is_set():
+        if self.failure is not None:
             self._fail(self.failure)
             raise RunFailed(self.failure)
         self.report.status = STATUS_SUCCEEDED

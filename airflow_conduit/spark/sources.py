@@ -11,7 +11,7 @@ error with its file and line number instead of being dropped by a reader.
 - file, parquet: Spark's parquet reader; position = row number in the file.
 - generator: Spark's ``rate-micro-batch`` source (deterministic: batch n holds
   offsets n*rows .. (n+1)*rows-1); fields derive from the offset and seed;
-  ``bad-record-ratio`` of them are emitted as broken JSON.
+  ``bad-record-ratio`` of them (evenly spread) are emitted as broken JSON.
 """
 
 from __future__ import annotations
@@ -96,8 +96,13 @@ def read_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     )
 
 
+# Spark skips files older (by modification time) than the newest seen minus maxFileAge (default 7 days):
+# a file copied in with an old timestamp (cp -p, rsync -t) would silently never be read. Nothing may be lost.
+MAX_FILE_AGE = "36500d"
+
+
 def _reader(spark: SparkSession, spec: SourceSpec):
-    reader = spark.readStream
+    reader = spark.readStream.option("maxFileAge", MAX_FILE_AGE)
     max_files = _setting(spec, "max-files-per-trigger")
     if max_files:
         reader = reader.option("maxFilesPerTrigger", int(max_files))
@@ -166,9 +171,11 @@ def _generator_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     )
     offset = F.col("value")
     record = F.to_json(F.struct(*[_generated_value(f.name, f.dataType, offset, seed) for f in plan.schema.fields]))
-    bad = F.pmod(F.xxhash64(offset, F.lit(seed), F.lit("bad")), F.lit(1_000_000)) < F.lit(int(ratio * 1_000_000))
+    # exactly `ratio` of the records, evenly spread (the seed shifts which ones): predictable for demos
+    shifted = (offset + F.lit(seed)).cast("double")
+    bad = F.floor((shifted + F.lit(1.0)) * F.lit(ratio)) > F.floor(shifted * F.lit(ratio))
     raw = F.when(bad, F.concat(F.lit("{broken "), F.substring(record, 2, 1_000_000))).otherwise(record)
-    # Offsets beyond `records` still flow (the batch step drops them) so the runner sees the generator is done.
+    rows = rows.where(offset < F.lit(plan.records))  # later batches are empty: the generator is done
     return rows.select(F.lit(None).cast("string").alias("file"), offset.alias("pos"), raw.alias("raw"))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 
@@ -17,10 +16,14 @@ def tag_or_fail(record: dict) -> dict | None:
 
 
 def flaky(record: dict) -> dict:
-    """Fails with ConnectionError on the first two attempts per record (counted in a file per record id)."""
+    """Even ids fail twice with ConnectionError, then work; id 3 is always down (TransientError).
+
+    Attempts are counted in files in the folder named by the record's ``name`` (the Python
+    workers do not see the test's environment).
+    """
     from airflow_conduit.recovery.errors import TransientError
 
-    folder = Path(os.environ.get("CONDUIT_TEST_FLAKY_DIR", "/tmp"))
+    folder = Path(record["name"])
     counter = folder / f"attempts-{record['id']}"
     attempts = int(counter.read_text()) if counter.exists() else 0
     counter.write_text(str(attempts + 1))

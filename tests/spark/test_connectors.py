@@ -47,6 +47,7 @@ def test_csv_parquet_and_generator_fan_in_then_fan_out_with_destination_processo
     # line numbers count the header line; a short line (102,carol) is malformed CSV, as Spark sees it
     assert csv_bad == [(3, "WrongTypeError"), (4, "MalformedRecordError"), (5, "MissingFieldError")]
     gen_bad = [r for r in dlq if r["source_id"] == "gen"]
+    assert len(gen_bad) == 5  # bad-record-ratio 0.25 of 20, evenly spread
     assert gen_bad and all(r["stage"] == "source" and r["record"].startswith("{broken") for r in gen_bad)
 
     all_rows = read_json_rows(spark, tmp_path / "all")
@@ -91,9 +92,10 @@ def test_json_decode_and_log_dlq_redacts_secrets(spark, tmp_path, caplog):
     assert secret not in "\n".join(logged)
 
 
-def test_custom_processor_retries_transient_failures_within_the_timeout(spark, tmp_path, monkeypatch):
-    monkeypatch.setenv("CONDUIT_TEST_FLAKY_DIR", str(tmp_path))
-    write_lines(tmp_path / "in", "a.json", [good(i) for i in (1, 2, 3, 4)])
+def test_custom_processor_retries_transient_failures_within_the_timeout(spark, tmp_path):
+    counters = tmp_path / "attempts"
+    counters.mkdir()
+    write_lines(tmp_path / "in", "a.json", [json.dumps({"id": i, "name": str(counters), "amount": 1.0}) for i in (1, 2, 3, 4)])
     spec = pipeline(
         "retries",
         [file_source(tmp_path / "in")],
@@ -107,7 +109,8 @@ def test_custom_processor_retries_transient_failures_within_the_timeout(spark, t
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2, 4]  # 2 and 4 recovered
     (dead,) = read_json_rows(spark, tmp_path / "dlq")  # 3 is down for longer than errors.retry.timeout
     assert dead["exception_class"] == "airflow_conduit.recovery.errors.TransientError" and dead["attempt"] > 2
-    assert report.counters["total-retries"] >= 2 + 2 + (dead["attempt"] - 1)
+    assert (counters / "attempts-2").read_text() == "3" and (counters / "attempts-1").read_text() == "1"
+    assert report.counters["total-retries"] == 2 + 2 + (dead["attempt"] - 1)
 
 
 def test_a_sql_processor_on_a_missing_column_fails_fatal_as_analysis_error(spark, tmp_path):
@@ -118,3 +121,4 @@ def test_a_sql_processor_on_a_missing_column_fails_fatal_as_analysis_error(spark
     assert code == codes.EXIT_FATAL
     assert report.error["code"] == codes.ANALYSIS and report.error["sqlstate"].startswith("42")
     assert report.error["error_condition"].startswith("UNRESOLVED_COLUMN")
+    assert (report.error["stage"], report.error["component_id"], report.error["component_type"]) == ("processor", "broken", "sql")

@@ -106,3 +106,31 @@ def test_jdbc_destination_and_jdbc_dlq_stay_exactly_once_across_crashes(spark, t
     assert {r[2] for r in dlq_rows} == {"source"}
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "files")) == good_ids
     assert not pg_query("SELECT tablename FROM pg_tables WHERE tablename LIKE '%%__conduit_b%%'")  # staging dropped
+
+
+def test_jdbc_upsert_on_key_and_a_refused_connection_is_transient(spark, tmp_path, postgres, pg_query):
+    pg_query("DROP TABLE IF EXISTS customers; "
+             "CREATE TABLE customers (id BIGINT PRIMARY KEY, name TEXT, amount DOUBLE PRECISION, _conduit_batch_id BIGINT)")
+    write_lines(tmp_path / "in", "0.json", [good(1), good(2)])
+    write_lines(tmp_path / "in", "1.json", [json.dumps({"id": 2, "name": "renamed", "amount": 9.0}), good(3)])
+    jdbc = {"url": postgres["url"], "table": "customers", "user": "postgres", "key": ["id"]}
+    spec = pipeline("upsert", [file_source(tmp_path / "in", **{"max-files-per-trigger": 1})],
+                    [DestinationSpec(id="db", plugin="jdbc", settings=jdbc)], dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert pg_query("SELECT id, name FROM customers ORDER BY id") == [(1, "n1"), (2, "renamed"), (3, "n3")]
+
+    refused = {**jdbc, "url": f"jdbc:postgresql://127.0.0.1:{_closed_port()}/postgres"}
+    spec = pipeline("refused", [file_source(tmp_path / "in")], [DestinationSpec(id="db", plugin="jdbc", settings=refused)],
+                    dlq=dlq_file(tmp_path / "dlq2"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state2", run_id="r1")
+    assert code == 75 and report.error["fatal"] is False
+    assert report.error["code"] == 1100 and report.error["stage"] == "destination" and report.error["component_id"] == "db"
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
