@@ -129,75 +129,95 @@ pipeline:
 
 
 class StageClock:
-    """Wall time spent in the runner's steps, by wrapping its functions (timing only, behaviour unchanged).
+    """Exclusive wall time of the runner's steps, by wrapping its functions (timing only, behaviour unchanged).
 
-    Spark is lazy: the first action of a batch (``_counts``) pays for reading, parsing, the processors
-    and caching the batch; the later steps work on the cached batch. The ``plan.*`` steps only build
-    DataFrames (Python and Catalyst analysis, no data).
-    A key is ``module:attribute`` (a function of that module) or ``module:Class.method``.
+    Each wrapped call's time goes to its own label minus the time of the wrapped calls inside it, so the
+    labels add up to the time spent in ``_process_batch``. ``materialize`` (an eager local checkpoint:
+    the step that computes data) is labelled by what was built just before it. ``plan:`` labels only
+    build DataFrames (Python calls and Catalyst analysis, no data). A key is ``module:function`` or
+    ``module:Class.method`` of ``airflow_conduit.spark``; missing ones are skipped (the runner evolves).
     """
 
-    STEPS = (
-        "runner:PipelineRunner._process_batch",
-        "runner:PipelineRunner._counts",
-        "runner:PipelineRunner._advance_window",
-        "runner:PipelineRunner._save_report",
-        "destinations:FileDestination.write",
-        "runner:parse_batch",
-        "runner:apply_processors",
-        "runner:PipelineRunner._outcomes",
-        "runner:dlq_records",
-        "runner:PipelineRunner._rows_for",
-    )
-    PLANNING = {
-        "runner:parse_batch": "plan.parse",
-        "runner:apply_processors": "plan.processors",
-        "runner:PipelineRunner._outcomes": "plan.fates",
-        "runner:dlq_records": "plan.dlq_rows",
-        "runner:PipelineRunner._rows_for": "plan.destination_rows",
+    BATCH = "runner:PipelineRunner._process_batch"
+    LABELS = {
+        BATCH: "rest of the batch (bookkeeping, commit markers, window file, report entry)",
+        "runner:materialize": "compute+checkpoint",
+        "processors:materialize": "compute+checkpoint",
+        "runner:parse_batch": "plan: parsing",
+        "runner:apply_processors": "processors (plan, compute, one checkpoint each)",
+        "runner:PipelineRunner._outcomes": "plan: fates (nacked / filtered / written)",
+        "runner:PipelineRunner._counts": "counts (one aggregation)",
+        "runner:PipelineRunner._advance_window": "nack window (ordered indices of the nacked records)",
+        "runner:dlq_records": "plan: DLQ rows",
+        "runner:PipelineRunner._rows_for": "plan: destination rows",
+        "destinations:FileDestination.write": "write",
+        "runner:PipelineRunner._save_report": "run report (atomic rewrite)",
+    }
+    # What the next materialize computes, set when the call that built it returns.
+    PENDING_AFTER = {
+        "runner:parse_batch": "source: JSON parsed twice (map + typed), source errors",
+        "runner:apply_processors": "row ids",
+        "runner:PipelineRunner._outcomes": "fates",
     }
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.batch_seconds = 0.0  # inclusive time in _process_batch
         self._originals: list[tuple[Any, str, Any]] = []
-        self._depth = 0
+        self._stack: list[list[float]] = []  # [start, time of wrapped children]
+        self._pending: str | None = None
+        self._labels: list[str] = []
 
     def __enter__(self) -> "StageClock":
         import importlib
 
-        for key in self.STEPS:
+        for key in self.LABELS:
             module_name, attr = key.split(":")
             owner: Any = importlib.import_module(f"airflow_conduit.spark.{module_name}")
-            if "." in attr:
+            bound = "." in attr
+            if bound:
                 cls_name, attr = attr.split(".")
-                owner = getattr(owner, cls_name)
-                bound = True
-            else:
-                bound = False
-            original = owner.__dict__[attr] if bound else getattr(owner, attr)
+                owner = getattr(owner, cls_name, None)
+            original = (owner.__dict__.get(attr) if bound else getattr(owner, attr, None)) if owner else None
+            if original is None:
+                continue
             self._originals.append((owner, attr, original))
             setattr(owner, attr, self._timed(original, key, bound))
         return self
 
-    def _label(self, key: str, obj: Any) -> str:
-        if key.endswith("FileDestination.write"):
-            return "write.dlq" if obj.id == "dead-letter-queue" else f"write.{obj.id}"
-        return self.PLANNING.get(key, key.split(":")[1])
+    def _label(self, key: str, args: tuple) -> str:
+        label = self.LABELS[key]
+        if key.endswith("FileDestination.write") and args:
+            return "write: DLQ" if args[0].id == "dead-letter-queue" else f"write: {args[0].id}"
+        if key.endswith(":materialize"):
+            if any(lbl.startswith("processors") for lbl in self._labels):
+                return self.LABELS["runner:apply_processors"]
+            what, self._pending = self._pending or "other", None
+            return f"compute+checkpoint: {what}"
+        return label
 
     def _timed(self, original, key: str, bound: bool):
         clock = self
 
         def timed(*args, **kwargs):
-            label = clock._label(key, args[0] if bound and args else None)
-            nested = label.startswith("plan.") and clock._depth > 0  # apply_processors inside apply_processors...
-            clock._depth += label.startswith("plan.")
-            start = time.perf_counter()
+            if key == clock.BATCH:
+                clock._pending = "batch: files read whole, split into lines"
+            label = clock._label(key, args if bound else ())
+            clock._labels.append(label)
+            clock._stack.append([time.perf_counter(), 0.0])
             try:
                 return original(*args, **kwargs)
             finally:
-                clock._depth -= label.startswith("plan.")
-                if not nested:
-                    clock.seconds[label] = clock.seconds.get(label, 0.0) + time.perf_counter() - start
+                start, children = clock._stack.pop()
+                clock._labels.pop()
+                elapsed = time.perf_counter() - start
+                clock.seconds[label] = clock.seconds.get(label, 0.0) + elapsed - children
+                if clock._stack:
+                    clock._stack[-1][1] += elapsed
+                if key == clock.BATCH:
+                    clock.batch_seconds += elapsed
+                if key in clock.PENDING_AFTER and not any(lbl.startswith("processors") for lbl in clock._labels):
+                    clock._pending = clock.PENDING_AFTER[key]
 
         return timed
 
@@ -226,7 +246,7 @@ def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> 
         "filtered": int(totals.get("filtered", 0)),
         "bad": int(totals.get("dlq", 0)),
         "batches": len(report.batches),
-        "stages": stages.seconds,
+        "stages": {**stages.seconds, "(inclusive) _process_batch": stages.batch_seconds},
         "out": [out, dlq],
         "root": root,
     }
@@ -316,13 +336,13 @@ def run_c(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> 
 
 
 def stage_shares(stages: list[dict[str, float]], totals: list[float]) -> dict[str, dict[str, float]]:
-    """Median seconds of each runner step over the repetitions, and the rest (query start, planning, streaming)."""
+    """Median seconds of each runner step over the repetitions, and the time outside the batches."""
     if not stages:
         return {}
-    keys = sorted({k for s in stages for k in s})
+    batch_key = "(inclusive) _process_batch"
+    keys = sorted({k for s in stages for k in s} - {batch_key})
     out = {k: summary(s.get(k, 0.0) for s in stages) for k in keys}
-    batch_key = "PipelineRunner._process_batch"
-    out["outside batches (setup, query start, streaming loop)"] = summary(
+    out["outside the batches (setup, query start, Structured Streaming between batches, stop)"] = summary(
         t - s.get(batch_key, 0.0) for s, t in zip(stages, totals)
     )
     return out
@@ -385,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window-size", type=int, default=10_000, help="runner's DLQ window-size")
     parser.add_argument("--window-threshold", type=int, default=1_000, help="runner's DLQ window-nack-threshold")
     parser.add_argument("--reps", type=int, default=MIN_PAIRS)
-    parser.add_argument("--warmup-records", type=int, default=100_000)
+    parser.add_argument("--warmup-records", type=int, default=50_000)
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--out", default=None)

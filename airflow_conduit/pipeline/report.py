@@ -70,6 +70,7 @@ class RunReport:
     batches: list[dict[str, Any]] = field(default_factory=list)
     counters: dict[str, Any] = field(default_factory=_empty_counters)
     error: dict[str, Any] | None = None
+    stop_reason: str | None = None  # why a run ended early but cleanly: "signal SIGTERM" (graceful stop)
 
     # -- updates -------------------------------------------------------------------------------------
 
@@ -125,6 +126,7 @@ class RunReport:
             "batches": self.batches,
             "counters": self.counters,
             "error": self.error,
+            "stop_reason": self.stop_reason,
         }
 
     @classmethod
@@ -145,6 +147,7 @@ class RunReport:
             batches=list(data.get("batches") or []),
             counters=counters,
             error=data.get("error"),
+            stop_reason=data.get("stop_reason"),
         )
 
     def write_atomic(self, path: str | os.PathLike[str]) -> None:

@@ -8,7 +8,7 @@ built-in processors are Spark expressions (``try_*`` friendly); only
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -21,10 +21,9 @@ from airflow_conduit.spark import parsing
 
 @dataclass
 class ProcessorContext:
-    """What processors share within one batch: the spec (retry settings) and the DataFrames to unpersist."""
+    """What processors share within one batch: the spec (retry settings), retry count, the running processor."""
 
     spec: PipelineSpec
-    cached: list[DataFrame] = field(default_factory=list)
     retries: int = 0  # KIP-298 total-retries of custom processors in this batch
     where: tuple[str, str, str] | None = None  # the processor running now, for error reports
 

@@ -189,116 +189,131 @@ class PipelineRunner:
             raise
 
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
-        spec = self.spec
         started = time.monotonic()
-        cached: list[DataFrame] = []
+        if batch.isEmpty():  # nothing to write anywhere (e.g. a generator that is done)
+            self._record_batch(batch_id, {"read": 0, "nacked": 0, "filtered": 0}, {d.id: 0 for d in self.destinations})
+            return
+        batch = materialize(batch)
+        if self._has_generator() and self.spec.mode == "available-now":
+            self._check_generator_done(batch)
+        ctx = self._ctx = ProcessorContext(spec=self.spec)
+        main, branches = self._process_records(batch, ctx)
+        self._where = ("runner", None, None)
+        status = materialize(self._outcomes(main, branches))
+        counts = self._counts(status)
 
-        def keep(df: DataFrame) -> DataFrame:
-            return materialize(df)
+        self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
+        crossed, replayed, window = self._advance_window(status, batch_id, counts["read"], counts["nacked"])
+        at = utc_now_iso()
+        dlq_written = self._write_dlq(status, batch_id, counts["nacked"], at)  # first: nacked records are safe
+        written, already = self._write_destinations(status, branches, batch_id, counts)
+        self._where = ("runner", None, None)
+        if window is not None:  # saved only once every write of the batch is committed
+            self.windows.save(batch_id, window, crossed)
 
-        try:
-            ctx = ProcessorContext(spec=spec, cached=cached)
-            if batch.isEmpty():  # nothing to write anywhere (e.g. a generator that is done)
-                self.report.add_batch(batch_id, read=0, filtered=0, dlq=0, written={d.id: 0 for d in self.destinations})
-                self.report.status = STATUS_RUNNING
-                self._save_report()
-                return
-            batch = keep(batch)
-            if self._has_generator() and spec.mode == "available-now":
-                self._check_generator_done(batch)
-
-            self._ctx = ctx
-            parts = []
-            for plan in self.plans:
-                self._where = ("source", plan.id, plan.spec.plugin)
-                part = materialize(parse_batch(batch, plan))
-                parts.append(apply_processors(part, plan.spec.processors, ctx))
-            records = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-            records = apply_processors(records, spec.processors, ctx)
-            self._where = ("runner", None, None)
-            main = keep(records.withColumn(C.ROW_ID, F.monotonically_increasing_id()))
-
-            branches: list[DataFrame] = []
-            for dest in spec.destinations:
-                branches.append(keep(apply_processors(main, dest.processors, ctx)) if dest.processors else main)
-            self._where = ("runner", None, None)
-            status = keep(self._outcomes(main, branches))
-
-            self._where = ("runner", None, None)
-            counts = self._counts(status)
-            read, nacked, filtered = counts["read"], counts["nacked"], counts["filtered"]
-
+        if dlq_written is None:
+            already.append(DEAD_LETTER_QUEUE_ID)
+        self._record_batch(batch_id, counts, written, at=at, already=already, replayed=replayed,
+                           retries=ctx.retries, dlq_written=dlq_written or 0)
+        log.info(
+            "batch %s: read %s, written %s, filtered %s, dlq %s in %.1fs%s", batch_id, counts["read"], written,
+            counts["filtered"], counts["nacked"], time.monotonic() - started,
+            f" (already committed: {already})" if already else "",
+        )
+        if crossed is not None and not replayed:
             self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
-            crossed, replayed, window = self._advance_window(status, batch_id, read, nacked)
-            at = utc_now_iso()
+            raise self._threshold_error(crossed, batch_id)
 
-            # DLQ first: a nacked record is safe before anything else is written.
-            dlq_written = 0
-            if self.commits.get(DEAD_LETTER_QUEUE_ID, batch_id) is None:
-                self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
-                dlq_rows = dlq_records(status.where(F.col("__ac_nacked")), spec, run_id=self.run_id, batch_id=batch_id, time_of_error=at)
-                try:
-                    if nacked:
-                        self.dlq.write(dlq_rows, batch_id)
-                except BaseException:
-                    self.report.add_counters(deadletterqueue_produce_failures=nacked)
-                    raise
-                self.commits.mark(DEAD_LETTER_QUEUE_ID, batch_id, rows=nacked, run_id=self.run_id)
-                dlq_written = nacked
-                self.crash_hook(DEAD_LETTER_QUEUE_ID, batch_id)
+    def _process_records(self, batch: DataFrame, ctx: ProcessorContext) -> tuple[DataFrame, list[DataFrame]]:
+        """Parse each source's rows, run source, pipeline and destination processors: (main, one branch per destination)."""
+        parts = []
+        for plan in self.plans:
+            self._where = ("source", plan.id, plan.spec.plugin)
+            part = materialize(parse_batch(batch, plan))
+            parts.append(apply_processors(part, plan.spec.processors, ctx))
+        records = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+        records = apply_processors(records, self.spec.processors, ctx)
+        self._where = ("runner", None, None)
+        main = materialize(records.withColumn(C.ROW_ID, F.monotonically_increasing_id()))
+        branches = [apply_processors(main, dest.processors, ctx) if dest.processors else main for dest in self.spec.destinations]
+        return main, branches
 
-            written: dict[str, int] = {}
-            already: list[str] = []
-            for index, (dest, branch) in enumerate(zip(self.destinations, branches)):
-                if self.commits.get(dest.id, batch_id) is not None:
-                    written[dest.id] = 0
-                    already.append(dest.id)
-                    continue
-                self._where = ("destination", dest.id, dest.plugin)
-                rows = self._rows_for(branch, status, index)
-                n = counts[f"w{index}"]
-                if n:
-                    dest.write(rows, batch_id)
-                self.commits.mark(dest.id, batch_id, rows=n, run_id=self.run_id)
-                written[dest.id] = n
-                self.crash_hook(dest.id, batch_id)
-            self._where = ("runner", None, None)
-            if window is not None:  # saved only once every write of the batch is committed
-                self.windows.save(batch_id, window, crossed)
-
-            self.report.add_batch(batch_id, read=read, filtered=filtered, dlq=nacked, written=written, at=at)
-            entry = self.report.batches[-1]
-            if already or dlq_written != nacked:
-                entry["already_committed"] = already + ([DEAD_LETTER_QUEUE_ID] if dlq_written != nacked else [])
-            if replayed:
-                entry["replayed"] = True
-            self.report.add_counters(
-                total_record_failures=nacked,
-                total_records_skipped=nacked,
-                total_retries=ctx.retries,
-                deadletterqueue_records_produced=dlq_written,
-            )
+    def _write_dlq(self, status: DataFrame, batch_id: int, nacked: int, at: str) -> int | None:
+        """Write the batch's nacked records to the DLQ unless committed before; rows written, None when skipped."""
+        if self.commits.get(DEAD_LETTER_QUEUE_ID, batch_id) is not None:
+            return None
+        self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
+        rows = dlq_records(status.where(F.col("__ac_nacked")), self.spec, run_id=self.run_id, batch_id=batch_id, time_of_error=at)
+        try:
             if nacked:
-                self.report.counters["last-failure-timestamp"] = at
-            self.report.status = STATUS_RUNNING
-            self._save_report()
-            log.info(
-                "batch %s: read %s, written %s, filtered %s, dlq %s in %.1fs%s",
-                batch_id, read, written, filtered, nacked, time.monotonic() - started,
-                f" (already committed: {already})" if already else "",
-            )
-            if crossed is not None and not replayed:
-                dlq = spec.dead_letter_queue
-                self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
-                raise NackThresholdExceeded(
-                    f"nack threshold exceeded: more than {dlq.window_nack_threshold} nacked record(s) in the last "
-                    f"{max(dlq.window_size, 1) if dlq.window_nack_threshold == 0 else dlq.window_size} "
-                    f"(window-size {dlq.window_size}, window-nack-threshold {dlq.window_nack_threshold}) at record "
-                    f"{crossed + 1} of batch {batch_id}; the batch's nacked records are in the DLQ"
-                )
-        finally:
-            for df in reversed(cached):
-                df.unpersist()
+                self.dlq.write(rows, batch_id)
+        except BaseException:
+            self.report.add_counters(deadletterqueue_produce_failures=nacked)
+            raise
+        self.commits.mark(DEAD_LETTER_QUEUE_ID, batch_id, rows=nacked, run_id=self.run_id)
+        self.crash_hook(DEAD_LETTER_QUEUE_ID, batch_id)
+        return nacked
+
+    def _write_destinations(
+        self, status: DataFrame, branches: list[DataFrame], batch_id: int, counts: dict[str, int]
+    ) -> tuple[dict[str, int], list[str]]:
+        """Write every destination that has not committed this batch: (rows written per destination, skipped ids)."""
+        written: dict[str, int] = {}
+        already: list[str] = []
+        for index, (dest, branch) in enumerate(zip(self.destinations, branches)):
+            if self.commits.get(dest.id, batch_id) is not None:
+                written[dest.id] = 0
+                already.append(dest.id)
+                continue
+            self._where = ("destination", dest.id, dest.plugin)
+            n = counts[f"w{index}"]
+            if n:
+                dest.write(self._rows_for(branch, status, index), batch_id)
+            self.commits.mark(dest.id, batch_id, rows=n, run_id=self.run_id)
+            written[dest.id] = n
+            self.crash_hook(dest.id, batch_id)
+        return written, already
+
+    def _record_batch(
+        self,
+        batch_id: int,
+        counts: dict[str, int],
+        written: dict[str, int],
+        *,
+        at: str | None = None,
+        already: list[str] | None = None,
+        replayed: bool = False,
+        retries: int = 0,
+        dlq_written: int = 0,
+    ) -> None:
+        """Add the batch to the run report (counts, KIP-298 counters) and rewrite it."""
+        at = at or utc_now_iso()
+        nacked = counts["nacked"]
+        self.report.add_batch(batch_id, read=counts["read"], filtered=counts["filtered"], dlq=nacked, written=written, at=at)
+        entry = self.report.batches[-1]
+        if already:
+            entry["already_committed"] = already
+        if replayed:
+            entry["replayed"] = True
+        self.report.add_counters(
+            total_record_failures=nacked,
+            total_records_skipped=nacked,
+            total_retries=retries,
+            deadletterqueue_records_produced=dlq_written,
+        )
+        if nacked:
+            self.report.counters["last-failure-timestamp"] = at
+        self.report.status = STATUS_RUNNING
+        self._save_report()
+
+    def _threshold_error(self, crossed: int, batch_id: int) -> NackThresholdExceeded:
+        dlq = self.spec.dead_letter_queue
+        size = 1 if dlq.window_nack_threshold == 0 else dlq.window_size
+        return NackThresholdExceeded(
+            f"nack threshold exceeded: more than {dlq.window_nack_threshold} nacked record(s) in the last {size} "
+            f"(window-size {dlq.window_size}, window-nack-threshold {dlq.window_nack_threshold}) at record "
+            f"{crossed + 1} of batch {batch_id}; the batch's nacked records are in the DLQ"
+        )
 
     def _stopping(self) -> bool:
         return self.stop_requested.is_set() or self.generator_done
@@ -432,6 +447,7 @@ class PipelineRunner:
         self.report.status = STATUS_SUCCEEDED
         self.report.ended_at = utc_now_iso()
         if self.stop_reason:
+            self.report.stop_reason = self.stop_reason
             log.info("pipeline %s stopped gracefully (%s)", self.spec.id, self.stop_reason)
         self._save_report()
         return self.report

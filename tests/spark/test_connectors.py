@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from airflow_conduit.pipeline.model import DeadLetterQueueSpec, DestinationSpec, RetrySpec, SourceSpec
+from airflow_conduit.pipeline.model import DeadLetterQueueSpec, RetrySpec, SourceSpec
 from airflow_conduit.pipeline.secrets import Secret
 from airflow_conduit.recovery import codes
 from airflow_conduit.spark.runner import execute
@@ -122,3 +122,33 @@ def test_a_sql_processor_on_a_missing_column_fails_fatal_as_analysis_error(spark
     assert report.error["code"] == codes.ANALYSIS and report.error["sqlstate"].startswith("42")
     assert report.error["error_condition"].startswith("UNRESOLVED_COLUMN")
     assert (report.error["stage"], report.error["component_id"], report.error["component_type"]) == ("processor", "broken", "sql")
+
+
+def test_continuous_generator_stops_gracefully_on_request_with_every_batch_complete(spark, tmp_path):
+    import threading
+    import time
+
+    source = SourceSpec(id="gen", plugin="generator",
+                        settings={"records": 30, "rate": 10, "fields": {"id": "BIGINT", "name": "STRING"},
+                                  "bad-record-ratio": 0.1})
+    spec = pipeline("live", [source], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"),
+                    mode="continuous", trigger_interval_seconds=0.5)
+    runners = []
+
+    def stop_when_all_generated():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if runners and runners[0].report.totals["read"] >= 30:
+                runners[0].request_stop("test")
+                return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=stop_when_all_generated, daemon=True)
+    watcher.start()
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1", on_runner=runners.append)
+    watcher.join(timeout=5)
+    assert code == 0 and report.status == "succeeded" and report.ended_at and report.stop_reason == "test"
+    assert len([b for b in report.batches if b["read"]]) == 6  # rate 10/s x 0.5 s = 5 records per batch
+    out = sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out"))
+    dlq = sorted(r["source_position"] for r in read_json_rows(spark, tmp_path / "dlq"))
+    assert len(dlq) == 3 and sorted(out + dlq) == list(range(30))  # offsets: every record exactly once

@@ -215,7 +215,7 @@ def test_spark_submit_survives_three_driver_kills_and_stops_gracefully_on_sigter
                 os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, log.read_text()[-3000:]
     final = _report(tmp_path, "r4")
-    assert final["status"] == "succeeded" and final["ended_at"]
+    assert final["status"] == "succeeded" and final["ended_at"] and final["stop_reason"] == "signal SIGTERM"
 
     a = [r.asDict() for r in spark.read.json(str(tmp_path / "out" / "a")).collect()]
     b = [r.asDict() for r in spark.read.parquet(str(tmp_path / "out" / "b")).collect()]
