@@ -56,5 +56,21 @@ def get_provider_info() -> dict:
                 "tags": ["apache"],
             }
         ],
+        "operators": [
+            {"integration-name": "Conduit pipelines on Spark", "python-modules": ["airflow_conduit.operators.pipeline"]}
+        ],
+        "sensors": [
+            {"integration-name": "Conduit pipelines on Spark", "python-modules": ["airflow_conduit.sensors.pipeline"]}
+        ],
+        "triggers": [
+            {
+                "integration-name": "Conduit pipelines on Spark",
+                "python-modules": ["airflow_conduit.triggers.pipeline", "airflow_conduit.triggers.state_dir"],
+            }
+        ],
+        "extra-links": [
+            "airflow_conduit.operators.links.SparkUILink",
+            "airflow_conduit.operators.links.DeadLetterQueueLink",
+        ],
         "config": _config_section(),
     }

@@ -117,3 +117,16 @@ def test_bad_spec_fails_before_anything_is_submitted(airflow_db, tmp_path):
     assert task_instance(dr.dag_id, dr.run_id).state == "failed"
     assert run_folders(state_dir) == []  # no job was started
     assert not (state_dir / "recovery.json").exists()
+
+
+def test_bad_spec_message_names_the_file_and_the_key(tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
+
+    spec = tmp_path / "bad.yaml"
+    spec.write_text('version: "1"\npipeline:\n  id: bad\n  sourcez: []\n  destinations: []\n')
+    operator = RecoveringSparkPipelineOperator(task_id="p", spec=str(spec), state_dir=str(tmp_path / "state"))
+    with pytest.raises(AirflowFailException, match=r"nothing was submitted") as refused:
+        operator.execute({})  # validation comes before anything touches Spark (or the context)
+    assert str(spec) in str(refused.value) and "sourcez" in str(refused.value)

@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -56,7 +56,9 @@ def test_dlq_alert_dag_alerts_on_a_full_dlq_and_a_degraded_pipeline(airflow_db, 
     write_report(state_dir, "r2", [3])  # 7 DLQ records in this hour: more than the threshold of 5
     StateDir(state_dir).write_recovery({"pipeline_id": "orders", "pipeline_state": "degraded"})
     dag = load_reference_dag("conduit_dlq_alert.py")
-    dr = dag.test(run_conf={"state_dir": str(state_dir)})
+    # A manual run's data interval starts at its logical date: put it before the batches were written.
+    logical_date = datetime.now(timezone.utc) - timedelta(minutes=30)
+    dr = dag.test(logical_date=logical_date, run_conf={"state_dir": str(state_dir)})
     assert dr.state == "success"
     assert task_instance(dr.dag_id, dr.run_id, "alert_dlq").state == "success"
     assert task_instance(dr.dag_id, dr.run_id, "alert_degraded").state == "success"

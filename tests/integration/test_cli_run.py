@@ -1,0 +1,56 @@
+"""`airflow-conduit run`: the operator's decisions without Airflow scheduling, on real local Spark."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import dlq_lines, lake_ids
+
+pytestmark = pytest.mark.integration
+CLI = str(Path(sys.executable).parent / "airflow-conduit")
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, "run", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_restarts_after_transient_failures_and_prints_the_timeline(orders):
+    state_dir = orders / "state"
+    result = run_cli(str(orders / "pipeline.yaml"), "--state-dir", str(state_dir), "--min-delay", "1s",
+                     "--backoff-factor", "2", "--max-retries", "3", "--poll-interval", "1",
+                     "--faults", json.dumps({"transient_first_runs": 2}))
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert out.count("submitted: run") == 3
+    assert "restarting in 1s (attempt 1 of 3 in window)" in out
+    assert "restarting in 2s (attempt 2 of 3 in window)" in out
+    assert "recovered: run" in out and "succeeded: run" in out
+    assert "dead letter queue 7" in out
+    record = json.loads((state_dir / "recovery.json").read_text())
+    assert record["pipeline_state"] == "stopped" and record["submissions"] == 3
+    expected = json.loads((orders / "expected.json").read_text())
+    assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])
+    assert len(dlq_lines(orders / "out" / "dlq")) == len(expected["dlq"])
+
+
+def test_fatal_error_degrades_with_exit_code_3(orders):
+    result = run_cli(str(orders / "pipeline.yaml"), "--state-dir", str(orders / "state"), "--poll-interval", "0.5",
+                     "--faults", json.dumps({"fatal": True}))
+    assert result.returncode == 3
+    assert result.stdout.count("submitted: run") == 1
+    assert "degraded because fatal error" in result.stdout
+    assert "pipeline degraded:" in result.stderr and "last audit events:" in result.stderr
+
+
+def test_bad_spec_is_refused_before_spark_starts(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text('version: "1"\npipeline:\n  id: bad\n  sourcez: []\n')
+    result = run_cli(str(spec), "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 2
+    assert "sourcez" in result.stderr and str(spec) in result.stderr
+    assert not (tmp_path / "state").exists()
