@@ -60,7 +60,7 @@ test-integration: install
 	$(BIN)/python -m pytest -q tests/integration
 
 demo: install
-	$(BIN)/python -m airflow_conduit.demo
+	$(BIN)/python examples/demo.py
 
 bench: install
 	$(BIN)/python -m bench.run_all

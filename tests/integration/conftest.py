@@ -55,7 +55,7 @@ def tiny_job() -> str:
     return str(JOBS / "tiny_job.py")
 
 
-def run_test_dag(dag_id: str, **operator_kwargs):
+def run_test_dag(dag_id: str, _dag_test: dict | None = None, **operator_kwargs):
     """Run the parameterised test DAG (dag_files/conduit_test_dag.py) with dag.test(); return the DagRun.
 
     The parameters go through an env var so that the DAG processor's parse (dag.test syncs the bundle)
@@ -67,7 +67,9 @@ def run_test_dag(dag_id: str, **operator_kwargs):
     spec = importlib.util.spec_from_file_location(f"conduit_test_dag_{dag_id}", TEST_DAGS / "conduit_test_dag.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.dag.test()
+    from datetime import datetime
+
+    return module.dag.test(**{k: datetime.fromisoformat(v) for k, v in (_dag_test or {}).items()})
 
 
 def load_reference_dag(file_name: str):
