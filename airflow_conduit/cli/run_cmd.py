@@ -70,7 +70,13 @@ async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> d
     return event.payload
 
 
+def _quiet_airflow_logs() -> None:
+    """The timeline is the output: keep Airflow's own info lines (spark-submit command, trigger polls) out."""
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")  # read when airflow is first imported
+
+
 def run_pipeline(args: argparse.Namespace) -> int:
+    _quiet_airflow_logs()
     from airflow_conduit.hooks.session import DEGRADED, DONE, WATCH, RecoverySession, apply_event, degraded_message
     from airflow_conduit.hooks.state_dir import StateDir
     from airflow_conduit.launchers.factory import launcher_for_handle

@@ -168,6 +168,8 @@ class LocalLauncher(Launcher):
         folder = run_dir(state_dir, run_id)
         folder.mkdir(parents=True, exist_ok=True)
         log_path, exit_path = folder / "driver.log", folder / "exit.json"
+        if exit_path.exists():  # its exit record would be read as this job's: never reuse a run id
+            raise ValueError(f"run {run_id} already ran in {state_dir}: a run id is used once")
         wrapper = [sys.executable, "-m", "airflow_conduit.launchers.detached", str(exit_path), "--", *cmd]
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(

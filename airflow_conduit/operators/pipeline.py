@@ -218,7 +218,8 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                     session.engine.on_restarted()
         if session is None:
             ti = context["ti"]
-            prefix = safe_run_id(f"{ti.run_id}-{ti.task_id}" + (f"-{ti.map_index}" if ti.map_index >= 0 else ""))
+            mapped = f"-{ti.map_index}" if ti.map_index >= 0 else ""
+            prefix = safe_run_id(f"{ti.run_id}-{ti.task_id}{mapped}-t{ti.try_number}")  # unique per try
             session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
             self.log.info(
                 "pipeline %s: recovery options %s; launcher %s (connection %s)",

@@ -149,3 +149,10 @@ async def test_on_kill_stops_the_job(tmp_path, tiny_job):
     await trigger.on_kill()  # what the triggerer calls when a user marks the deferred task failed
     status = LocalLauncher().status(handle)
     assert status.state == "failed" and status.exit_code == 143  # SIGTERM: a graceful stop
+
+
+async def test_a_run_id_is_used_once(tmp_path, tiny_job):
+    handle = start_tiny_job(tiny_job, tmp_path, "once", {})
+    await first_event(SparkPipelineTrigger(handle, poll_interval=0.2))
+    with pytest.raises(ValueError, match="already ran"):
+        start_tiny_job(tiny_job, tmp_path, "once", {})  # its old exit record would pass for the new job's
