@@ -140,7 +140,7 @@ class StageClock:
 
     BATCH = "runner:PipelineRunner._process_batch"
     LABELS = {
-        BATCH: "rest of the batch (bookkeeping, commit markers, window file, report entry)",
+        BATCH: "rest of the batch (emptiness check, commit markers, window file, report entry)",
         "runner:materialize": "compute+checkpoint",
         "processors:materialize": "compute+checkpoint",
         "runner:parse_batch": "plan: parsing",

@@ -43,7 +43,8 @@ STAGE_WHY = {
     "compute+checkpoint: row ids": "a row id per record, stored",
     "compute+checkpoint: fates": "the fate of every record (nacked, filtered, written), stored",
     "counts": "one aggregation over the stored fates",
-    "rest of the batch": "commit markers, window file, report entry, Python bookkeeping",
+    "rest of the batch": "`batch.isEmpty()` (a Spark job on the batch), commit markers, window file, report entry, "
+    "Python bookkeeping",
 }
 
 

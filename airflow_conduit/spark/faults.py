@@ -3,8 +3,8 @@
 - ``{"transient_first_runs": N}``: the first N runs of this state directory fail with a transient
   error (code 1500) before Spark starts; run N+1 proceeds.
 - ``{"fatal": true}``: the run fails with a fatal error (code 2900) before Spark starts.
-- ``{"crash_after_destination": {"destination": ID, "batch": B}}``: the driver kills itself
-  (``os._exit(137)``, as SIGKILL would) right after destination ID committed batch B and before the
+- ``{"crash_after_destination": {"destination": ID, "batch": B}}``: the driver kills itself with
+  SIGKILL (no cleanup, no report, spark-submit exits 137) right after destination ID committed batch B and before the
   destinations after it (and the batch commit) ran. It fires once per state directory.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -60,6 +61,8 @@ def check_start_faults(state_dir: str | os.PathLike[str], faults: dict[str, Any]
 
 
 def os_exit_crash() -> None:
+    """Die as a killed driver does: SIGKILL to ourselves (os._exit only if the signal could not be sent)."""
+    os.kill(os.getpid(), signal.SIGKILL)
     os._exit(CRASH_EXIT_CODE)
 
 

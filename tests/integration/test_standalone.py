@@ -1,7 +1,7 @@
 """The Spark standalone launcher against a real master and worker on 127.0.0.1 (REST submission on).
 
 The pipeline's driver runs in the cluster (submitted over the master's REST API with mainClass
-SparkSubmit); the fault injection kills it (os._exit(137)) after the lake destination wrote
+SparkSubmit); the fault injection SIGKILLs it after the lake destination wrote
 batch 0 and before the DLQ and the batch commit. The operator sees the driver FAILED without a
 structured error, classifies it as an infrastructure failure (transient), restarts it, and the
 outputs hold every good record once and every bad record once.

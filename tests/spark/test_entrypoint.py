@@ -178,7 +178,7 @@ def test_spark_submit_survives_three_driver_kills_and_stops_gracefully_on_sigter
     continuous_spec = _spec(tmp_path, "continuous", **{"trigger-interval": "1s"})
     env = _env()
 
-    # kill 1 and 2: the driver dies (os._exit 137, as SIGKILL) right after one destination committed a batch
+    # kill 1 and 2: the driver SIGKILLs itself right after one destination committed a batch
     for run_id, faults in [("r1", {"destination": "a", "batch": 0}), ("r2", {"destination": "b", "batch": 1})]:
         result = subprocess.run(_submit_cmd(tmp_path, batch_spec, run_id, {"crash_after_destination": faults}),
                                 cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
