@@ -44,12 +44,9 @@ def _say(line: str) -> None:
 def _options(args: argparse.Namespace):
     from airflow_conduit.recovery import RecoveryOptions
 
-    values = {}
-    for _, name, _ in OPTION_FLAGS:
-        value = getattr(args, name)
-        if value is not None:
-            values[name] = float(value) if name == "backoff_factor" else int(value) if name == "max_retries" else value
-    return RecoveryOptions.from_mapping(values)
+    # Text as typed: the recovery options read durations and numbers themselves (and name the option on error).
+    values = {name: getattr(args, name) for _, name, _ in OPTION_FLAGS}
+    return RecoveryOptions.from_mapping({name: value for name, value in values.items() if value is not None})
 
 
 def _launcher(args: argparse.Namespace):
@@ -103,17 +100,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
 
     def persist(event: dict | None = None) -> None:
-        state_dir.write_recovery(
-            {
-                "pipeline_id": spec.id,
-                "pipeline_state": session.pipeline_state,
-                "owner": {"cli": True, "pid": os.getpid()},
-                "submissions": session.submissions,
-                "current": session.current,
-                "last_event": {k: v for k, v in (event or {}).items() if k not in ("carry", "stderr_tail", "handle")} or None,
-                "carry": session.carry(),
-            }
-        )
+        state_dir.write_recovery(session.recovery_record({"cli": True, "pid": os.getpid()}, event))
 
     _say(f"pipeline {spec.id}: state dir {os.path.abspath(args.state_dir)}; recovery options {options.to_dict()}")
     handle = None
@@ -124,8 +111,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
             _say(session.submitted_line(handle))
             persist()
             while True:
-                recovering = session.pipeline_state == "recovering" and session.engine.state.records_since_restart == 0
-                event = asyncio.run(_watch(handle, args.poll_interval, recovering))
+                event = asyncio.run(_watch(handle, args.poll_interval, session.awaiting_first_record))
                 step = apply_event(session, event)
                 if step.action == WATCH:
                     session.current = handle

@@ -15,6 +15,7 @@ import logging
 from typing import Any, Mapping
 
 from airflow_conduit.get_provider_info import RECOVERY_CONFIG_OPTIONS
+from airflow_conduit.recovery.options import canonical_key
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +66,11 @@ def options_from_variable(name: str | None = None) -> dict[str, Any]:
     return value
 
 
-def _underscored(key: str) -> str:
-    """One spelling per option, so a later source replaces an earlier one: min-delay -> min_delay."""
-    return key.removeprefix("pipelines.error-recovery.").replace("-", "_")
-
-
 def resolve_recovery_options(arguments: Mapping[str, Any] | None = None, *, use_airflow: bool = True) -> dict[str, Any]:
-    """Merge config < Variable < arguments (``None`` arguments do not override)."""
+    """Merge config < Variable < arguments (``None`` arguments do not override), keyed by one spelling per option."""
     merged: dict[str, Any] = {}
     if use_airflow:
-        merged.update(options_from_config())
-        merged.update({_underscored(k): v for k, v in options_from_variable().items()})
-    merged.update({_underscored(k): v for k, v in (arguments or {}).items() if v is not None})
+        merged.update({canonical_key(k): v for k, v in options_from_config().items()})
+        merged.update({canonical_key(k): v for k, v in options_from_variable().items()})
+    merged.update({canonical_key(k): v for k, v in (arguments or {}).items() if v is not None})
     return merged

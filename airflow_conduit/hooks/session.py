@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any
 
+from airflow_conduit.pipeline.report import totals_text
 from airflow_conduit.recovery import PipelineState, RecoveryEngine, RecoveryOptions, RecoveryState, SystemClock
 from airflow_conduit.recovery.durations import format_duration
 
@@ -89,6 +90,23 @@ class RecoverySession:
         events = [event.to_dict() for event in self.engine.state.audit]
         return events[-last:] if last else events
 
+    @property
+    def awaiting_first_record(self) -> bool:
+        """Recovering and the restarted job has not written a record end to end yet (the watcher reports it)."""
+        return self.pipeline_state == "recovering" and self.engine.state.records_since_restart == 0
+
+    def recovery_record(self, owner: dict[str, Any], event: dict | None = None, carry: dict | None = None) -> dict:
+        """The ``STATE_DIR/recovery.json`` record of this session (``StateDir.write_recovery``)."""
+        return {
+            "pipeline_id": self.pipeline_id,
+            "pipeline_state": self.pipeline_state,
+            "owner": owner,
+            "submissions": self.submissions,
+            "current": self.current,
+            "last_event": event_digest(event),
+            "carry": carry if carry is not None else self.carry(),
+        }
+
     def next_run_id(self) -> str:
         self.submissions += 1
         return f"{self.run_prefix}-s{self.submissions:02d}"
@@ -119,13 +137,14 @@ class RecoverySession:
 
     @staticmethod
     def counts_line(report: dict | None) -> str:
-        if not report:
-            return "no run report"
-        totals = report.get("totals") or {}
-        written = ", ".join(f"{d}={n}" for d, n in sorted((totals.get("written") or {}).items())) or "0"
-        return (
-            f"read={totals.get('read', 0)} written[{written}] filtered={totals.get('filtered', 0)} dlq={totals.get('dlq', 0)}"
-        )
+        return totals_text(report.get("totals") or {}) if report else "no run report"
+
+
+def event_digest(event: dict | None) -> dict | None:
+    """A watcher event without its log tail, carry and handle (recovery.json stays small and readable)."""
+    if not event:
+        return None
+    return {k: v for k, v in event.items() if k not in ("carry", "stderr_tail", "handle")}
 
 
 def records_written(report: dict | None) -> int:

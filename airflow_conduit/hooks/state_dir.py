@@ -7,24 +7,15 @@ Airflow; every read tolerates a missing or half-created directory.
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_conduit.pipeline.report import RunReport, utc_now_iso, write_json_atomic
+from airflow_conduit.pipeline.report import RunReport, read_json, utc_now_iso, write_json_atomic
+from airflow_conduit.recovery.clock import parse_iso
 
 RECOVERY_FILE = "recovery.json"
 RECOVERY_FORMAT = 1
-
-
-def parse_time(value: str | datetime | None) -> datetime | None:
-    """ISO-8601 (with Z or offset) to an aware UTC datetime; naive input is taken as UTC."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 class StateDir:
@@ -48,9 +39,8 @@ class StateDir:
 
     def read_recovery(self) -> dict[str, Any] | None:
         try:
-            with open(self.recovery_path, encoding="utf-8") as fh:
-                return json.load(fh)
-        except (FileNotFoundError, ValueError):
+            return read_json(self.recovery_path)
+        except ValueError:  # not ours: read as absent
             return None
 
     def write_recovery(self, record: dict[str, Any]) -> None:
@@ -75,22 +65,18 @@ class StateDir:
                 found.append(report)
         return sorted(found, key=lambda r: (r.started_at or "", r.run_id))
 
-    def latest_report(self) -> RunReport | None:
-        reports = self.reports()
-        return reports[-1] if reports else None
-
     def dlq_records_since(self, since: datetime | str | None) -> int:
         """Records sent to the DLQ in batches committed at or after ``since`` (all of them when None).
 
         A report keeps its last 100 batches; for a run with more, the batches that fell out of the
         window count through the report's totals when the run started after ``since``.
         """
-        since_dt = parse_time(since)
+        since_dt = parse_iso(since)
         total = 0
         for report in self.reports():
-            started = parse_time(report.started_at)
+            started = parse_iso(report.started_at)
             if since_dt is None or (started is not None and started >= since_dt):
                 total += int(report.totals.get("dlq") or 0)
                 continue
-            total += sum(int(b.get("dlq") or 0) for b in report.batches if (parse_time(b.get("at")) or since_dt) >= since_dt)
+            total += sum(int(b.get("dlq") or 0) for b in report.batches if (parse_iso(b.get("at")) or since_dt) >= since_dt)
         return total

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from airflow_conduit.recovery import codes
+from airflow_conduit.recovery.errors import StructuredError
 
 # Job states as the launchers report them (the Spark job's own view is in its run report).
 RUNNING = "running"
@@ -83,6 +83,16 @@ def entrypoint_arguments(spec_path: str, run_id: str, state_dir: str, faults: di
     return args
 
 
+def job_files(application: str | None, py_files: str | None, folder: Path) -> tuple[str, str]:
+    """The .py file and the ``--py-files`` zip to submit: the given ones, else the installed package's (zip in ``folder``)."""
+    if application is None or py_files is None:
+        from airflow_conduit.spark import packaging
+
+        application = application or packaging.entrypoint_path()
+        py_files = py_files or packaging.build_py_files_archive(str(folder))
+    return application, py_files
+
+
 def tail_text(path: str | os.PathLike[str] | None, max_bytes: int = 16_000) -> str:
     """The end of a log file ('' when there is none): enough to find the error marker and stack trace."""
     if not path:
@@ -97,18 +107,10 @@ def tail_text(path: str | os.PathLike[str] | None, max_bytes: int = 16_000) -> s
         return ""
 
 
-_MARKER = re.compile(re.escape(codes.ERROR_LINE_PREFIX) + r"(\{.*\})\s*$", re.MULTILINE)
-
-
 def error_from_log(text: str) -> dict | None:
     """The last ``AIRFLOW_CONDUIT_ERROR {json}`` line the job printed on stderr, parsed; None if absent."""
-    found = None
-    for match in _MARKER.finditer(text or ""):
-        try:
-            found = json.loads(match.group(1))
-        except ValueError:
-            continue
-    return found
+    error = StructuredError.from_stderr(text or "")
+    return error.to_dict() if error is not None else None
 
 
 def structured_failure(status: JobStatus, report_error: dict | None, log_text: str) -> dict | None:
@@ -128,16 +130,11 @@ def structured_failure(status: JobStatus, report_error: dict | None, log_text: s
         return from_log
     if status.state == FAILED and status.exit_code is None:
         how = status.driver_state or "lost"
-        return {
-            "code": codes.INFRASTRUCTURE,
-            "fatal": False,
-            "message": f"the Spark driver ended without reporting an error ({how}): killed or lost",
-            "exception_class": None,
-            "error_condition": None,
-            "sqlstate": None,
-            "stage": "runner",
-            "component_id": None,
-            "component_type": None,
-            "extra": {"exit_code": status.exit_code, "driver_state": status.driver_state, "message": status.message},
-        }
+        return StructuredError(
+            code=codes.INFRASTRUCTURE,
+            fatal=False,
+            message=f"the Spark driver ended without reporting an error ({how}): killed or lost",
+            stage="runner",
+            extra={"exit_code": status.exit_code, "driver_state": status.driver_state, "message": status.message},
+        ).to_dict()
     return None

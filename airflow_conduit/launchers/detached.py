@@ -4,36 +4,24 @@ A detached process cannot be waited on by anyone but its parent, and the
 Airflow worker that started the job is gone by the time the job ends (it
 deferred). So the launcher starts this tiny wrapper in a new session; the
 wrapper runs spark-submit, waits for it and writes ``{"exit_code": N}``
-atomically next to the driver log. Imports only the standard library.
+atomically next to the driver log. Imports no Airflow (only the pure
+``pipeline.report`` helpers), so it starts fast.
 
 Usage: python -m airflow_conduit.launchers.detached EXIT_FILE -- CMD [ARGS...]
 """
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
-import tempfile
-from datetime import datetime, timezone
+
+from airflow_conduit.pipeline.report import utc_now_iso, write_json_atomic
 
 
 def write_exit_file(path: str, exit_code: int | None, note: str = "") -> None:
     """Atomically write the exit record (temp file + os.replace: readers never see half a file)."""
-    record = {
-        "exit_code": exit_code,
-        "ended_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "note": note,
-    }
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".exit.", dir=folder)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(record, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_json_atomic(path, {"exit_code": exit_code, "ended_at": utc_now_iso(), "note": note})
 
 
 def _ignore(signum, frame) -> None:

@@ -30,9 +30,10 @@ from airflow_conduit.launchers.base import (
     JobStatus,
     Launcher,
     entrypoint_arguments,
+    job_files,
     run_dir,
 )
-from airflow_conduit.pipeline.report import utc_now_iso
+from airflow_conduit.pipeline.report import read_json, utc_now_iso
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
 # Connection used when the requested one does not exist: Spark embedded on this machine.
@@ -117,15 +118,6 @@ class LocalLauncher(Launcher):
         conf.update(self.conf)
         return conf
 
-    def _job_files(self, folder: Path) -> tuple[str, str]:
-        application, py_files = self.application, self.py_files
-        if application is None or py_files is None:
-            from airflow_conduit.spark import packaging
-
-            application = application or packaging.entrypoint_path()
-            py_files = py_files or packaging.build_py_files_archive(str(folder))
-        return application, py_files
-
     def build_command(self, application: str, py_files: str, args: list[str], conf: dict, name: str) -> list[str]:
         """The spark-submit command line, built by the Spark provider's hook from the connection."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -156,7 +148,7 @@ class LocalLauncher(Launcher):
     def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None) -> JobHandle:
         folder = run_dir(state_dir, run_id)
         folder.mkdir(parents=True, exist_ok=True)
-        application, py_files = self._job_files(folder)
+        application, py_files = job_files(self.application, self.py_files, folder)
         ui_port = free_port()
         args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults)
         application = os.path.abspath(application)
@@ -234,9 +226,8 @@ class LocalLauncher(Launcher):
 
 def _read_exit(path: str) -> dict | None:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (FileNotFoundError, ValueError):
+        return read_json(path)
+    except ValueError:
         return None
 
 

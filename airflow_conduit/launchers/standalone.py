@@ -31,6 +31,7 @@ from airflow_conduit.launchers.base import (
     JobStatus,
     Launcher,
     entrypoint_arguments,
+    job_files,
     run_dir,
 )
 from airflow_conduit.launchers.local import POSTGRESQL_JAR
@@ -128,12 +129,7 @@ class StandaloneLauncher(Launcher):
         self._resolve_connection()
         folder = run_dir(state_dir, run_id)
         folder.mkdir(parents=True, exist_ok=True)
-        application, py_files = self.application, self.py_files
-        if application is None or py_files is None:
-            from airflow_conduit.spark import packaging
-
-            application = application or packaging.entrypoint_path()
-            py_files = py_files or packaging.build_py_files_archive(str(folder))
+        application, py_files = job_files(self.application, self.py_files, folder)
         args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults)
         body = self.create_request(os.path.abspath(application), py_files, args, f"conduit-{run_id}")
         response = httpx.post(f"{self.rest_endpoint}/v1/submissions/create", json=body, timeout=HTTP_TIMEOUT)

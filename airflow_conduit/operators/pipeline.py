@@ -159,17 +159,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                 store.set(STORE_KEY, carry)
             except Exception as exc:  # the file below still holds it
                 self.log.warning("task_state_store unavailable (%s); recovery.json keeps the state", exc)
-        StateDir(self.state_dir).write_recovery(
-            {
-                "pipeline_id": session.pipeline_id,
-                "pipeline_state": session.pipeline_state,
-                "owner": self._owner(context),
-                "submissions": session.submissions,
-                "current": session.current,
-                "last_event": _event_digest(event),
-                "carry": carry,
-            }
-        )
+        StateDir(self.state_dir).write_recovery(session.recovery_record(self._owner(context), event, carry))
         ti = context["ti"]
         ti.xcom_push(key=XCOM_STATE, value=session.pipeline_state)
         ti.xcom_push(key=XCOM_AUDIT, value=session.audit())
@@ -243,13 +233,10 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     def _watch(self, context: Any, session: RecoverySession, handle: dict) -> None:
         """Defer to the watcher; while recovering it also reports the first records written (-> recovered)."""
-        recovering = session.pipeline_state == "recovering" and session.engine.state.records_since_restart == 0
-        self.defer(
-            trigger=SparkPipelineTrigger(
-                handle, poll_interval=self.poll_interval, report_progress=recovering, carry=session.carry()
-            ),
-            method_name="execute_complete",
+        trigger = SparkPipelineTrigger(
+            handle, poll_interval=self.poll_interval, report_progress=session.awaiting_first_record, carry=session.carry()
         )
+        self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict | None = None, **kwargs: Any) -> Any:
         event = event or {}
@@ -305,10 +292,3 @@ def _backoff_timer(delay_seconds: float):
     from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 
     return TimeDeltaTrigger(timedelta(seconds=max(0.0, float(delay_seconds))))
-
-
-def _event_digest(event: dict | None) -> dict | None:
-    """The event without its log tail and carry (recovery.json stays small and readable)."""
-    if not event:
-        return None
-    return {k: v for k, v in event.items() if k not in ("carry", "stderr_tail", "handle")}

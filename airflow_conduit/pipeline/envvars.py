@@ -41,7 +41,3 @@ def substitute(text: str, env: Mapping[str, str]) -> Substitution:
 
     result.value = _REF.sub(replace, text)
     return result
-
-
-def has_reference(text: str) -> bool:
-    return bool(_REF.search(text))

@@ -20,7 +20,6 @@ STATUS_STARTING = "starting"
 STATUS_RUNNING = "running"
 STATUS_SUCCEEDED = "succeeded"
 STATUS_FAILED = "failed"
-STATUSES = (STATUS_STARTING, STATUS_RUNNING, STATUS_SUCCEEDED, STATUS_FAILED)
 
 MAX_BATCHES = 100  # the report keeps the last 100 batches
 
@@ -43,6 +42,12 @@ def utc_now_iso() -> str:
 def report_path(state_dir: str | os.PathLike[str], run_id: str) -> Path:
     """STATE_DIR/runs/<run-id>/report.json (docs/architecture.md, state directory)."""
     return Path(state_dir) / "runs" / run_id / "report.json"
+
+
+def totals_text(totals: dict[str, Any]) -> str:
+    """A report's totals on one line, as the task log and the CLI show them: read=.. written[..] filtered=.. dlq=.."""
+    written = ", ".join(f"{dest}={n}" for dest, n in sorted((totals.get("written") or {}).items())) or "0"
+    return f"read={totals.get('read', 0)} written[{written}] filtered={totals.get('filtered', 0)} dlq={totals.get('dlq', 0)}"
 
 
 def _empty_totals() -> dict[str, Any]:
@@ -107,6 +112,12 @@ class RunReport:
                 raise KeyError(f"unknown counter {name!r}")
             self.counters[name] = self.counters.get(name, 0) + value
 
+    def fail(self, error: dict[str, Any]) -> None:
+        """The run ended with ``error`` (a ``StructuredError.to_dict()``): status failed, end time now."""
+        self.status = STATUS_FAILED
+        self.ended_at = utc_now_iso()
+        self.error = error
+
     @property
     def finished(self) -> bool:
         return self.status in (STATUS_SUCCEEDED, STATUS_FAILED)
@@ -157,11 +168,17 @@ class RunReport:
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> "RunReport | None":
         """The report at ``path``, or None when there is none (the job never got that far)."""
-        try:
-            with open(path, encoding="utf-8") as fh:
-                return cls.from_dict(json.load(fh))
-        except FileNotFoundError:
-            return None
+        data = read_json(path)
+        return None if data is None else cls.from_dict(data)
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The JSON in ``path``, or None when there is no such file (``write_json_atomic`` never leaves half a file)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:

@@ -121,6 +121,26 @@ def reveal(settings: Any) -> Any:
     return settings
 
 
+def secret_values(spec: "PipelineSpec") -> tuple[str, ...]:
+    """The real values of every secret setting in the spec (components and DLQ): to mask them in logged text."""
+    values: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Secret):
+            values.append(str(value.get_secret_value()))
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    for comp in spec.components():
+        walk(comp.settings)
+    walk(spec.dead_letter_queue.settings)
+    return tuple(v for v in values if v)
+
+
 def redacted_dict(spec: "PipelineSpec") -> dict[str, Any]:
     """The whole spec as a JSON-ready dict in the YAML's own key names, secrets masked."""
     from airflow_conduit.recovery.durations import format_duration

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_conduit.pipeline.ddl import DDLError, parse_ddl, parse_type
-from airflow_conduit.pipeline.spec_durations import parse_duration
 from airflow_conduit.pipeline.secrets import url_has_credentials
 
 FORMATS = ("json", "csv", "parquet")
@@ -148,15 +147,6 @@ class Choice(Kind):
         return value.lower()
 
 
-class Duration(Kind):
-    """Stored as seconds (float)."""
-
-    doc = "duration"
-
-    def coerce(self, value, ctx):
-        return parse_duration(value)
-
-
 class DDLSchema(String):
     doc = "DDL column list"
 
@@ -217,10 +207,9 @@ class StringList(Kind):
         return list(value)
 
 
-def _balance_problem(text: str) -> str | None:
-    """Cheap sanity check of a SQL expression: quotes closed, brackets balanced (Spark checks the rest)."""
-    closing = {")": "(", "]": "["}
-    stack: list[str] = []
+def _outside_quotes(text: str) -> tuple[list[tuple[int, str]], str | None]:
+    """(position, character) of every character outside SQL quotes ('...', "...", `...`), and the quote left open."""
+    found: list[tuple[int, str]] = []
     quote: str | None = None
     i = 0
     while i < len(text):
@@ -232,12 +221,23 @@ def _balance_problem(text: str) -> str | None:
                 quote = None
         elif ch in "'\"`":
             quote = ch
-        elif ch in "([":
+        else:
+            found.append((i, ch))
+        i += 1
+    return found, quote
+
+
+def _balance_problem(text: str) -> str | None:
+    """Cheap sanity check of a SQL expression: quotes closed, brackets balanced (Spark checks the rest)."""
+    closing = {")": "(", "]": "["}
+    stack: list[str] = []
+    chars, quote = _outside_quotes(text)
+    for i, ch in chars:
+        if ch in "([":
             stack.append(ch)
         elif ch in ")]":
             if not stack or stack.pop() != closing[ch]:
                 return f"unbalanced {ch!r} at position {i}"
-        i += 1
     if quote:
         return f"unterminated {quote} quote"
     if stack:
@@ -249,26 +249,15 @@ def split_select_list(text: str) -> list[str]:
     """Split ``"*, a + 1 AS b, concat(x, y) AS z"`` on top-level commas."""
     parts: list[str] = []
     depth = 0
-    quote: str | None = None
     start = 0
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\" and quote != "`":
-                i += 1
-            elif ch == quote:
-                quote = None
-        elif ch in "'\"`":
-            quote = ch
-        elif ch in "([":
+    for i, ch in _outside_quotes(text)[0]:
+        if ch in "([":
             depth += 1
         elif ch in ")]":
             depth -= 1
         elif ch == "," and depth == 0:
             parts.append(text[start:i].strip())
             start = i + 1
-        i += 1
     parts.append(text[start:].strip())
     return parts
 

@@ -185,7 +185,7 @@ def classify(
 
 def classify_facts(facts: ErrorFacts, rules: Iterable[ClassificationRule | dict] | None = None) -> Classification:
     """The rule chain over already gathered facts."""
-    user_rules = parse_rules(rules) if rules is not None and not _all_parsed(rules) else tuple(rules or ())
+    user_rules = parse_rules(rules)  # parsed rules pass through unchanged
     for step in (
         lambda f: _user_rules(f, user_rules),
         _by_marker,
@@ -348,7 +348,3 @@ def _verdict(
         sqlstate=sqlstate or (facts.sqlstates[0] if facts.sqlstates else None),
         stage=facts.stage,
     )
-
-
-def _all_parsed(rules: Iterable[Any]) -> bool:
-    return isinstance(rules, tuple) and all(isinstance(r, ClassificationRule) for r in rules)

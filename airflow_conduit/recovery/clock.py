@@ -18,6 +18,20 @@ def as_utc(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
+def parse_iso(value: str | datetime | None) -> datetime | None:
+    """ISO-8601 text (``Z`` or an offset) or a datetime, as an aware UTC datetime; None and "" give None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return as_utc(value)
+
+
+def clock_text(moment: datetime) -> str:
+    """``HH:MM:SS``, how timelines and audit messages show a moment."""
+    return moment.strftime("%H:%M:%S")
+
+
 class SystemClock:
     """Wall-clock time in UTC."""
 

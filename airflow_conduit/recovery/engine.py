@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from airflow_conduit.recovery.classify import Classification, classify
-from airflow_conduit.recovery.clock import Clock, SystemClock
+from airflow_conduit.recovery.clock import Clock, SystemClock, clock_text, parse_iso
 from airflow_conduit.recovery.durations import format_duration
 from airflow_conduit.recovery.errors import InvalidTransition
 from airflow_conduit.recovery.options import RecoveryOptions
@@ -73,7 +73,7 @@ class Decision:
         values = dict(data)
         values["classification"] = Classification.from_dict(values["classification"])
         for key in ("decided_at", "restart_at"):
-            values[key] = None if values.get(key) is None else datetime.fromisoformat(values[key])
+            values[key] = parse_iso(values.get(key))
         return cls(**values)
 
 
@@ -152,7 +152,7 @@ class RecoveryEngine:
             return self._degrade(now, classification, attempt, in_window, "recovery is disabled (max-retries 0)")
         if not self.options.retries_unlimited and in_window >= max_retries:
             window = format_duration(self.options.max_retries_window)
-            held = ", ".join(_clock_text(r.restart_at) for r in state.window)
+            held = ", ".join(clock_text(r.restart_at) for r in state.window)
             return self._degrade(
                 now, classification, attempt, in_window,
                 f"max-retries reached: {in_window} restarts within max-retries-window {window} (at {held})",
@@ -252,11 +252,6 @@ class RecoveryEngine:
         window = timedelta(seconds=self.options.max_retries_window)
         return sum(1 for r in self.state.window if r.decided_at <= moment < r.restart_at + window)
 
-    def window_slot_frees_at(self) -> list[datetime]:
-        """When each restart in the window gives its slot back."""
-        window = timedelta(seconds=self.options.max_retries_window)
-        return [r.restart_at + window for r in self.state.window]
-
     # --- internals --------------------------------------------------------------------------------
     def _now(self) -> datetime:
         return self.clock.now()
@@ -338,7 +333,3 @@ class RecoveryEngine:
             dropped = len(state.audit) - AUDIT_LIMIT
             del state.audit[:dropped]
             state.audit_dropped += dropped
-
-
-def _clock_text(moment: datetime) -> str:
-    return moment.strftime("%H:%M:%S")

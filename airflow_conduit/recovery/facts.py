@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from airflow_conduit.recovery import codes
-from airflow_conduit.recovery.errors import PipelineError, StructuredError
+from airflow_conduit.recovery.errors import FatalError, PipelineError, StructuredError, TransientError
 
 # "java.net.ConnectException", "org.postgresql.util.PSQLException", "psycopg2.OperationalError"
 _QUALIFIED_CLASS = re.compile(
@@ -196,8 +196,6 @@ def _class_names(cls: type) -> list[str]:
 
 
 def _marker_is_fatal(exc: PipelineError) -> bool:
-    from airflow_conduit.recovery.errors import FatalError, TransientError
-
     if isinstance(exc, FatalError):
         return True
     if isinstance(exc, TransientError):

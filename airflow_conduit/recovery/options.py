@@ -55,7 +55,7 @@ class RecoveryOptions:
         merged: dict[str, Any] = {}
         for source in (data or {}), overrides:
             for raw_key, value in source.items():
-                key = _canonical_key(str(raw_key))
+                key = canonical_key(str(raw_key))
                 if key not in _OPTION_NAMES:
                     if not strict:
                         continue
@@ -135,7 +135,8 @@ class RecoveryOptions:
 _OPTION_NAMES = {f.name.replace("_", "-"): f.name for f in fields(RecoveryOptions)}
 
 
-def _canonical_key(key: str) -> str:
+def canonical_key(key: str) -> str:
+    """One spelling per option: ``min_delay``, ``MIN-DELAY``, ``pipelines.error-recovery.min-delay`` -> ``min-delay``."""
     key = key.strip()
     if key.startswith(CONDUIT_PREFIX):
         key = key[len(CONDUIT_PREFIX) :]

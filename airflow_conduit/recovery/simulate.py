@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow_conduit.recovery.clock import FakeClock, as_utc
+from airflow_conduit.recovery.clock import FakeClock, as_utc, clock_text
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.engine import Decision, RecoveryEngine
 from airflow_conduit.recovery.errors import FatalError
@@ -178,7 +178,7 @@ def simulate(
         pending = engine.state.pending_restart
         if pending is not None and event.kind in (FAILURE, RECORD):
             ignored.append(
-                (event.at, f"{event.kind} ignored: the job is not running (restart scheduled at {_clock(pending.restart_at)})")
+                (event.at, f"{event.kind} ignored: the job is not running (restart scheduled at {clock_text(pending.restart_at)})")
             )
             continue
         if event.kind == FAILURE:
@@ -237,7 +237,7 @@ def _timeline(engine: RecoveryEngine, ignored: list[tuple[datetime, str]], end: 
             if frees <= end and (terminal_at is None or frees <= terminal_at):
                 rows.append(
                     (frees, 0, -1, TimelineRow(frees, "window-slot-freed", _state_at(engine, frees), None, None, held(frees),
-                                               f"the restart at {_clock(restarted)} left the {format_duration(options.max_retries_window)} window"))
+                                               f"the restart at {clock_text(restarted)} left the {format_duration(options.max_retries_window)} window"))
                 )
     for at, text in ignored:
         rows.append((at, 2, 0, TimelineRow(at, "ignored", _state_at(engine, at), None, None, None, text)))
@@ -252,10 +252,6 @@ def _state_at(engine: RecoveryEngine, moment: datetime) -> str:
             break
         state = event.pipeline_state.value
     return state
-
-
-def _clock(moment: datetime) -> str:
-    return moment.strftime("%H:%M:%S")
 
 
 def format_table(result: SimulationResult) -> str:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_conduit.recovery.classify import Classification
-from airflow_conduit.recovery.clock import as_utc
+from airflow_conduit.recovery.clock import as_utc, parse_iso
 from airflow_conduit.recovery.options import RecoveryOptions
 
 STATE_VERSION = 1
@@ -51,10 +51,6 @@ def _time_to_json(moment: datetime | None) -> str | None:
     return None if moment is None else as_utc(moment).isoformat()
 
 
-def _time_from_json(text: str | None) -> datetime | None:
-    return None if text is None else as_utc(datetime.fromisoformat(text))
-
-
 @dataclass(frozen=True)
 class AuditEvent:
     """One thing that happened to the pipeline, with the state it left the pipeline in."""
@@ -77,7 +73,7 @@ class AuditEvent:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AuditEvent":
         return cls(
-            at=_time_from_json(data["at"]),
+            at=parse_iso(data["at"]),
             event=data["event"],
             pipeline_state=PipelineState(data["pipeline_state"]),
             message=data.get("message", ""),
@@ -108,8 +104,8 @@ class RestartRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RestartRecord":
         return cls(
-            decided_at=_time_from_json(data["decided_at"]),
-            restart_at=_time_from_json(data["restart_at"]),
+            decided_at=parse_iso(data["decided_at"]),
+            restart_at=parse_iso(data["restart_at"]),
             attempt=int(data["attempt"]),
             delay_seconds=float(data["delay_seconds"]),
             confirmed=bool(data.get("confirmed", False)),
@@ -176,9 +172,9 @@ class RecoveryState:
             pipeline_state=PipelineState(data.get("pipeline_state", PipelineState.STOPPED.value)),
             attempt=int(data.get("attempt", 0)),
             window=[RestartRecord.from_dict(r) for r in data.get("window", [])],
-            started_at=_time_from_json(data.get("started_at")),
-            last_restart_at=_time_from_json(data.get("last_restart_at")),
-            last_failure_at=_time_from_json(data.get("last_failure_at")),
+            started_at=parse_iso(data.get("started_at")),
+            last_restart_at=parse_iso(data.get("last_restart_at")),
+            last_failure_at=parse_iso(data.get("last_failure_at")),
             records_since_restart=int(data.get("records_since_restart", 0)),
             total_failures=int(data.get("total_failures", 0)),
             total_restarts=int(data.get("total_restarts", 0)),

@@ -7,7 +7,8 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_conduit.hooks.state_dir import StateDir, parse_time
+from airflow_conduit.hooks.state_dir import StateDir
+from airflow_conduit.recovery.clock import parse_iso
 from airflow_conduit.triggers.state_dir import DeadLetterQueueTrigger, PipelineStateTrigger
 
 PIPELINE_STATES = ("running", "recovering", "degraded", "stopped")
@@ -98,7 +99,7 @@ class DeadLetterQueueSensor(BaseSensorOperator):
         self.poll_interval = poll_interval
 
     def _since(self) -> str | None:
-        moment = parse_time(self.since) if self.since else None
+        moment = parse_iso(self.since)
         return moment.isoformat() if moment else None
 
     def count(self) -> int:

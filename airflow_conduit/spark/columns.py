@@ -42,6 +42,11 @@ def user_columns(df: DataFrame) -> list[str]:
     return [c for c in df.columns if c not in INTERNAL_COLUMNS]
 
 
+def record_columns(df: DataFrame) -> list[str]:
+    """What a destination writes: the record's fields, no ``__ac_`` column (internal ones, the runner's fate flags)."""
+    return [c for c in df.columns if not c.startswith("__ac_")]
+
+
 def quote(name: str) -> str:
     """Backtick-quote a column name for selectExpr / col()."""
     return "`" + name.replace("`", "``") + "`"

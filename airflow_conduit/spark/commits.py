@@ -10,11 +10,10 @@ crash after a write and before its marker only rewrites the same rows.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from airflow_conduit.pipeline.report import utc_now_iso, write_json_atomic
+from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_atomic
 
 
 class CommitLog:
@@ -26,10 +25,7 @@ class CommitLog:
 
     def get(self, destination_id: str, batch_id: int) -> dict[str, Any] | None:
         """The marker's content (rows written, run id, time), or None when the batch is not committed there."""
-        try:
-            return json.loads(self.path(destination_id, batch_id).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
+        return read_json(self.path(destination_id, batch_id))
 
     def mark(self, destination_id: str, batch_id: int, *, rows: int, run_id: str) -> None:
         write_json_atomic(

@@ -105,10 +105,8 @@ def make_caller(fn: Callable, timeout_s: float, delay_max_s: float) -> Callable:
 
 
 def _output_schema(df: DataFrame, input_schema: T.StructType) -> T.StructType:
-    """Input fields the function kept (with their input types), then new fields (types inferred)."""
+    """Input fields the function kept (with their input types), then new fields (types inferred); ``df`` has outputs."""
     outs = df.where(F.col(RESULT)["out"].isNotNull()).select(F.col(RESULT)["out"].alias("out"))
-    if outs.isEmpty():
-        return input_schema
     inferred = df.sparkSession.read.json(outs.rdd.map(lambda row: row[0]))
     names = set(inferred.schema.fieldNames())
     kept = [f for f in input_schema.fields if f.name in names]
@@ -126,11 +124,12 @@ def apply_custom(df: DataFrame, proc: ProcessorSpec, ctx) -> DataFrame:
     record = F.to_json(F.struct(*[F.col(C.quote(c)) for c in user]), {"ignoreNullFields": "false"})
     # computed once: the function runs once per record, whatever reads the batch afterwards
     called = df.withColumn(RESULT, caller(C.active(), record)).localCheckpoint(eager=True)
-    stats = called.agg(
-        F.coalesce(F.sum(F.greatest(F.col(RESULT)["attempts"] - 1, F.lit(0))), F.lit(0)).alias("retries")
+    stats = called.agg(  # one pass for both: retries (KIP-298 counter) and whether any record came out
+        F.coalesce(F.sum(F.greatest(F.col(RESULT)["attempts"] - 1, F.lit(0))), F.lit(0)).alias("retries"),
+        F.count(F.col(RESULT)["out"]).alias("outputs"),
     ).first()
     ctx.retries += int(stats["retries"])
-    schema = _output_schema(called, input_schema)
+    schema = _output_schema(called, input_schema) if stats["outputs"] else input_schema
     res = F.col(RESULT)
     parsed = F.from_json(res["out"], schema)
     out = called.select(

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.secrets import redact, reveal
-from airflow_conduit.spark import columns as C
 
 BATCH_COLUMN = "_conduit_batch_id"
 LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARNING, "error": logging.ERROR}
@@ -146,7 +144,3 @@ def make_destination(
     dest = PLUGINS[plugin](spark, component_id, plugin, settings)
     dest.secret_values = secret_values
     return dest
-
-
-def record_columns(df: DataFrame) -> list[str]:
-    return [c for c in df.columns if c not in C.INTERNAL_COLUMNS and not re.match(r"^__ac_", c)]

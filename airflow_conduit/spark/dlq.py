@@ -16,25 +16,6 @@ from airflow_conduit.pipeline.model import PipelineSpec
 from airflow_conduit.pipeline.secrets import redact
 from airflow_conduit.spark import columns as C
 
-DLQ_COLUMNS = (
-    "pipeline_id",
-    "run_id",
-    "batch_id",
-    "source_id",
-    "source_file",
-    "source_position",
-    "stage",
-    "component_id",
-    "component_type",
-    "exception_class",
-    "exception_message",
-    "exception_stacktrace",
-    "attempt",
-    "time_of_error",
-    "record",
-    "configs",
-)
-
 
 def component_configs(spec: PipelineSpec) -> dict[str, str]:
     """component id -> JSON of its settings with secrets masked (for include-configs)."""

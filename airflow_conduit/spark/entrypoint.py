@@ -20,7 +20,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: the package comes from --py-files or site-packages
     sys.path[:] = [p for p in sys.path if Path(p).resolve() != Path(__file__).resolve().parent]
 
-from airflow_conduit.pipeline.report import STATUS_FAILED, RunReport, report_path, utc_now_iso  # noqa: E402
+from airflow_conduit.pipeline.report import RunReport, report_path, utc_now_iso  # noqa: E402
 from airflow_conduit.recovery import codes  # noqa: E402
 from airflow_conduit.recovery.errors import StructuredError  # noqa: E402
 
@@ -37,9 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _finish_with_error(report: RunReport, path: Path, error: StructuredError, exit_code: int) -> int:
-    report.status = STATUS_FAILED
-    report.ended_at = utc_now_iso()
-    report.error = error.to_dict()
+    report.fail(error.to_dict())
     report.write_atomic(path)
     print(error.to_error_line(), file=sys.stderr, flush=True)
     return exit_code

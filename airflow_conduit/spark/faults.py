@@ -16,7 +16,7 @@ import signal
 from pathlib import Path
 from typing import Any, Callable
 
-from airflow_conduit.pipeline.report import write_json_atomic
+from airflow_conduit.pipeline.report import read_json, write_json_atomic
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError, TransientError
 
@@ -54,7 +54,7 @@ def check_start_faults(state_dir: str | os.PathLike[str], faults: dict[str, Any]
     limit = int(faults.get("transient_first_runs") or 0)
     if limit > 0:
         counter = _faults_dir(state_dir) / "runs.json"
-        runs = json.loads(counter.read_text()).get("runs", 0) if counter.exists() else 0
+        runs = (read_json(counter) or {}).get("runs", 0)
         write_json_atomic(counter, {"runs": runs + 1})
         if runs < limit:
             raise InjectedTransient(f"injected transient failure {runs + 1} of {limit} (--faults transient_first_runs)")

@@ -24,7 +24,8 @@ def parse_schema(ddl: str) -> T.StructType:
     return T.StructType.fromDDL(ddl)
 
 
-def _nullable(schema: T.StructType) -> T.StructType:
+def nullable(schema: T.StructType) -> T.StructType:
+    """The schema with every field nullable (readers must not drop a record that lacks a NOT NULL field)."""
     return T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
 
 
@@ -57,7 +58,7 @@ def decode_json(
     """
     map_col = "__ac_json_map"
     typed_col = "__ac_json_typed"
-    parse_schema_ = _nullable(schema).add(_CORRUPT, T.StringType(), True)
+    parse_schema_ = nullable(schema).add(_CORRUPT, T.StringType(), True)
     df = df.withColumn(map_col, F.from_json(text, T.MapType(T.StringType(), T.StringType()))).withColumn(
         typed_col,
         F.from_json(text, parse_schema_, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}),

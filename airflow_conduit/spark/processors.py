@@ -72,7 +72,7 @@ def sql(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
 
         select = split_select_list(str(proc.settings["expression"]))
     exprs: list[str] = []
-    for item in _as_list(select) if isinstance(select, str) else list(select):
+    for item in _as_list(select):
         if item.strip() == "*":
             exprs.extend(C.quote(c) for c in C.user_columns(df))
         else:

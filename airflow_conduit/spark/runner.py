@@ -36,7 +36,6 @@ from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.pipeline.report import (
-    STATUS_FAILED,
     STATUS_RUNNING,
     STATUS_STARTING,
     STATUS_SUCCEEDED,
@@ -44,13 +43,13 @@ from airflow_conduit.pipeline.report import (
     report_path,
     utc_now_iso,
 )
-from airflow_conduit.pipeline.secrets import Secret
+from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark.commits import CommitLog
-from airflow_conduit.spark.destinations import Destination, make_destination, record_columns
+from airflow_conduit.spark.destinations import Destination, make_destination
 from airflow_conduit.spark.dlq import dlq_records
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, materialize
 from airflow_conduit.spark.session import ensure_driver_class
@@ -80,25 +79,6 @@ def classify(exc: BaseException, stage: str | None, component_id: str | None, co
     from airflow_conduit.recovery.classify import structured_error_from_exception
 
     return structured_error_from_exception(exc, stage=stage, component_id=component_id, component_type=component_type)
-
-
-def _secret_values(spec: PipelineSpec) -> tuple[str, ...]:
-    values: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, Secret):
-            values.append(str(value.get_secret_value()))
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(v)
-
-    for comp in spec.components():
-        walk(comp.settings)
-    walk(spec.dead_letter_queue.settings)
-    return tuple(v for v in values if v)
 
 
 class PipelineRunner:
@@ -136,7 +116,7 @@ class PipelineRunner:
     # -- setup ---------------------------------------------------------------------------------------
 
     def _setup(self) -> None:
-        secrets = _secret_values(self.spec)
+        secrets = secret_values(self.spec)
         for index, source in enumerate(self.spec.sources):
             self._where = ("source", source.id, source.plugin)
             self.plans.append(
@@ -190,10 +170,10 @@ class PipelineRunner:
 
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        batch = materialize(batch)  # the source is read once; the emptiness check below reads the checkpoint
         if batch.isEmpty():  # nothing to write anywhere (e.g. a generator that is done)
             self._record_batch(batch_id, {"read": 0, "nacked": 0, "filtered": 0}, {d.id: 0 for d in self.destinations})
             return
-        batch = materialize(batch)
         if self._has_generator() and self.spec.mode == "available-now":
             self._check_generator_done(batch)
         ctx = self._ctx = ProcessorContext(spec=self.spec)
@@ -365,8 +345,7 @@ class PipelineRunner:
             rows = branch.join(chosen, on=C.ROW_ID, how="left_semi")
         else:
             rows = status.where(F.col(f"__ac_w{index}"))
-        cols = [c for c in record_columns(branch)]
-        return rows.orderBy(*C.ORDER_COLUMNS).select(*[F.col(C.quote(c)) for c in cols])
+        return rows.orderBy(*C.ORDER_COLUMNS).select(*[F.col(C.quote(c)) for c in C.record_columns(branch)])
 
     def _advance_window(self, status: DataFrame, batch_id: int, read: int, nacked: int):
         """Advance the nack window over this batch: (index of the crossing record or None, replayed, window).
@@ -395,9 +374,7 @@ class PipelineRunner:
         self.report.write_atomic(self.report_file)
 
     def _fail(self, error: StructuredError) -> None:
-        self.report.status = STATUS_FAILED
-        self.report.ended_at = utc_now_iso()
-        self.report.error = error.to_dict()
+        self.report.fail(error.to_dict())
         self._save_report()
 
     # -- run -----------------------------------------------------------------------------------------
@@ -427,7 +404,7 @@ class PipelineRunner:
             while True:
                 if query.awaitTermination(0.5):
                     break
-                if self.stop_requested.is_set() or self.generator_done:
+                if self._stopping():
                     self._stop_gracefully(query)
                     break
             if query.exception() is not None and not self._stopping():

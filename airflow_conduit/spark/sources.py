@@ -129,8 +129,7 @@ def _text_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
 
 def _parquet_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     spec = plan.spec
-    nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in plan.schema.fields])
-    rows = _reader(spark, spec).schema(nullable).parquet(_setting(spec, "path"))
+    rows = _reader(spark, spec).schema(parsing.nullable(plan.schema)).parquet(_setting(spec, "path"))
     return rows.select(
         F.col("_metadata.file_path").alias("file"),
         (F.col("_metadata.row_index") + 1).alias("pos"),
@@ -181,9 +180,7 @@ def _generator_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
 
 def parse_batch(batch: DataFrame, plan: SourcePlan) -> DataFrame:
     """This source's rows of the batch, parsed into its schema, with per-record source errors set."""
-    rows = batch.where(F.col(C.SOURCE_ID) == F.lit(plan.id))
-    if plan.records is not None:
-        rows = rows.where(F.col(C.POSITION) < F.lit(plan.records))
+    rows = batch.where(F.col(C.SOURCE_ID) == F.lit(plan.id))  # a generator's stream already stops at `records`
     rows = rows.withColumn(C.ERROR, F.lit(None).cast(C.ERROR_TYPE)).withColumn(C.FILTERED, F.lit(False))
     common = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
     if plan.parser == "csv":

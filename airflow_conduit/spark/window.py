@@ -15,12 +15,11 @@ and restarts.
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from pathlib import Path
 from typing import Any, Iterable
 
-from airflow_conduit.pipeline.report import write_json_atomic
+from airflow_conduit.pipeline.report import read_json, write_json_atomic
 
 KEEP_FILES = 20
 
@@ -109,10 +108,7 @@ class WindowStore:
         return sorted(int(p.stem) for p in self.root.glob("*.json") if p.stem.isdigit())
 
     def get(self, batch_id: int) -> dict[str, Any] | None:
-        path = self.root / f"{batch_id}.json"
-        if not path.exists():
-            return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_json(self.root / f"{batch_id}.json")
 
     def before(self, batch_id: int, size: int, threshold: int) -> NackWindow:
         """The window as it was after the last batch before ``batch_id`` (a fresh one when none)."""

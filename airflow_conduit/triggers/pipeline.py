@@ -17,7 +17,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_conduit.launchers.base import FAILED, RUNNING, SUCCEEDED, JobStatus, structured_failure, tail_text
 from airflow_conduit.launchers.factory import launcher_for_handle
-from airflow_conduit.pipeline.report import RunReport
+from airflow_conduit.pipeline.report import RunReport, totals_text
 
 LOG_TAIL_CHARS = 4000
 KILL_GRACE_SECONDS = 20.0
@@ -41,12 +41,7 @@ def report_summary(report: RunReport | None) -> dict[str, Any] | None:
 
 
 def progress_line(report: RunReport) -> str:
-    totals = report.totals
-    written = ", ".join(f"{dest}={n}" for dest, n in sorted((totals.get("written") or {}).items())) or "0"
-    return (
-        f"running: read={totals.get('read', 0)} written[{written}] filtered={totals.get('filtered', 0)} "
-        f"dlq={totals.get('dlq', 0)}"
-    )
+    return "running: " + totals_text(report.totals)
 
 
 class SparkPipelineTrigger(BaseTrigger):
