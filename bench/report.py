@@ -233,7 +233,7 @@ def section_restart(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
     if r is None:
         return "## 3. Restart cost\n\n" + NA + "\n", [["3. restart cost", NA, "", "n/a"]]
     kills = r["kills"]
-    rows = [[str(i + 1), ", ".join(str(b) for b in k["in_flight"]), f"{k['to_running']:.1f} s",
+    rows = [[str(i + 1), ", ".join(str(b) for b in k["in_flight"]) or "none (killed between two batches)", f"{k['to_running']:.1f} s",
              f"{k['first_batch_seconds']:.1f} s", f"{k['to_processing_again']:.1f} s",
              f"{k['read_twice']:,} (bound {k['batch_size']:,})",
              ", ".join(k["first_batch_already_committed"]) or "none"] for i, k in enumerate(kills)]
@@ -246,9 +246,9 @@ def section_restart(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
 
 {r['records']:,} records (the bench 1 data and spec: 1% bad, Parquet lake, Parquet DLQ, nack window), one file
 of {r['per_batch']:,} records per micro-batch, real spark-submit (local[2]) through the local launcher.
-{len(kills)} times, while a batch was in flight (its offsets in the checkpoint, its commit not), the driver's
-process group got SIGKILL (`LocalLauncher.kill(graceful=False)`) at a random point 0.1–1.5 s into the batch,
-and the pipeline was re-submitted at once with the same state directory (detection and backoff are measured in
+{len(kills)} times, once a batch was in flight (its offsets in the checkpoint, its commit not), the driver's
+process group got SIGKILL (`LocalLauncher.kill(graceful=False)`) a random 0.1–1.5 s later, so at a different point
+of the batch each time (or, when that batch had already finished, between two batches), and the pipeline was re-submitted at once with the same state directory (detection and backoff are measured in
 bench 2). The last run then went to the end: `{r['final_status']}`, exit code {r['final_exit_code']}.
 
 {_table(['kill', 'batch in flight', 'SIGKILL → running (JVM, SparkSession, query start)', 'first batch (the replay)',
@@ -377,7 +377,9 @@ def render(results: Path = RESULTS_DIR) -> str:
     s4, rows4 = section_deferral(read_result("deferral_scale", results))
     benches = meta.get("benchmarks", {})
     timing_rows = [[name, f"{b['seconds'] / 60:.1f} min", "ok" if b["exit_code"] == 0 else f"FAILED (exit {b['exit_code']})",
+                    ", ".join(f"{x:.1f}" for x in b["load_average_after"]) if b.get("load_average_after") else "not recorded",
                     f"`{b['command']}`"] for name, b in benches.items()]
+    note = f"\n**Note on this run**: {meta['note']}\n" if meta.get("note") else ""
     total = meta.get("total_seconds")
     versions = m.get("versions", {})
     head = f"""# Benchmarks
@@ -399,8 +401,8 @@ Apache Airflow {versions.get('airflow', '?')}, apache-airflow-providers-apache-s
 {versions.get('apache-airflow-providers-apache-spark', '?')}, airflow-conduit {versions.get('airflow-conduit', '?')}.
 **Run**: finished {meta.get('finished_at', '?')}; command `{meta.get('command', 'make bench')}` (what `make bench` runs
 after its install step); {f'{total / 60:.1f}' if total else '?'} min in all (budget: 30 min).
-
-{_table(['benchmark', 'time', 'status', 'command'], timing_rows)}
+{note}
+{_table(['benchmark', 'time', 'status', 'load average after (1, 5, 15 min)', 'command'], timing_rows)}
 
 ## Targets
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -58,7 +59,8 @@ def run_one(name: str, module: str, extra: list[str], results: Path) -> dict:
         log(f"!! {name} failed (exit {code}); see {logfile}")
     else:
         log(f"== {name}: done in {wall:.0f}s")
-    return {"exit_code": code, "seconds": wall, "command": " ".join(["python", "-m", module, *extra]), "log": str(logfile)}
+    return {"exit_code": code, "seconds": wall, "command": " ".join(["python", "-m", module, *extra]), "log": str(logfile),
+            "load_average_after": os.getloadavg()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes for development; no doc unless --doc")
     parser.add_argument("--only", default=None, help="comma-separated benchmark names")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--note", default=None, help="a remark about this run, printed in the doc (e.g. other load)")
     parser.add_argument("--doc", default=None, help="where to write the doc (default docs/benchmarks.md; none in --quick)")
     args = parser.parse_args(argv)
     setup_environment()
@@ -90,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         meta["finished_at"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         meta_path.write_text(json.dumps(meta, indent=2, default=str))
         log(f"all done in {meta['this_invocation_seconds'] / 60:.1f} min (budget {TIME_BUDGET_SECONDS // 60} min)")
+    if args.note is not None and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        meta["note"] = args.note
+        meta_path.write_text(json.dumps(meta, indent=2, default=str))
     doc = args.doc or (None if args.quick else str(REPO / "docs" / "benchmarks.md"))
     if doc:
         from bench.report import render
