@@ -3,7 +3,7 @@
 Same pieces as RecoveringSparkPipelineOperator, without Airflow scheduling:
 the local launcher (spark-submit, ``local[*]`` unless --master/--conn-id say
 otherwise), the same watcher (SparkPipelineTrigger, run in-process), the same
-recovery engine decisions (``hooks.session.apply_event``), real sleeping for
+recovery engine decisions (``recovery.session.apply_event``), real sleeping for
 the backoff delays. Prints the recovery timeline; keeps
 ``STATE_DIR/recovery.json`` up to date (read by PipelineStateSensor).
 
@@ -74,7 +74,8 @@ def _quiet_airflow_logs() -> None:
 
 def run_pipeline(args: argparse.Namespace) -> int:
     _quiet_airflow_logs()
-    from airflow_conduit.hooks.session import DEGRADED, DONE, WATCH, RecoverySession, apply_event, degraded_message
+    from airflow_conduit.recovery.actions import Action
+    from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message
     from airflow_conduit.hooks.state_dir import StateDir
     from airflow_conduit.launchers.factory import launcher_for_handle
     from airflow_conduit.pipeline import SpecError, load_pipeline
@@ -113,17 +114,17 @@ def run_pipeline(args: argparse.Namespace) -> int:
             while True:
                 event = asyncio.run(_watch(handle, args.poll_interval, session.awaiting_first_record))
                 step = apply_event(session, event)
-                if step.action == WATCH:
+                if step.action == Action.WATCH:
                     session.current = handle
                 for line in step.lines:
                     _say(line)
                 persist(event)
-                if step.action != WATCH:
+                if step.action != Action.WATCH:
                     break
-            if step.action == DONE:
+            if step.action == Action.DONE:
                 _summary(event, spec)
                 return EXIT_OK
-            if step.action == DEGRADED:
+            if step.action == Action.DEGRADE:
                 print(degraded_message(session, step.decision, step.error), file=sys.stderr)
                 return EXIT_DEGRADED
             time.sleep(step.decision.delay_seconds)

@@ -27,7 +27,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_conduit.hooks.config import resolve_recovery_options
-from airflow_conduit.hooks.session import DEGRADED, DONE, WATCH, RecoverySession, apply_event, degraded_message, safe_run_id
+from airflow_conduit.recovery.actions import Action
+from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, safe_run_id
 from airflow_conduit.hooks.state_dir import StateDir
 from airflow_conduit.launchers.factory import launcher_for_connection, launcher_for_handle, launcher_kind_for_connection
 from airflow_conduit.operators.links import XCOM_DLQ, XCOM_JOB, DeadLetterQueueLink, SparkUILink, dlq_location
@@ -246,12 +247,12 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         step = apply_event(session, event)
         for line in step.lines:
             (self.log.error if line.startswith("degraded") else self.log.info)(line)
-        if step.action == WATCH:
+        if step.action == Action.WATCH:
             session.current = handle  # still running: keep it as the job to resume watching
         self._persist(context, session, event=event)
-        if step.action == WATCH:
+        if step.action == Action.WATCH:
             self._watch(context, session, handle)
-        if step.action == DONE:
+        if step.action == Action.DONE:
             report = event.get("report")
             return {
                 "pipeline_id": session.pipeline_id or (report or {}).get("pipeline_id"),
@@ -263,7 +264,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                 "state_dir": os.path.abspath(self.state_dir),
                 "audit_log": session.audit(),
             }
-        if step.action == DEGRADED:
+        if step.action == Action.DEGRADE:
             raise AirflowFailException(degraded_message(session, step.decision, step.error, AUDIT_IN_MESSAGE))
         self.defer(
             trigger=_backoff_timer(step.decision.delay_seconds),

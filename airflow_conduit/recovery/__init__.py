@@ -4,7 +4,8 @@ error classification, pipeline states and audit log. See docs/recovery.md."""
 from airflow_conduit.recovery.classify import Classification, classify, structured_error_from_exception
 from airflow_conduit.recovery.clock import Clock, FakeClock, SystemClock
 from airflow_conduit.recovery.durations import format_duration, parse_duration
-from airflow_conduit.recovery.engine import DEGRADE, RESTART, Decision, RecoveryEngine
+from airflow_conduit.recovery.actions import Action
+from airflow_conduit.recovery.engine import Decision, RecoveryEngine
 from airflow_conduit.recovery.errors import (
     FatalError,
     InvalidTransition,
@@ -20,12 +21,12 @@ from airflow_conduit.recovery.rules import ClassificationRule
 from airflow_conduit.recovery.state import AuditEvent, AuditEventType, PipelineState, RecoveryState, RestartRecord
 
 __all__ = [
+    "Action",
     "AuditEvent",
     "AuditEventType",
     "Classification",
     "ClassificationRule",
     "Clock",
-    "DEGRADE",
     "Decision",
     "FakeClock",
     "FatalError",
@@ -36,7 +37,6 @@ __all__ = [
     "PipelineError",
     "PipelineState",
     "ProcessorError",
-    "RESTART",
     "RecoveryConfigError",
     "RecoveryEngine",
     "RecoveryOptions",

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
+from airflow_conduit.recovery.actions import Action
 from airflow_conduit.recovery.classify import Classification, classify
 from airflow_conduit.recovery.clock import Clock, SystemClock, clock_text, parse_iso
 from airflow_conduit.recovery.durations import format_duration
@@ -39,15 +40,11 @@ from airflow_conduit.recovery.state import (
     RestartRecord,
 )
 
-RESTART = "restart"
-DEGRADE = "degrade"
-
-
 @dataclass(frozen=True)
 class Decision:
     """What to do about a failure."""
 
-    action: str  # "restart" | "degrade"
+    action: Action  # Action.RESTART | Action.DEGRADE
     delay_seconds: float  # wait this long before re-submitting (0 for degrade)
     attempt: int  # backoff attempt of this restart (1 = first since the last reset); for degrade: the refused one
     classification: Classification
@@ -59,7 +56,7 @@ class Decision:
 
     @property
     def restart(self) -> bool:
-        return self.action == RESTART
+        return self.action == Action.RESTART
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -71,6 +68,7 @@ class Decision:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Decision":
         values = dict(data)
+        values["action"] = Action(values["action"])
         values["classification"] = Classification.from_dict(values["classification"])
         for key in ("decided_at", "restart_at"):
             values[key] = parse_iso(values.get(key))
@@ -173,7 +171,7 @@ class RecoveryEngine:
             else f"{in_window + 1} of {max_retries} restarts within max-retries-window {window}"
         )
         reason = f"transient error: restart #{attempt} in {format_duration(delay)} ({budget})"
-        decision = Decision(RESTART, delay, attempt, classification, in_window + 1, max_retries, reason, now, restart_at)
+        decision = Decision(Action.RESTART, delay, attempt, classification, in_window + 1, max_retries, reason, now, restart_at)
         self._audit(
             AuditEventType.RESTART_SCHEDULED,
             reason,
@@ -320,7 +318,7 @@ class RecoveryEngine:
         state.pipeline_state = PipelineState.DEGRADED
         state.degraded_reason = reason
         self._audit(AuditEventType.DEGRADED, reason, at=now, code=classification.code, restarts_in_window=in_window)
-        return Decision(DEGRADE, 0.0, attempt, classification, in_window, self.options.max_retries, reason, now, None)
+        return Decision(Action.DEGRADE, 0.0, attempt, classification, in_window, self.options.max_retries, reason, now, None)
 
     def _stop(self, now: datetime, reason: str) -> None:
         self.state.pipeline_state = PipelineState.STOPPED

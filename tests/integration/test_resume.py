@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_conduit.hooks.session import RecoverySession
+from airflow_conduit.recovery.session import RecoverySession
 from airflow_conduit.hooks.state_dir import StateDir
 from airflow_conduit.launchers.local import LocalLauncher
 from airflow_conduit.recovery import RecoveryOptions

@@ -17,7 +17,11 @@ import re
 from typing import Any
 
 from airflow_conduit.pipeline.report import totals_text
-from airflow_conduit.recovery import PipelineState, RecoveryEngine, RecoveryOptions, RecoveryState, SystemClock
+from airflow_conduit.recovery.actions import Action
+from airflow_conduit.recovery.clock import SystemClock
+from airflow_conduit.recovery.engine import RecoveryEngine
+from airflow_conduit.recovery.options import RecoveryOptions
+from airflow_conduit.recovery.state import PipelineState, RecoveryState
 from airflow_conduit.recovery.durations import format_duration
 
 CARRY_VERSION = 1
@@ -153,17 +157,10 @@ def records_written(report: dict | None) -> int:
     return min(written.values()) if written else 0
 
 
-# Steps the caller takes after a watcher event (the operator defers, the CLI loops or sleeps).
-WATCH = "watch"  # keep watching the same job (it made progress; it is still running)
-DONE = "done"  # the job finished: the pipeline is stopped
-RESTART = "restart"  # wait decision.delay_seconds, then submit again
-DEGRADED = "degraded"  # stop: the pipeline is degraded
-
-
 class Step:
-    """What to do after one watcher event, with the timeline lines that explain it."""
+    """What to do after one watcher event (the operator defers, the CLI loops or sleeps), with the timeline lines."""
 
-    def __init__(self, action: str, lines: list[str], decision: Any = None, error: Any = None):
+    def __init__(self, action: Action, lines: list[str], decision: Any = None, error: Any = None):
         self.action = action
         self.lines = lines
         self.decision = decision
@@ -189,7 +186,7 @@ def apply_event(session: RecoverySession, event: dict[str, Any]) -> Step:
             line = f"recovered: run {run_id} wrote its first records ({session.counts_line(report)})"
         else:
             line = f"running: run {run_id}, {session.counts_line(report)}"
-        return Step(WATCH, [line])
+        return Step(Action.WATCH, [line])
 
     session.current = None  # this run's outcome is handled here
     if status == "succeeded":
@@ -201,16 +198,16 @@ def apply_event(session: RecoverySession, event: dict[str, Any]) -> Step:
             lines.append(f"recovered: run {run_id} succeeded")
         session.engine.on_success()
         lines.append(f"succeeded: run {run_id}, {session.counts_line(report)}")
-        return Step(DONE, lines)
+        return Step(Action.DONE, lines)
 
     error = event.get("error") or event.get("stderr_tail") or f"job ended with status {status!r} and no error"
     decision = session.engine.on_failure(error, exit_code=event.get("exit_code"))
     lines = [f"run {run_id} {session.failed_line(decision)} (exit {event.get('exit_code')}, {session.counts_line(report)})"]
-    if decision.action == "degrade":
+    if decision.action == Action.DEGRADE:
         lines.append(session.degraded_line(decision))
-        return Step(DEGRADED, lines, decision, error)
+        return Step(Action.DEGRADE, lines, decision, error)
     lines.append(session.restart_line(decision))
-    return Step(RESTART, lines, decision, error)
+    return Step(Action.RESTART, lines, decision, error)
 
 
 def degraded_message(session: RecoverySession, decision: Any, error: Any, last_events: int = 5) -> str:
