@@ -6,11 +6,15 @@ acts: waits ``Decision.delay_seconds``, re-submits the job, and reports back wit
 
 Rules (docs/recovery.md):
 - fatal errors degrade at once; ``max-retries: 0`` degrades on the first error;
-- otherwise a restart is allowed while fewer than ``max-retries`` restarts hold a slot of the
-  retry window. A restart holds its slot from the moment it is decided until
-  ``max-retries-window`` after the restart happened (Conduit: the attempt is given back
-  ``delay + max-retries-window`` after it was taken), so no window ever holds more than
-  ``max-retries`` restarts, whether counted at decision or at restart time;
+- otherwise a restart is allowed while fewer than ``max-retries`` restarts are counted. What
+  counts is the policy's (``policies.Counting``):
+  exponential/fixed (Conduit): restarts holding a slot of the retry window. A restart holds its
+  slot from the moment it is decided until ``max-retries-window`` after the restart happened
+  (Conduit: the attempt is given back ``delay + max-retries-window`` after it was taken), so no
+  window ever holds more than ``max-retries`` restarts, whether counted at decision or at
+  restart time;
+  strimzi: restarts since the attempt counter was last reset (Strimzi: "After 7th restart, the
+  connector will not be automatically restarted anymore"), no window;
 - the backoff attempt counter goes back to 0 after a healthy period (``backoff-reset-after``;
   strimzi: the current backoff interval) or on the first record processed end to end after a
   restart (design doc). This reset never clears the retry window.
@@ -29,7 +33,7 @@ from airflow_conduit.recovery.clock import Clock, SystemClock, clock_text, parse
 from airflow_conduit.recovery.durations import format_duration
 from airflow_conduit.recovery.errors import InvalidTransition
 from airflow_conduit.recovery.options import RecoveryOptions
-from airflow_conduit.recovery.policies import jittered_delay, reset_period, resets_on_first_record
+from airflow_conduit.recovery.policies import Counting, RestartPolicy, jittered_delay, policy_for
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 from airflow_conduit.recovery.state import (
     AUDIT_LIMIT,
@@ -48,11 +52,12 @@ class Decision:
     delay_seconds: float  # wait this long before re-submitting (0 for degrade)
     attempt: int  # backoff attempt of this restart (1 = first since the last reset); for degrade: the refused one
     classification: Classification
-    restarts_in_window: int  # restarts holding a window slot, this one included when it restarts
+    restarts_counted: int  # restarts counted against max-retries (window slots or since the reset), this one included
     max_retries: int
     reason: str
     decided_at: datetime | None = None
     restart_at: datetime | None = None  # decided_at + delay, for restarts
+    counted: str = ""  # how restarts are counted, e.g. "within max-retries-window 5m" or "since the last reset"
 
     @property
     def restart(self) -> bool:
@@ -68,6 +73,8 @@ class Decision:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Decision":
         values = dict(data)
+        if "restarts_in_window" in values:  # written before policies counted differently
+            values["restarts_counted"] = values.pop("restarts_in_window")
         values["action"] = Action(values["action"])
         values["classification"] = Classification.from_dict(values["classification"])
         for key in ("decided_at", "restart_at"):
@@ -92,6 +99,7 @@ class RecoveryEngine:
         if options is None:
             options = state.options if state is not None else RecoveryOptions()
         self.options = options
+        self.policy: RestartPolicy = policy_for(options)
         self.clock = clock or SystemClock()
         self.state = state if state is not None else RecoveryState()
         self.state.options = options
@@ -140,38 +148,37 @@ class RecoveryEngine:
             classification=classification.to_dict(),
         )
         self._expire_window(now)
-        in_window = len(state.window)
+        counted = self._restarts_counted_now()
         attempt = state.attempt + 1
         max_retries = self.options.max_retries
 
         if classification.fatal:
-            return self._degrade(now, classification, attempt, in_window, f"fatal error, no restart: {classification.reason}")
+            return self._degrade(now, classification, attempt, counted, f"fatal error, no restart: {classification.reason}")
         if not self.options.recovery_enabled:
-            return self._degrade(now, classification, attempt, in_window, "recovery is disabled (max-retries 0)")
-        if not self.options.retries_unlimited and in_window >= max_retries:
-            window = format_duration(self.options.max_retries_window)
-            held = ", ".join(clock_text(r.restart_at) for r in state.window)
-            return self._degrade(
-                now, classification, attempt, in_window,
-                f"max-retries reached: {in_window} restarts within max-retries-window {window} (at {held})",
-            )
+            return self._degrade(now, classification, attempt, counted, "recovery is disabled (max-retries 0)")
+        if not self.options.retries_unlimited and counted >= max_retries:
+            return self._degrade(now, classification, attempt, counted, self._max_retries_reason(counted))
 
         if self.options.jitter and state.jitter_seed is None:
             state.jitter_seed = random.SystemRandom().randrange(2**31)  # kept in the state: a resumed engine draws the same
-        delay = jittered_delay(self.options, attempt, seed=state.jitter_seed or 0, draw=state.jitter_draws)
+        delay = jittered_delay(
+            self.policy, attempt, jitter=self.options.jitter, seed=state.jitter_seed or 0, draw=state.jitter_draws
+        )
         state.jitter_draws += 1
         restart_at = now + timedelta(seconds=delay)
         state.attempt = attempt
         state.window.append(RestartRecord(decided_at=now, restart_at=restart_at, attempt=attempt, delay_seconds=delay))
         state.pipeline_state = PipelineState.RECOVERING
-        window = format_duration(self.options.max_retries_window)
+        how = self.policy.counted_text()
         budget = (
-            f"{in_window + 1} restart{'s' if in_window else ''} within max-retries-window {window}, max-retries unlimited"
+            f"{counted + 1} restart{'s' if counted else ''} {how}, max-retries unlimited"
             if self.options.retries_unlimited
-            else f"{in_window + 1} of {max_retries} restarts within max-retries-window {window}"
+            else f"{counted + 1} of {max_retries} restarts {how}"
         )
         reason = f"transient error: restart #{attempt} in {format_duration(delay)} ({budget})"
-        decision = Decision(Action.RESTART, delay, attempt, classification, in_window + 1, max_retries, reason, now, restart_at)
+        decision = Decision(
+            Action.RESTART, delay, attempt, classification, counted + 1, max_retries, reason, now, restart_at, how
+        )
         self._audit(
             AuditEventType.RESTART_SCHEDULED,
             reason,
@@ -179,7 +186,7 @@ class RecoveryEngine:
             attempt=attempt,
             delay_seconds=delay,
             restart_at=restart_at.isoformat(),
-            restarts_in_window=in_window + 1,
+            restarts_counted=counted + 1,
             max_retries=max_retries,
         )
         return decision
@@ -209,7 +216,7 @@ class RecoveryEngine:
             return
         if state.pipeline_state is PipelineState.RECOVERING:
             self._recover(now, "first record processed end to end after the restart")
-        if state.attempt and resets_on_first_record(self.options):
+        if state.attempt and self.policy.resets_on_first_record:
             self._reset_backoff(now, "first record processed end to end after the restart")
 
     def check_healthy(self) -> bool:
@@ -243,6 +250,12 @@ class RecoveryEngine:
     @property
     def pipeline_state(self) -> PipelineState:
         return self.state.pipeline_state
+
+    def restarts_counted(self, at: datetime | None = None) -> int:
+        """Restarts counted against ``max-retries`` at ``at`` (default: now), as the policy counts them."""
+        if self.policy.counting is Counting.SINCE_RESET:
+            return self.state.attempt
+        return self.restarts_in_window(at)
 
     def restarts_in_window(self, at: datetime | None = None) -> int:
         """Restarts holding a slot of the retry window at ``at`` (default: now)."""
@@ -283,7 +296,7 @@ class RecoveryEngine:
             return False
         if state.pipeline_state is not PipelineState.RECOVERING and state.attempt == 0:
             return False
-        period = reset_period(self.options, state.attempt)
+        period = self.policy.reset_period(state.attempt)
         healthy_at = state.last_restart_at + timedelta(seconds=period)
         if now < healthy_at:
             return False
@@ -301,24 +314,45 @@ class RecoveryEngine:
     def _reset_backoff(self, at: datetime, why: str) -> None:
         previous = self.state.attempt
         self.state.attempt = 0
+        kept = "the retry window is kept" if self.policy.counting is Counting.WINDOW else "max-retries counts from 0 again"
         self._audit(
             AuditEventType.BACKOFF_RESET,
-            f"backoff attempt counter reset from {previous} to 0: {why} (the retry window is kept)",
+            f"backoff attempt counter reset from {previous} to 0: {why} ({kept})",
             at=at,
             previous_attempt=previous,
-            restarts_in_window=self.restarts_in_window(at),
+            restarts_counted=self.restarts_counted(at),
         )
+
+    def _restarts_counted_now(self) -> int:
+        """At a failure, after ``_expire_window``: every restart still in the window (a pending one too), or since the reset."""
+        if self.policy.counting is Counting.SINCE_RESET:
+            return self.state.attempt
+        return len(self.state.window)
+
+    def _max_retries_reason(self, counted: int) -> str:
+        if self.policy.counting is Counting.SINCE_RESET:
+            period = format_duration(self.policy.reset_period(self.state.attempt))
+            return (
+                f"max-retries reached: {counted} restarts since the last reset "
+                f"({self.policy.name}: the count resets only after running {period} without failure)"
+            )
+        window = format_duration(self.options.max_retries_window)
+        held = ", ".join(clock_text(r.restart_at) for r in self.state.window)
+        return f"max-retries reached: {counted} restarts within max-retries-window {window} (at {held})"
 
     def _expire_window(self, now: datetime) -> None:
         window = timedelta(seconds=self.options.max_retries_window)
         self.state.window = [r for r in self.state.window if not r.confirmed or r.restart_at + window > now]
 
-    def _degrade(self, now: datetime, classification: Classification, attempt: int, in_window: int, reason: str) -> Decision:
+    def _degrade(self, now: datetime, classification: Classification, attempt: int, counted: int, reason: str) -> Decision:
         state = self.state
         state.pipeline_state = PipelineState.DEGRADED
         state.degraded_reason = reason
-        self._audit(AuditEventType.DEGRADED, reason, at=now, code=classification.code, restarts_in_window=in_window)
-        return Decision(Action.DEGRADE, 0.0, attempt, classification, in_window, self.options.max_retries, reason, now, None)
+        self._audit(AuditEventType.DEGRADED, reason, at=now, code=classification.code, restarts_counted=counted)
+        return Decision(
+            Action.DEGRADE, 0.0, attempt, classification, counted, self.options.max_retries, reason, now, None,
+            self.policy.counted_text(),
+        )
 
     def _stop(self, now: datetime, reason: str) -> None:
         self.state.pipeline_state = PipelineState.STOPPED

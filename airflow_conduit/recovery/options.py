@@ -13,9 +13,10 @@ from typing import Any, Mapping
 
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.errors import RecoveryConfigError
+from airflow_conduit.recovery.policies import POLICY_CLASSES, POLICY_NAMES, Counting
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 
-POLICIES = ("exponential", "strimzi", "fixed")
+POLICIES = POLICY_NAMES  # exponential (Conduit), strimzi, fixed: recovery/policies.py
 INFINITE_RETRIES = -1
 CONDUIT_PREFIX = "pipelines.error-recovery."
 
@@ -109,7 +110,10 @@ class RecoveryOptions:
                 "min-delay", format_duration(self.min_delay),
                 f"is greater than max-delay ({format_duration(self.max_delay)})",
             )
-        if self.max_retries_window == 0 and self.max_retries > 0:
+        if self.policy not in POLICIES:
+            raise RecoveryConfigError("policy", self.policy, f"must be one of {', '.join(POLICIES)}")
+        windowed = POLICY_CLASSES[self.policy].counting is Counting.WINDOW
+        if windowed and self.max_retries_window == 0 and self.max_retries > 0:
             raise RecoveryConfigError(
                 "max-retries-window", "0s", "must be greater than 0 when max-retries limits the restarts"
             )
@@ -121,8 +125,6 @@ class RecoveryOptions:
             raise RecoveryConfigError("max-retries", self.max_retries, "expected an integer (-1 = infinite, 0 = disabled)")
         if self.max_retries < INFINITE_RETRIES:
             raise RecoveryConfigError("max-retries", self.max_retries, "must be -1 (infinite), 0 (disabled) or more")
-        if self.policy not in POLICIES:
-            raise RecoveryConfigError("policy", self.policy, f"must be one of {', '.join(POLICIES)}")
         if isinstance(self.jitter, bool) or not isinstance(self.jitter, (int, float)) or not 0 <= self.jitter <= 1:
             raise RecoveryConfigError("jitter", self.jitter, "must be a fraction between 0 and 1 (0.1 = +/-10%)")
         if self.jitter_seed is not None and (isinstance(self.jitter_seed, bool) or not isinstance(self.jitter_seed, int)):

@@ -1,19 +1,140 @@
-"""Backoff policies: how long to wait before restart number ``attempt`` (1-based), and when the counter resets.
+"""Restart policies as strategies: one small class per policy, like Flink's restart strategies or tenacity's waits.
+
+A policy answers four questions for the engine (``RestartPolicy``):
+
+- ``delay(attempt)``: how long to wait before restart number ``attempt`` (1 = first since the last reset);
+- ``bounds()``: the interval every delay lies in, jitter included;
+- ``reset_period(attempt)``: how long a restarted pipeline must run without failure before the
+  attempt counter goes back to 0 (and whether the first record resets it too);
+- ``counting``: what ``max-retries`` counts. Conduit counts restarts inside a sliding
+  ``max-retries-window``; Strimzi counts restarts since the last reset ("After 7th restart, the
+  connector will not be automatically restarted anymore").
+
+Policies:
 
 - exponential (Conduit): ``min-delay * backoff-factor ** (attempt - 1)``, capped at ``max-delay``.
 - strimzi (Strimzi proposal 055): ``min(c*c + c, 60)`` minutes with ``c = attempt - 1`` restarts already
   done, i.e. 0, 2, 6, 12, 20, 30, 42, 56, 60, 60... minutes. It has its own bounds: the
-  min-delay/max-delay/backoff-factor options do not apply.
+  min-delay/max-delay/backoff-factor/max-retries-window options do not apply.
 - fixed: always ``min-delay``.
+
+A new policy is one class with a ``name``, registered in ``POLICY_CLASSES``.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from airflow_conduit.recovery.options import RecoveryOptions
+from airflow_conduit.recovery.durations import format_duration
+
+if TYPE_CHECKING:
+    from airflow_conduit.recovery.options import RecoveryOptions
 
 STRIMZI_MAX_MINUTES = 60
+
+
+class Counting(StrEnum):
+    """What ``max-retries`` counts."""
+
+    WINDOW = "window"  # Conduit: restarts holding a slot of the sliding max-retries-window
+    SINCE_RESET = "since-reset"  # Strimzi: restarts since the attempt counter was last reset
+
+
+class RestartPolicy(Protocol):
+    name: ClassVar[str]
+    counting: ClassVar[Counting]
+
+    @classmethod
+    def from_options(cls, options: "RecoveryOptions") -> "RestartPolicy": ...
+
+    def delay(self, attempt: int) -> float: ...
+
+    def bounds(self) -> tuple[float, float]: ...
+
+    def reset_period(self, attempt: int) -> float: ...
+
+    @property
+    def resets_on_first_record(self) -> bool: ...
+
+    def counted_text(self) -> str:
+        """How the restarts are counted, for reasons and timeline lines ("within max-retries-window 5m")."""
+
+
+def _check_attempt(attempt: int) -> None:
+    if attempt < 1:
+        raise ValueError(f"attempt must be >= 1, got {attempt}")
+
+
+@dataclass(frozen=True)
+class _ConduitResets:
+    """Conduit/design-doc resets: a healthy ``backoff-reset-after``, or the first record end to end; windowed counting."""
+
+    counting: ClassVar[Counting] = Counting.WINDOW
+
+    min_delay: float
+    max_delay: float
+    backoff_reset_after: float
+    reset_on_first_record: bool
+    max_retries_window: float
+
+    @classmethod
+    def from_options(cls, options: "RecoveryOptions", **extra: object) -> "_ConduitResets":
+        return cls(
+            min_delay=options.min_delay,
+            max_delay=options.max_delay,
+            backoff_reset_after=options.backoff_reset_after,
+            reset_on_first_record=options.reset_on_first_record,
+            max_retries_window=options.max_retries_window,
+            **extra,
+        )
+
+    def bounds(self) -> tuple[float, float]:
+        return float(self.min_delay), float(self.max_delay)
+
+    def reset_period(self, attempt: int) -> float:
+        return float(self.backoff_reset_after)
+
+    @property
+    def resets_on_first_record(self) -> bool:
+        return self.reset_on_first_record
+
+    def counted_text(self) -> str:
+        return f"within max-retries-window {format_duration(self.max_retries_window)}"
+
+
+@dataclass(frozen=True)
+class ExponentialBackoff(_ConduitResets):
+    """Conduit's policy: the delay doubles (``backoff-factor``) from ``min-delay`` up to ``max-delay``."""
+
+    name: ClassVar[str] = "exponential"
+
+    backoff_factor: float = 2
+
+    @classmethod
+    def from_options(cls, options: "RecoveryOptions", **extra: object) -> "ExponentialBackoff":
+        return super().from_options(options, backoff_factor=options.backoff_factor, **extra)
+
+    def delay(self, attempt: int) -> float:
+        _check_attempt(attempt)
+        try:
+            delay = self.min_delay * float(self.backoff_factor) ** (attempt - 1)
+        except OverflowError:
+            return float(self.max_delay)
+        return float(min(delay, self.max_delay))
+
+
+@dataclass(frozen=True)
+class FixedDelay(_ConduitResets):
+    """Always ``min-delay``; resets and counting as Conduit's."""
+
+    name: ClassVar[str] = "fixed"
+
+    def delay(self, attempt: int) -> float:
+        _check_attempt(attempt)
+        return float(self.min_delay)
 
 
 def strimzi_minutes(restarts_done: int) -> int:
@@ -21,53 +142,58 @@ def strimzi_minutes(restarts_done: int) -> int:
     return min(restarts_done * restarts_done + restarts_done, STRIMZI_MAX_MINUTES)
 
 
-def base_delay(options: RecoveryOptions, attempt: int) -> float:
-    """Delay in seconds before restart ``attempt`` (1 = first restart after a reset), without jitter."""
-    if attempt < 1:
-        raise ValueError(f"attempt must be >= 1, got {attempt}")
-    if options.policy == "strimzi":
+@dataclass(frozen=True)
+class StrimziBackoff:
+    """Strimzi proposal 055: restart at once, then 2, 6, 12... minutes up to 60; count restarts since the last reset.
+
+    The counter resets only after the connector ran for the backoff interval of the restarts
+    already done ("if it was restarted 4 times, it needs to run for 20 minutes"), never on the
+    first record, and ``max-retries`` bounds the restarts since that reset, with no window.
+    """
+
+    name: ClassVar[str] = "strimzi"
+    counting: ClassVar[Counting] = Counting.SINCE_RESET
+
+    @classmethod
+    def from_options(cls, options: "RecoveryOptions") -> "StrimziBackoff":
+        return cls()  # its own formula: no option shapes it
+
+    def delay(self, attempt: int) -> float:
+        _check_attempt(attempt)
         return float(strimzi_minutes(attempt - 1) * 60)
-    if options.policy == "fixed":
-        return float(options.min_delay)
-    try:
-        delay = options.min_delay * float(options.backoff_factor) ** (attempt - 1)
-    except OverflowError:
-        return float(options.max_delay)
-    return float(min(delay, options.max_delay))
 
-
-def delay_bounds(options: RecoveryOptions) -> tuple[float, float]:
-    """The interval every delay of the policy lies in, jitter included."""
-    if options.policy == "strimzi":
+    def bounds(self) -> tuple[float, float]:
         return 0.0, float(STRIMZI_MAX_MINUTES * 60)
-    return float(options.min_delay), float(options.max_delay)
+
+    def reset_period(self, attempt: int) -> float:
+        return float(strimzi_minutes(attempt) * 60)
+
+    @property
+    def resets_on_first_record(self) -> bool:
+        return False
+
+    def counted_text(self) -> str:
+        return "since the last reset"
 
 
-def jittered_delay(options: RecoveryOptions, attempt: int, *, seed: int, draw: int) -> float:
-    """The policy delay with +/- ``jitter`` applied, kept inside ``delay_bounds``.
+POLICY_CLASSES: dict[str, type] = {cls.name: cls for cls in (ExponentialBackoff, StrimziBackoff, FixedDelay)}
+POLICY_NAMES: tuple[str, ...] = tuple(POLICY_CLASSES)
+
+
+def policy_for(options: "RecoveryOptions") -> RestartPolicy:
+    """The strategy object of ``options.policy``, built from the options it reads."""
+    return POLICY_CLASSES[options.policy].from_options(options)
+
+
+def jittered_delay(policy: RestartPolicy, attempt: int, *, jitter: float, seed: int, draw: int) -> float:
+    """The policy delay with +/- ``jitter`` applied, kept inside the policy's bounds.
 
     The random factor depends only on (seed, draw) so a resumed engine, or a second
     run with the same seed, draws the same jitter.
     """
-    delay = base_delay(options, attempt)
-    if not options.jitter:
+    delay = policy.delay(attempt)
+    if not jitter:
         return delay
-    spread = random.Random(f"{seed}:{draw}").uniform(-options.jitter, options.jitter)
-    low, high = delay_bounds(options)
+    spread = random.Random(f"{seed}:{draw}").uniform(-jitter, jitter)
+    low, high = policy.bounds()
     return min(max(delay * (1.0 + spread), low), high)
-
-
-def reset_period(options: RecoveryOptions, attempt: int) -> float:
-    """Seconds a restarted pipeline must run without failure before the attempt counter goes back to 0.
-
-    exponential/fixed: ``backoff-reset-after``. strimzi: the backoff interval for the restarts
-    already done (restarted 4 times -> 20 minutes), as Strimzi does.
-    """
-    if options.policy == "strimzi":
-        return float(strimzi_minutes(attempt) * 60)
-    return float(options.backoff_reset_after)
-
-
-def resets_on_first_record(options: RecoveryOptions) -> bool:
-    """Design doc rule: the first record processed end to end resets the counter (not for strimzi)."""
-    return options.reset_on_first_record and options.policy != "strimzi"

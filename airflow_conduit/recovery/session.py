@@ -130,9 +130,10 @@ class RecoverySession:
     @staticmethod
     def restart_line(decision: Any) -> str:
         budget = "unlimited" if decision.max_retries < 0 else str(decision.max_retries)
+        counted = decision.counted or "within max-retries-window"
         return (
             f"restarting in {format_duration(decision.delay_seconds)} "
-            f"(attempt {decision.restarts_in_window} of {budget} in window)"
+            f"(restart {decision.restarts_counted} of {budget} {counted})"
         )
 
     @staticmethod

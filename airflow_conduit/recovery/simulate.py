@@ -17,6 +17,7 @@ from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.engine import Decision, RecoveryEngine
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.recovery.options import RecoveryOptions
+from airflow_conduit.recovery.policies import POLICY_CLASSES, Counting
 from airflow_conduit.recovery.state import PipelineState
 
 SIMULATION_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -56,6 +57,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "consecutive": 10,
         "run_for": "30s",
     },
+    "strimzi-max-restarts": {
+        "title": "Strimzi proposal 055 with maxRestarts 7: after the 7th restart the connector is not restarted anymore",
+        "options": {"policy": "strimzi", "max-retries": 7},
+        "start": "15:00",
+        "consecutive": 8,
+        "run_for": "30s",
+    },
 }
 
 
@@ -74,7 +82,7 @@ class TimelineRow:
     state: str
     attempt: int | None
     delay_seconds: float | None
-    restarts_in_window: int | None
+    restarts_counted: int | None  # restarts counted against max-retries (the policy says how)
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -221,7 +229,7 @@ def _timeline(engine: RecoveryEngine, ignored: list[tuple[datetime, str]], end: 
     for seq, event in enumerate(engine.state.audit):
         details = event.details
         attempt = details.get("attempt")
-        in_window = details.get("restarts_in_window")
+        counted = details.get("restarts_counted")
         if event.event == "failed":
             classification = details.get("classification", {})
             detail = f"{classification.get('message') or '(no message)'} -> {classification.get('reason', '')}"
@@ -229,9 +237,9 @@ def _timeline(engine: RecoveryEngine, ignored: list[tuple[datetime, str]], end: 
             detail = event.message
         rows.append(
             (event.at, 1, seq, TimelineRow(event.at, event.event, event.pipeline_state.value, attempt,
-                                           details.get("delay_seconds"), in_window, detail))
+                                           details.get("delay_seconds"), counted, detail))
         )
-    if not options.retries_unlimited and options.max_retries > 0:
+    if not options.retries_unlimited and options.max_retries > 0 and engine.policy.counting is Counting.WINDOW:
         for _, restarted in restarts:
             frees = restarted + window
             if frees <= end and (terminal_at is None or frees <= terminal_at):
@@ -259,7 +267,9 @@ def format_table(result: SimulationResult) -> str:
     max_retries = result.options.max_retries
     limit = "inf" if max_retries < 0 else str(max_retries)
     same_day = all(row.at.date() == result.start.date() for row in result.rows)
-    header = ("time", "event", "state", "attempt", "delay", "window", "detail")
+    # "window": slots of max-retries-window held (Conduit); "count": restarts since the last reset (Strimzi).
+    windowed = POLICY_CLASSES[result.options.policy].counting is Counting.WINDOW
+    header = ("time", "event", "state", "attempt", "delay", "window" if windowed else "count", "detail")
     lines = []
     for row in result.rows:
         when = row.at.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S")
@@ -272,7 +282,7 @@ def format_table(result: SimulationResult) -> str:
                 row.state,
                 "" if row.attempt is None else str(row.attempt),
                 "" if row.delay_seconds is None else format_duration(row.delay_seconds),
-                "" if row.restarts_in_window is None else f"{row.restarts_in_window}/{limit}",
+                "" if row.restarts_counted is None else f"{row.restarts_counted}/{limit}",
                 row.detail,
             )
         )

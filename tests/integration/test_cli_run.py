@@ -27,8 +27,8 @@ def test_restarts_after_transient_failures_and_prints_the_timeline(orders):
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert out.count("submitted: run") == 3
-    assert "restarting in 1s (attempt 1 of 3 in window)" in out
-    assert "restarting in 2s (attempt 2 of 3 in window)" in out
+    assert "restarting in 1s (restart 1 of 3 within max-retries-window 5m)" in out
+    assert "restarting in 2s (restart 2 of 3 within max-retries-window 5m)" in out
     assert "recovered: run" in out and "succeeded: run" in out
     assert "dead letter queue 7" in out
     record = json.loads((state_dir / "recovery.json").read_text())

@@ -37,18 +37,18 @@ def test_conduit_scenario_1_third_failure_at_1515_degrades(conduit_example_2, cl
     engine = started(conduit_example_2, clock)
     clock.set(at("15:10"))
     first = engine.on_failure(UNAVAILABLE)
-    assert (first.action, first.attempt, first.delay_seconds, first.restarts_in_window) == ("restart", 1, 1, 1)
+    assert (first.action, first.attempt, first.delay_seconds, first.restarts_counted) == ("restart", 1, 1, 1)
     clock.set(at("15:10:01"))
     engine.on_restarted()
     clock.set(at("15:11"))
     second = engine.on_failure(UNAVAILABLE)
-    assert (second.action, second.attempt, second.delay_seconds, second.restarts_in_window) == ("restart", 2, 2, 2)
+    assert (second.action, second.attempt, second.delay_seconds, second.restarts_counted) == ("restart", 2, 2, 2)
     clock.set(at("15:11:02"))
     engine.on_restarted()
     clock.set(at("15:15"))
     third = engine.on_failure(UNAVAILABLE)
     assert third.action == "degrade"
-    assert third.restarts_in_window == 2 and third.max_retries == 2
+    assert third.restarts_counted == 2 and third.max_retries == 2
     assert "max-retries" in third.reason and "10m" in third.reason
     assert engine.state.pipeline_state is PipelineState.DEGRADED
 
@@ -66,7 +66,7 @@ def test_conduit_scenario_2_failure_at_1535_restarts(conduit_example_2, clock):
     clock.set(at("15:35"))
     decision = engine.on_failure(UNAVAILABLE)
     assert decision.action == "restart"
-    assert decision.restarts_in_window == 1
+    assert decision.restarts_counted == 1
     # It ran healthy for far more than backoff-reset-after (5m): the backoff started over.
     assert (decision.attempt, decision.delay_seconds) == (1, 1)
     assert engine.state.pipeline_state is PipelineState.RECOVERING
@@ -268,6 +268,74 @@ def test_strimzi_failure_before_interval_continues_the_sequence(clock):
     assert engine.on_failure(UNAVAILABLE).delay_seconds == 6 * 60
 
 
+def test_strimzi_max_restarts_7_degrades_after_the_7th_restart_however_far_apart(clock):
+    # Strimzi proposal 055: "After 7th restart, the connector will not be automatically restarted anymore."
+    # The delays pass the 5m max-retries-window from the 4th restart on: a windowed count would never reach 7.
+    engine = started(RecoveryOptions(policy="strimzi", max_retries=7), clock)
+    decisions = []
+    for _ in range(7):
+        clock.advance(30)  # fails 30 s after each (re)start
+        decision = engine.on_failure(UNAVAILABLE)
+        assert decision.restart
+        decisions.append(decision)
+        clock.advance(decision.delay_seconds)
+        engine.on_restarted()
+    assert [d.restarts_counted for d in decisions] == [1, 2, 3, 4, 5, 6, 7]
+    assert {d.counted for d in decisions} == {"since the last reset"}
+    assert engine.restarts_in_window() < 7  # the window alone would have allowed more
+    clock.advance(30)
+    last = engine.on_failure(UNAVAILABLE)
+    assert last.action == "degrade" and last.restarts_counted == 7
+    assert last.reason.startswith("max-retries reached: 7 restarts since the last reset")
+    assert engine.state.pipeline_state is PipelineState.DEGRADED
+
+
+def test_strimzi_count_starts_again_after_the_reset_interval(clock):
+    engine = started(RecoveryOptions(policy="strimzi", max_retries=2), clock)
+    _fail_and_restart(engine, clock, 2)
+    engine.on_progress(5)  # a record does not reset Strimzi's count
+    clock.advance(6 * 60)  # restarted twice: 6 minutes without failure reset the count
+    again = engine.on_failure(UNAVAILABLE)
+    assert again.restart and again.restarts_counted == 1 and again.delay_seconds == 0
+
+
+def test_strimzi_without_reset_interval_keeps_counting(clock):
+    engine = started(RecoveryOptions(policy="strimzi", max_retries=2), clock)
+    _fail_and_restart(engine, clock, 2)
+    clock.advance(6 * 60 - 1)
+    assert engine.on_failure(UNAVAILABLE).action == "degrade"
+
+
+def test_strimzi_ignores_max_retries_window_even_zero():
+    assert RecoveryOptions(policy="strimzi", max_retries=3, max_retries_window=0).max_retries == 3
+    with pytest.raises(ValueError, match="max-retries-window"):
+        RecoveryOptions(policy="exponential", max_retries=3, max_retries_window=0)
+
+
+def test_exponential_keeps_the_windowed_count_after_a_backoff_reset(clock):
+    # Conduit's reading, unchanged: the reset shortens the delay but the window still holds the restarts.
+    engine = started(RecoveryOptions(max_retries=2, max_retries_window="10m"), clock)
+    _fail_and_restart(engine, clock, 2)
+    engine.on_progress(1)  # first record: backoff reset
+    assert engine.state.attempt == 0
+    clock.advance(60)
+    decision = engine.on_failure(UNAVAILABLE)
+    assert decision.action == "degrade" and decision.restarts_counted == 2
+    assert "within max-retries-window 10m" in decision.reason
+
+
+def test_decision_round_trip_keeps_the_action_enum_and_reads_old_dicts(clock):
+    engine = started(RecoveryOptions(policy="strimzi", max_retries=3), clock)
+    decision = engine.on_failure(UNAVAILABLE)
+    data = json.loads(json.dumps(decision.to_dict()))
+    assert data["action"] == "restart" and data["restarts_counted"] == 1
+    assert Decision.from_dict(data) == decision
+    old = dict(data)
+    old["restarts_in_window"] = old.pop("restarts_counted")
+    del old["counted"]
+    assert Decision.from_dict(old).restarts_counted == 1
+
+
 # --- states and transitions -------------------------------------------------------------------------------------
 
 
@@ -440,4 +508,4 @@ def test_window_slot_is_held_from_the_restart_not_the_decision(clock):
     assert engine.on_failure(UNAVAILABLE).restart  # restart at 105s: 2 in the window
     moment(106)
     decision = engine.on_failure(UNAVAILABLE)
-    assert decision.action == "degrade" and decision.restarts_in_window == 2
+    assert decision.action == "degrade" and decision.restarts_counted == 2

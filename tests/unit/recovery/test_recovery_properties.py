@@ -20,13 +20,13 @@ from airflow_conduit.recovery import (
     format_duration,
     parse_duration,
 )
-from airflow_conduit.recovery.policies import base_delay, jittered_delay
+from airflow_conduit.recovery.policies import jittered_delay, policy_for
 
 durations = st.integers(min_value=0, max_value=3 * 3600).map(float) | st.floats(min_value=0, max_value=600, allow_nan=False)
 
 
 @st.composite
-def recovery_options(draw, limited: bool | None = None):
+def recovery_options(draw, limited: bool | None = None, policies: tuple[str, ...] = ("exponential", "strimzi", "fixed")):
     min_delay = draw(st.sampled_from([0, 0.5, 1, 5, 30, 60]))
     max_delay = min_delay + draw(st.sampled_from([0, 1, 10, 60, 600, 3600]))
     max_retries = draw(st.integers(1, 5)) if limited else draw(st.integers(-1, 5))
@@ -36,7 +36,7 @@ def recovery_options(draw, limited: bool | None = None):
         backoff_factor=draw(st.sampled_from([1, 1.5, 2, 3, 10])),
         max_retries=max_retries,
         max_retries_window=draw(st.sampled_from([1, 30, 60, 300, 600, 3600])),
-        policy=draw(st.sampled_from(["exponential", "strimzi", "fixed"])),
+        policy=draw(st.sampled_from(policies)),
         backoff_reset_after=draw(st.sampled_from([0, 10, 60, 300])),
         reset_on_first_record=draw(st.booleans()),
         jitter=draw(st.sampled_from([0, 0, 0.1, 0.5, 1])),
@@ -96,8 +96,9 @@ def restarts(engine: RecoveryEngine) -> list[tuple]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(options=recovery_options(limited=True), history=steps)
+@given(options=recovery_options(limited=True, policies=("exponential", "fixed")), history=steps)
 def test_no_window_ever_holds_more_than_max_retries_restarts(options, history):
+    """Conduit's guarantee, for the policies that count restarts in max-retries-window."""
     clock = FakeClock(at("15:00"))
     engine = RecoveryEngine(options, clock=clock)
     engine.start()
@@ -111,13 +112,33 @@ def test_no_window_ever_holds_more_than_max_retries_restarts(options, history):
             assert len(in_window) <= options.max_retries, (options, times)
 
 
+@settings(max_examples=300, deadline=None)
+@given(options=recovery_options(limited=True, policies=("strimzi",)), history=steps)
+def test_strimzi_never_restarts_more_than_max_retries_times_between_resets(options, history):
+    """Strimzi's reading: at most max-retries restarts since the last reset (or start), however far apart."""
+    clock = FakeClock(at("15:00"))
+    engine = RecoveryEngine(options, clock=clock)
+    engine.start()
+    drive(engine, clock, history)
+    since_reset = 0
+    for event in sorted(engine.state.audit, key=lambda e: e.at):  # stable: same-time events keep their order
+        if event.event in ("started", "backoff-reset"):
+            since_reset = 0
+        elif event.event == "restart-scheduled":
+            since_reset += 1
+            assert since_reset <= options.max_retries, (options, history)
+            assert event.details["restarts_counted"] == since_reset
+
+
 @settings(max_examples=200, deadline=None)
 @given(options=recovery_options(), attempts=st.lists(st.integers(1, 10_000), min_size=1, max_size=20), draw=st.integers(0, 10**6))
 def test_every_exponential_delay_lies_within_min_and_max_delay(options, attempts, draw):
     options = options.with_changes(policy="exponential")
+    policy = policy_for(options)
     for attempt in attempts:
-        assert options.min_delay <= base_delay(options, attempt) <= options.max_delay
-        assert options.min_delay <= jittered_delay(options, attempt, seed=options.jitter_seed, draw=draw) <= options.max_delay
+        assert options.min_delay <= policy.delay(attempt) <= options.max_delay
+        jittered = jittered_delay(policy, attempt, jitter=options.jitter, seed=options.jitter_seed, draw=draw)
+        assert options.min_delay <= jittered <= options.max_delay
 
 
 @settings(max_examples=100, deadline=None)
