@@ -1,11 +1,14 @@
 """Internal columns that travel with every record, and the null-safe per-record error helpers.
 
-Every record carries its origin (source id, file, position, the original
-text) and its fate so far: an error struct (NULL while the record is fine)
-and a non-null ``filtered`` flag. Each stage only sets an error on records
-that are still *active* (no error yet, not filtered), with ``coalesce`` so a
-NULL predicate never makes a record vanish: every record ends up in exactly
-one of written, filtered or DLQ.
+Every record carries its origin (source id, file, position; the original
+text only when it failed to parse) and its fate so far: an error struct (NULL
+while the record is fine) and a non-null ``filtered`` flag. Each stage only
+sets an error on records that are still *active* (no error yet, not
+filtered), with ``coalesce`` so a NULL predicate never makes a record vanish:
+every record ends up in exactly one of written, filtered or DLQ.
+
+Every internal column starts with ``__ac_``: processors keep them whatever
+they select or exclude, destinations never write them.
 """
 
 from __future__ import annotations
@@ -13,18 +16,17 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+PREFIX = "__ac_"
 SOURCE_ID = "__ac_source"  # source connector id
-SOURCE_INDEX = "__ac_source_idx"  # position of the source in the spec (ordering)
+SOURCE_INDEX = "__ac_source_idx"  # position of the source in the spec
 FILE = "__ac_file"  # file the record came from (null for the generator)
-POSITION = "__ac_pos"  # line number (json, csv), row number (parquet), offset (generator); 1-based
-RAW = "__ac_raw"  # the original record as read (a text line, or JSON for parquet)
+SPLIT = "__ac_split"  # byte offset of the file split the record was read from (0 unless a big file was split)
+POSITION = "__ac_pos"  # 1-based record number in its file split (json: non-blank line), row (parquet), offset (generator)
+SEQ = "__ac_seq"  # read order within the batch (partition, then record): the nack window's order
+RAW = "__ac_raw"  # the original text, kept only for records that failed to parse (NULL otherwise)
 ERROR = "__ac_err"  # NULL or the error struct below
 FILTERED = "__ac_filtered"  # never NULL
-ROW_ID = "__ac_rid"  # unique id within a batch (joins between fan-out branches)
-
-ORIGIN_COLUMNS = (SOURCE_ID, SOURCE_INDEX, FILE, POSITION, RAW)
-INTERNAL_COLUMNS = ORIGIN_COLUMNS + (ERROR, FILTERED, ROW_ID)
-ORDER_COLUMNS = (SOURCE_INDEX, FILE, POSITION)
+ORIGINAL = "__ac_o"  # prefix of the source fields as read, kept for the DLQ when later stages can fail a record
 
 ERROR_TYPE = (
     "struct<stage:string,component_id:string,component_type:string,exception_class:string,"
@@ -37,14 +39,20 @@ WRONG_TYPE = "airflow_conduit.spark.WrongTypeError"
 MISSING_FIELD = "airflow_conduit.spark.MissingFieldError"
 
 
+def is_internal(name: str) -> bool:
+    return name.startswith(PREFIX)
+
+
 def user_columns(df: DataFrame) -> list[str]:
     """The record's own fields (everything but the internal columns)."""
-    return [c for c in df.columns if c not in INTERNAL_COLUMNS]
+    return [c for c in df.columns if not is_internal(c)]
 
 
-def record_columns(df: DataFrame) -> list[str]:
-    """What a destination writes: the record's fields, no ``__ac_`` column (internal ones, the runner's fate flags)."""
-    return [c for c in df.columns if not c.startswith("__ac_")]
+def internal_columns(df: DataFrame) -> list[str]:
+    return [c for c in df.columns if is_internal(c)]
+
+
+record_columns = user_columns  # what a destination writes
 
 
 def quote(name: str) -> str:
@@ -52,14 +60,16 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def col(name: str) -> Column:
+    return F.col(quote(name))
+
+
 def active() -> Column:
     """Records a stage may still act on: no error yet and not filtered out."""
     return F.col(ERROR).isNull() & ~F.col(FILTERED)
 
 
-def with_error(
-    df: DataFrame,
-    failed: Column,
+def error_struct(
     *,
     stage: str,
     component_id: str,
@@ -68,10 +78,9 @@ def with_error(
     message: str | Column,
     stacktrace: Column | None = None,
     attempt: Column | int = 1,
-) -> DataFrame:
-    """Set the error of active records where ``failed`` is TRUE; NULL counts as not failed; the first error wins."""
+) -> Column:
     lit_or = lambda v: v if isinstance(v, Column) else F.lit(v)  # noqa: E731
-    err = F.struct(
+    return F.struct(
         F.lit(stage).alias("stage"),
         F.lit(component_id).alias("component_id"),
         F.lit(component_type).alias("component_type"),
@@ -80,8 +89,16 @@ def with_error(
         (stacktrace if stacktrace is not None else F.lit(None)).cast("string").alias("stacktrace"),
         lit_or(attempt).cast("int").alias("attempt"),
     ).cast(ERROR_TYPE)
-    new_error = F.when(active() & F.coalesce(failed, F.lit(False)), err)
-    return df.withColumn(ERROR, F.coalesce(F.col(ERROR), new_error))
+
+
+def with_error_column(df: DataFrame, error: Column) -> DataFrame:
+    """Set ``error`` (an error struct or NULL) on active records; the first error wins."""
+    return df.withColumn(ERROR, F.coalesce(F.col(ERROR), F.when(active(), error)))
+
+
+def with_error(df: DataFrame, failed: Column, **error: str | Column | int | None) -> DataFrame:
+    """Set the error of active records where ``failed`` is TRUE; NULL counts as not failed; the first error wins."""
+    return with_error_column(df, F.when(F.coalesce(failed, F.lit(False)), error_struct(**error)))
 
 
 def with_filter(df: DataFrame, keep: Column) -> DataFrame:

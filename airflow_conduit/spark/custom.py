@@ -19,6 +19,7 @@ import json
 import traceback
 from typing import Any, Callable
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -122,8 +123,10 @@ def apply_custom(df: DataFrame, proc: ProcessorSpec, ctx) -> DataFrame:
     user = C.user_columns(df)
     input_schema = T.StructType([df.schema[c] for c in user])
     record = F.to_json(F.struct(*[F.col(C.quote(c)) for c in user]), {"ignoreNullFields": "false"})
-    # computed once: the function runs once per record, whatever reads the batch afterwards
-    called = df.withColumn(RESULT, caller(C.active(), record)).localCheckpoint(eager=True)
+    # computed once (cached by the job below): the function runs once per record, whatever reads the
+    # batch afterwards; the runner releases the cache when the batch ends
+    called = df.withColumn(RESULT, caller(C.active(), record)).persist(StorageLevel.MEMORY_AND_DISK)
+    ctx.cached.append(called)
     stats = called.agg(  # one pass for both: retries (KIP-298 counter) and whether any record came out
         F.coalesce(F.sum(F.greatest(F.col(RESULT)["attempts"] - 1, F.lit(0))), F.lit(0)).alias("retries"),
         F.count(F.col(RESULT)["out"]).alias("outputs"),
@@ -133,7 +136,7 @@ def apply_custom(df: DataFrame, proc: ProcessorSpec, ctx) -> DataFrame:
     res = F.col(RESULT)
     parsed = F.from_json(res["out"], schema)
     out = called.select(
-        *[F.col(c) for c in called.columns if c in C.INTERNAL_COLUMNS or c == RESULT],
+        *[F.col(c) for c in C.internal_columns(called)],
         *[parsed[f.name].alias(f.name) for f in schema.fields],
     )
     out = C.with_error(

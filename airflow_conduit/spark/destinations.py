@@ -1,9 +1,10 @@
 """Destination connectors (also used for the DLQ), each idempotent per batch.
 
-- file: ``<path>/batch_id=<n>/`` is overwritten as a whole for batch n (one
-  file per batch, records in source order), so re-running a batch replaces
-  its partial output. Read the folder with Spark and ``batch_id`` appears as
-  a partition column.
+- file: ``<path>/batch_id=<n>/`` is overwritten as a whole for batch n, so
+  re-running a batch replaces its partial output. Written in parallel: one
+  file per input partition, records in read order within a file, no order
+  across files. Read the folder with Spark and ``batch_id`` appears as a
+  partition column.
 - jdbc: Spark writes the batch to a staging table ``<table>__conduit_b<n>``;
   then, in one database transaction, rows of batch n are deleted from the
   target, the staging rows inserted (upserted on ``key`` columns with
@@ -47,7 +48,7 @@ class FileDestination(Destination):
 
     def write(self, df: DataFrame, batch_id: int) -> None:
         fmt = self.settings.get("format", "json")
-        writer = df.coalesce(1).write.mode("overwrite")
+        writer = df.write.mode("overwrite")
         if fmt == "csv":
             writer = writer.option("header", str(bool(self.settings.get("header", True))).lower())
         writer.format(fmt).save(self.batch_path(batch_id))
@@ -88,7 +89,8 @@ class JdbcDestination(Destination):
         props = self._properties()
         rows = df.withColumn(BATCH_COLUMN, F.lit(batch_id).cast("long"))
         rows.write.jdbc(url, staging, mode="overwrite", properties=props)
-        rows.limit(0).write.jdbc(url, table, mode="append", properties=props)  # creates the target if missing
+        empty = self.spark.createDataFrame([], rows.schema)  # not rows.limit(0): that would run the batch again
+        empty.write.jdbc(url, table, mode="append", properties=props)  # creates the target if missing
         cols = ", ".join(_quote_ident(c) for c in rows.columns)
         insert = f"INSERT INTO {_quote_ident(table)} ({cols}) SELECT {cols} FROM {_quote_ident(staging)}"
         key = self.settings.get("key")
@@ -130,7 +132,7 @@ class LogDestination(Destination):
         logger = logging.getLogger(f"airflow_conduit.spark.log.{self.id}")
         level = LEVELS.get(str(self.settings.get("level", "warn")).lower(), logging.WARNING)
         message = str(self.settings.get("message", "record delivery failed"))
-        for row in df.toLocalIterator():
+        for row in df.coalesce(1).toLocalIterator():  # one job, rows streamed (not one job per partition)
             logger.log(level, "%s [batch %s]: %s", message, batch_id, redact_record(row.asDict(recursive=True), self.secret_values))
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.model import PipelineSpec
 from airflow_conduit.pipeline.secrets import redact
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.sources import SourcePlan
 
 
 def component_configs(spec: PipelineSpec) -> dict[str, str]:
@@ -25,25 +26,44 @@ def component_configs(spec: PipelineSpec) -> dict[str, str]:
     return out
 
 
-def dlq_records(nacked: DataFrame, spec: PipelineSpec, *, run_id: str, batch_id: int, time_of_error: str) -> DataFrame:
-    """``nacked``: rows with a non-null error; returns the DLQ rows in source order."""
-    dlq = spec.dead_letter_queue
+def _configs(spec: PipelineSpec, err: Column) -> Column:
+    if not spec.dead_letter_queue.include_configs:
+        return F.lit(None).cast("string")
+    pairs: list[Column] = []
+    for key, value in component_configs(spec).items():
+        pairs += [F.lit(key), F.lit(value)]
+    return F.try_element_at(F.create_map(*pairs), err["component_id"]).cast("string") if pairs else F.lit(None).cast("string")
+
+
+def _original_record(spec: PipelineSpec, plans: list[SourcePlan], keep_originals: bool) -> Column:
+    """The record as the source gave it: its text when it failed to parse, else its fields as read, as JSON."""
+    if not spec.dead_letter_queue.include_messages:
+        return F.lit(None).cast("string")
+    if not keep_originals:
+        return F.col(C.RAW)
+    as_read = None
+    for plan in plans:
+        fields = F.struct(*[F.col(plan.original_column(f.name)).alias(f.name) for f in plan.schema.fields])
+        as_json = F.to_json(fields)
+        as_read = F.when(F.col(C.SOURCE_INDEX) == F.lit(plan.index), as_json) if as_read is None else as_read.when(
+            F.col(C.SOURCE_INDEX) == F.lit(plan.index), as_json
+        )
+    return F.coalesce(F.col(C.RAW), as_read) if as_read is not None else F.col(C.RAW)
+
+
+def dlq_record(
+    spec: PipelineSpec, plans: list[SourcePlan], *, run_id: str, batch_id: int, time_of_error: str, keep_originals: bool
+) -> Column:
+    """One nacked record as a DLQ row (a struct of the DLQ columns); only evaluated for nacked records."""
     err = F.col(C.ERROR)
-    if dlq.include_configs:
-        configs = component_configs(spec)
-        pairs = []
-        for key, value in configs.items():
-            pairs += [F.lit(key), F.lit(value)]
-        configs_col = F.try_element_at(F.create_map(*pairs), err["component_id"]) if pairs else F.lit(None)
-    else:
-        configs_col = F.lit(None)
-    return nacked.orderBy(*C.ORDER_COLUMNS).select(
+    return F.struct(
         F.lit(spec.id).alias("pipeline_id"),
         F.lit(run_id).alias("run_id"),
         F.lit(batch_id).cast("long").alias("batch_id"),
         F.col(C.SOURCE_ID).alias("source_id"),
         F.col(C.FILE).alias("source_file"),
         F.col(C.POSITION).alias("source_position"),
+        F.col(C.SPLIT).alias("source_split_start"),
         err["stage"].alias("stage"),
         err["component_id"].alias("component_id"),
         err["component_type"].alias("component_type"),
@@ -52,6 +72,6 @@ def dlq_records(nacked: DataFrame, spec: PipelineSpec, *, run_id: str, batch_id:
         err["stacktrace"].alias("exception_stacktrace"),
         F.coalesce(err["attempt"], F.lit(1)).alias("attempt"),
         F.lit(time_of_error).alias("time_of_error"),
-        (F.col(C.RAW) if dlq.include_messages else F.lit(None).cast("string")).alias("record"),
-        configs_col.cast("string").alias("configs"),
+        _original_record(spec, plans, keep_originals).alias("record"),
+        _configs(spec, err).alias("configs"),
     )

@@ -2,13 +2,15 @@
 
 Each processor acts only on active records (no error, not filtered); its
 per-record failures become errors with stage ``processor`` and its id. The
-built-in processors are Spark expressions (``try_*`` friendly); only
-``custom`` runs Python per record (see ``custom.py``).
+built-in processors are Spark expressions (``try_*`` friendly) and only add to
+the batch's plan: they run in the same pass as the read and the writes, with
+no Spark job of their own. Only ``custom`` runs Python per record (see
+``custom.py``) and computes its batch once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -26,6 +28,12 @@ class ProcessorContext:
     spec: PipelineSpec
     retries: int = 0  # KIP-298 total-retries of custom processors in this batch
     where: tuple[str, str, str] | None = None  # the processor running now, for error reports
+    cached: list[DataFrame] = field(default_factory=list)  # what the batch cached, released when it ends
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+        self.cached.clear()
 
 
 def _as_list(value: Any) -> list[str]:
@@ -57,7 +65,7 @@ def field_rename(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> D
 
 
 def field_exclude(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
-    names = [n for n in _as_list(proc.settings.get("fields")) if n not in C.INTERNAL_COLUMNS]
+    names = [n for n in _as_list(proc.settings.get("fields")) if not C.is_internal(n)]
     return df.drop(*names)
 
 
@@ -77,7 +85,7 @@ def sql(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
             exprs.extend(C.quote(c) for c in C.user_columns(df))
         else:
             exprs.append(item)
-    internal = [C.quote(c) for c in df.columns if c in C.INTERNAL_COLUMNS]
+    internal = [C.quote(c) for c in C.internal_columns(df)]
     return df.selectExpr(*exprs, *internal)
 
 
@@ -86,16 +94,21 @@ def json_decode(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> Da
     target = proc.settings.get("target") or source
     schema = parsing.parse_schema(proc.settings["schema"])
     text = F.col(C.quote(source)).cast("string") if source in df.columns else F.lit(None).cast("string")
-    df, value = parsing.decode_json(
-        df,
-        F.when(C.active(), text),
+    parsed = parsing.from_json_text(text, schema)
+    failed = text.isNotNull() & (parsed.isNull() | parsed[parsing.CORRUPT].isNotNull())
+    error = parsing.json_error(
+        text,
+        lambda name: parsed[name],
+        failed,
         schema,
+        what=f"field {source!r}",
         stage="processor",
         component_id=proc.id,
         component_type=proc.plugin,
-        what=f"field {source!r}",
     )
-    return parsing.drop_helpers(df.withColumn(target, value))
+    df = C.with_error_column(df, F.when(text.isNotNull(), error))
+    value = F.when(text.isNotNull(), F.struct(*[parsed[f.name].alias(f.name) for f in schema.fields]))
+    return df.withColumn(target, F.when(C.active(), value))
 
 
 def custom(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
@@ -115,21 +128,18 @@ PROCESSORS = {
 }
 
 
-def materialize(df: DataFrame) -> DataFrame:
-    """Compute ``df`` now and cut its lineage (local checkpoint).
-
-    Each stage's error column refers to the previous one several times; left
-    to itself, the optimizer inlines the chain into one expression that grows
-    with every stage until planning overflows the JVM stack. A checkpoint per
-    stage keeps every plan small (and runs Python functions exactly once).
-    """
-    return df.localCheckpoint(eager=True)
-
-
 def apply_processors(df: DataFrame, processors: tuple[ProcessorSpec, ...], ctx: ProcessorContext) -> DataFrame:
+    """Add the processors to the plan, in order (``ctx.where`` names the one being added, for error reports)."""
     for proc in processors:
         plugin = proc.plugin.removeprefix("builtin:")
         ctx.where = ("processor", proc.id, plugin)
-        df = materialize(PROCESSORS[plugin](df, proc, ctx))
+        df = PROCESSORS[plugin](df, proc, ctx)
         ctx.where = None
     return df
+
+
+FAILING_PLUGINS = frozenset({"json.decode", "custom"})  # processors that can fail one record (-> DLQ)
+
+
+def can_fail_records(processors: tuple[ProcessorSpec, ...]) -> bool:
+    return any(p.plugin.removeprefix("builtin:") in FAILING_PLUGINS for p in processors)

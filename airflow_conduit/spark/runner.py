@@ -22,6 +22,7 @@ processors -> destinations. Inside a batch:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -31,8 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.pipeline.report import (
@@ -46,14 +46,14 @@ from airflow_conduit.pipeline.report import (
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError
-from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
-from airflow_conduit.spark.dlq import dlq_records
-from airflow_conduit.spark.processors import ProcessorContext, apply_processors, materialize
+from airflow_conduit.spark.batch_pass import BatchPass
+from airflow_conduit.spark.fates import Branch, with_branches, with_fates
+from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
-from airflow_conduit.spark.sources import SourcePlan, parse_batch, plan_source, read_stream
+from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, plan_source, read_stream, records
 from airflow_conduit.spark.window import WindowStore
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,7 @@ class PipelineRunner:
         self.plans: list[SourcePlan] = []
         self.destinations: list[Destination] = []
         self.dlq: Destination | None = None
+        self.keep_originals = False  # keep the fields as read for the DLQ (a later stage can fail a record)
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -125,6 +126,8 @@ class PipelineRunner:
         for dest in self.spec.destinations:
             self.destinations.append(make_destination(self.spark, dest.id, dest.plugin, dest.settings, secrets))
         dlq = self.spec.dead_letter_queue
+        stages = [*(s.processors for s in self.spec.sources), self.spec.processors, *(d.processors for d in self.spec.destinations)]
+        self.keep_originals = dlq.include_messages and any(can_fail_records(p) for p in stages)
         self.dlq = make_destination(self.spark, DEAD_LETTER_QUEUE_ID, dlq.plugin, dlq.settings, secrets)
         for dest in [*self.destinations, self.dlq]:
             if dest.plugin == "jdbc":
@@ -137,7 +140,7 @@ class PipelineRunner:
 
     def _start_query(self):
         streams = [read_stream(self.spark, plan) for plan in self.plans]
-        union = functools.reduce(lambda a, b: a.unionByName(b), streams)
+        union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), streams)  # fields are per source
         checkpoint = self.state_dir / "checkpoints" / QUERY_NAME
         writer = union.writeStream.foreachBatch(self._foreach_batch).option("checkpointLocation", str(checkpoint))
         if self.spec.mode == "continuous":
@@ -170,89 +173,42 @@ class PipelineRunner:
 
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        batch = materialize(batch)  # the source is read once; the emptiness check below reads the checkpoint
-        if batch.isEmpty():  # nothing to write anywhere (e.g. a generator that is done)
-            self._record_batch(batch_id, {"read": 0, "nacked": 0, "filtered": 0}, {d.id: 0 for d in self.destinations})
-            return
-        if self._has_generator() and self.spec.mode == "available-now":
-            self._check_generator_done(batch)
         ctx = self._ctx = ProcessorContext(spec=self.spec)
-        main, branches = self._process_records(batch, ctx)
+        try:
+            status, branches = self._plan_batch(batch, ctx)
+            at = utc_now_iso()
+            result = BatchPass(self, status, branches, batch_id, at).run()
+        finally:
+            ctx.release()
         self._where = ("runner", None, None)
-        status = materialize(self._outcomes(main, branches))
-        counts = self._counts(status)
-
-        self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
-        crossed, replayed, window = self._advance_window(status, batch_id, counts["read"], counts["nacked"])
-        at = utc_now_iso()
-        dlq_written = self._write_dlq(status, batch_id, counts["nacked"], at)  # first: nacked records are safe
-        written, already = self._write_destinations(status, branches, batch_id, counts)
-        self._where = ("runner", None, None)
-        if window is not None:  # saved only once every write of the batch is committed
-            self.windows.save(batch_id, window, crossed)
-
-        if dlq_written is None:
-            already.append(DEAD_LETTER_QUEUE_ID)
-        self._record_batch(batch_id, counts, written, at=at, already=already, replayed=replayed,
-                           retries=ctx.retries, dlq_written=dlq_written or 0)
+        counts = result.counts
+        if result.generator_done:
+            self.generator_done = True
+        already = list(result.already)
+        self._record_batch(batch_id, counts, result.written, at=at, already=already, replayed=result.replayed,
+                           retries=ctx.retries, dlq_written=result.dlq_written or 0)
         log.info(
-            "batch %s: read %s, written %s, filtered %s, dlq %s in %.1fs%s", batch_id, counts["read"], written,
+            "batch %s: read %s, written %s, filtered %s, dlq %s in %.1fs%s", batch_id, counts["read"], result.written,
             counts["filtered"], counts["nacked"], time.monotonic() - started,
             f" (already committed: {already})" if already else "",
         )
-        if crossed is not None and not replayed:
+        if result.crossed is not None and not result.replayed:
             self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
-            raise self._threshold_error(crossed, batch_id)
+            raise self._threshold_error(result.crossed, batch_id)
 
-    def _process_records(self, batch: DataFrame, ctx: ProcessorContext) -> tuple[DataFrame, list[DataFrame]]:
-        """Parse each source's rows, run source, pipeline and destination processors: (main, one branch per destination)."""
+    def _plan_batch(self, batch: DataFrame, ctx: ProcessorContext) -> tuple[DataFrame, list[Branch]]:
+        """The whole batch as one plan (no Spark job, except custom processors): records with their fates."""
         parts = []
+        single = len(self.plans) == 1
         for plan in self.plans:
             self._where = ("source", plan.id, plan.spec.plugin)
-            part = materialize(parse_batch(batch, plan))
+            part = records(batch, plan, single_source=single, keep_originals=self.keep_originals)
             parts.append(apply_processors(part, plan.spec.processors, ctx))
-        records = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-        records = apply_processors(records, self.spec.processors, ctx)
+        union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+        union = apply_processors(union, self.spec.processors, ctx)
+        union, branches = with_branches(union, self.spec.destinations, ctx)
         self._where = ("runner", None, None)
-        main = materialize(records.withColumn(C.ROW_ID, F.monotonically_increasing_id()))
-        branches = [apply_processors(main, dest.processors, ctx) if dest.processors else main for dest in self.spec.destinations]
-        return main, branches
-
-    def _write_dlq(self, status: DataFrame, batch_id: int, nacked: int, at: str) -> int | None:
-        """Write the batch's nacked records to the DLQ unless committed before; rows written, None when skipped."""
-        if self.commits.get(DEAD_LETTER_QUEUE_ID, batch_id) is not None:
-            return None
-        self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
-        rows = dlq_records(status.where(F.col("__ac_nacked")), self.spec, run_id=self.run_id, batch_id=batch_id, time_of_error=at)
-        try:
-            if nacked:
-                self.dlq.write(rows, batch_id)
-        except BaseException:
-            self.report.add_counters(deadletterqueue_produce_failures=nacked)
-            raise
-        self.commits.mark(DEAD_LETTER_QUEUE_ID, batch_id, rows=nacked, run_id=self.run_id)
-        self.crash_hook(DEAD_LETTER_QUEUE_ID, batch_id)
-        return nacked
-
-    def _write_destinations(
-        self, status: DataFrame, branches: list[DataFrame], batch_id: int, counts: dict[str, int]
-    ) -> tuple[dict[str, int], list[str]]:
-        """Write every destination that has not committed this batch: (rows written per destination, skipped ids)."""
-        written: dict[str, int] = {}
-        already: list[str] = []
-        for index, (dest, branch) in enumerate(zip(self.destinations, branches)):
-            if self.commits.get(dest.id, batch_id) is not None:
-                written[dest.id] = 0
-                already.append(dest.id)
-                continue
-            self._where = ("destination", dest.id, dest.plugin)
-            n = counts[f"w{index}"]
-            if n:
-                dest.write(self._rows_for(branch, status, index), batch_id)
-            self.commits.mark(dest.id, batch_id, rows=n, run_id=self.run_id)
-            written[dest.id] = n
-            self.crash_hook(dest.id, batch_id)
-        return written, already
+        return with_fates(union, branches), branches
 
     def _record_batch(
         self,
@@ -298,76 +254,6 @@ class PipelineRunner:
     def _stopping(self) -> bool:
         return self.stop_requested.is_set() or self.generator_done
 
-    def _check_generator_done(self, batch: DataFrame) -> None:
-        conds = [
-            (F.col(C.SOURCE_ID) == F.lit(p.id)) & (F.col(C.POSITION) >= F.lit(p.records - 1))
-            for p in self.plans
-            if p.records is not None
-        ]
-        done_flags = [batch.where(cond).limit(1).count() > 0 for cond in conds]
-        if done_flags and all(done_flags):
-            self.generator_done = True
-
-    def _outcomes(self, main: DataFrame, branches: list[DataFrame]) -> DataFrame:
-        """One row per record with its fate: __ac_nacked, __ac_filtered_all, __ac_w<i> (write to destination i)."""
-        base = main
-        errors = [F.col(C.ERROR)]
-        filtered_flags: list[Any] = []
-        for index, (dest, branch) in enumerate(zip(self.spec.destinations, branches)):
-            if dest.processors:
-                side = branch.select(
-                    F.col(C.ROW_ID), F.col(C.ERROR).alias(f"__ac_e{index}"), F.col(C.FILTERED).alias(f"__ac_f{index}")
-                )
-                base = base.join(side, on=C.ROW_ID, how="left")
-                errors.append(F.col(f"__ac_e{index}"))
-                filtered_flags.append(F.coalesce(F.col(f"__ac_f{index}"), F.lit(False)))
-            else:
-                filtered_flags.append(F.col(C.FILTERED))
-        nack_error = F.coalesce(*errors) if len(errors) > 1 else errors[0]
-        base = base.withColumn(C.ERROR, nack_error).withColumn("__ac_nacked", F.col(C.ERROR).isNotNull())
-        all_filtered = functools.reduce(lambda a, b: a & b, filtered_flags) if filtered_flags else F.col(C.FILTERED)
-        base = base.withColumn("__ac_filtered_all", ~F.col("__ac_nacked") & (F.col(C.FILTERED) | all_filtered))
-        for index, flag in enumerate(filtered_flags):
-            base = base.withColumn(f"__ac_w{index}", ~F.col("__ac_nacked") & ~flag)
-        return base
-
-    def _counts(self, status: DataFrame) -> dict[str, int]:
-        as_int = lambda c: F.sum(F.col(c).cast("long"))  # noqa: E731
-        aggs = [F.count(F.lit(1)).alias("read"), as_int("__ac_nacked").alias("nacked"), as_int("__ac_filtered_all").alias("filtered")]
-        aggs += [as_int(f"__ac_w{i}").alias(f"w{i}") for i in range(len(self.destinations))]
-        row = status.agg(*aggs).first()
-        return {k: int(row[k] or 0) for k in row.asDict()}
-
-    def _rows_for(self, branch: DataFrame, status: DataFrame, index: int) -> DataFrame:
-        """The records destination ``index`` writes, in source order, with only the record's own fields."""
-        if self.spec.destinations[index].processors:
-            chosen = status.where(F.col(f"__ac_w{index}")).select(C.ROW_ID)
-            rows = branch.join(chosen, on=C.ROW_ID, how="left_semi")
-        else:
-            rows = status.where(F.col(f"__ac_w{index}"))
-        return rows.orderBy(*C.ORDER_COLUMNS).select(*[F.col(C.quote(c)) for c in C.record_columns(branch)])
-
-    def _advance_window(self, status: DataFrame, batch_id: int, read: int, nacked: int):
-        """Advance the nack window over this batch: (index of the crossing record or None, replayed, window).
-
-        A batch whose window was saved by an earlier attempt (saved after all its writes) keeps that
-        verdict, which that attempt already reported: (crossed, True, None).
-        """
-        dlq = self.spec.dead_letter_queue
-        saved = self.windows.get(batch_id)
-        if saved is not None:
-            return saved.get("crossed_at_record"), True, None
-        window = self.windows.before(batch_id, dlq.window_size, dlq.window_nack_threshold)
-        indices: list[int] = []
-        if nacked and window.size:
-            order = Window.orderBy(*C.ORDER_COLUMNS)
-            indexed = status.select(
-                (F.row_number().over(order) - 1).alias("i"), F.col("__ac_nacked")
-            ).where(F.col("__ac_nacked"))
-            indices = sorted(int(r["i"]) for r in indexed.collect())
-        crossed = window.apply_batch(read, indices)
-        return crossed, False, window
-
     # -- report --------------------------------------------------------------------------------------
 
     def _save_report(self) -> None:
@@ -390,6 +276,10 @@ class PipelineRunner:
         Writes the report throughout; raises RunFailed (after writing the failed report) on error.
         """
         self._save_report()
+        with files_read_one_per_partition(self.spark):
+            return self._run()
+
+    def _run(self) -> RunReport:
         try:
             self._setup()
             query = self._start_query()
@@ -439,6 +329,21 @@ class PipelineRunner:
                 break
             time.sleep(0.1)
         query.stop()
+
+
+@contextlib.contextmanager
+def files_read_one_per_partition(spark: SparkSession):
+    """Each input file is read as its own partition(s) while the pipeline runs: record numbers come from it."""
+    key = "spark.sql.files.openCostInBytes"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, ONE_FILE_PER_PARTITION)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 def install_sigterm_handler(runner: PipelineRunner) -> None:

@@ -1,17 +1,25 @@
-"""Source connectors: one streaming DataFrame per source, all with the same origin columns.
+"""Source connectors: one streaming DataFrame per source, parsed once by Spark's own reader.
 
-Every source yields (source id, source index, file, position, raw text): the
-streams can be unioned (fan-in) whatever their record schemas, and parsing
-happens per batch (``parse_batch``) so that a bad line becomes a per-record
-error with its file and line number instead of being dropped by a reader.
+Every source yields its origin columns (source id and index, file, split)
+and its fields under a per-source prefix (``__ac_s<index>_<field>``), so the
+streams can be unioned (fan-in) whatever their record schemas; ``records``
+takes one source's rows of a micro-batch back under their own names, with
+its per-record errors set.
 
-- file, json / csv: the files are read whole (``wholetext``) and split into
-  lines, which gives each record its 1-based line number; blank lines are not
-  records; a CSV header line is skipped.
+- file, json / csv: Spark's JSON / CSV reader with the declared schema in
+  PERMISSIVE mode: a line that does not parse keeps its text in the
+  corrupt-record column (the only records that carry their text); blank
+  lines are not records; a CSV header line is not a record. Position = the
+  record's number in its file: each file is read as its own partition
+  (``ONE_FILE_PER_PARTITION``), so the number is the record's index in the
+  partition (1-based; a CSV with a header counts the header line). A file
+  larger than ``spark.sql.files.maxPartitionBytes`` is read in splits;
+  numbers then restart at each split, whose byte offset is ``split``.
 - file, parquet: Spark's parquet reader; position = row number in the file.
 - generator: Spark's ``rate-micro-batch`` source (deterministic: batch n holds
   offsets n*rows .. (n+1)*rows-1); fields derive from the offset and seed;
-  ``bad-record-ratio`` of them (evenly spread) are emitted as broken JSON.
+  ``bad-record-ratio`` of them (evenly spread) are emitted as broken JSON,
+  parsed per batch with ``from_json``.
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ from airflow_conduit.pipeline.model import SourceSpec
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import parsing
 
+ONE_FILE_PER_PARTITION = str(1 << 40)  # spark.sql.files.openCostInBytes: no two files share a partition
+POSITION_MASK = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | record index in the partition
+
 GENERATOR_MAX_ROWS_PER_BATCH = 10_000
 
 
@@ -37,13 +48,21 @@ class SourcePlan:
     spec: SourceSpec
     index: int
     schema: T.StructType
-    parser: str  # json | csv | parquet (parquet rows travel as JSON text too)
+    parser: str  # json | csv | parquet | generator
     rows_per_batch: int | None = None  # generator only
     records: int | None = None  # generator only
 
     @property
     def id(self) -> str:
         return self.spec.id
+
+    def field_column(self, name: str) -> str:
+        """The field's column name in the unioned stream (prefixed per source: schemas may differ)."""
+        return f"__ac_s{self.index}_{name}"
+
+    def original_column(self, name: str) -> str:
+        """The field as read, kept aside for the DLQ while processors change the record."""
+        return f"{C.ORIGINAL}{self.index}_{name}"
 
 
 def _setting(spec: SourceSpec, key: str, default=None):
@@ -60,7 +79,7 @@ def plan_source(spark: SparkSession, spec: SourceSpec, index: int, *, trigger_se
             rows = max(1, int(math.ceil(float(rate) * trigger_seconds)))
         else:
             rows = min(records, GENERATOR_MAX_ROWS_PER_BATCH)
-        return SourcePlan(spec, index, schema, "json", rows_per_batch=rows, records=records)
+        return SourcePlan(spec, index, schema, "generator", rows_per_batch=rows, records=records)
     fmt = _setting(spec, "format", "json")
     ddl = _setting(spec, "schema")
     if ddl:
@@ -79,20 +98,23 @@ def plan_source(spark: SparkSession, spec: SourceSpec, index: int, *, trigger_se
 
 
 def read_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
-    """The source as a stream of origin columns (see module docstring)."""
+    """The source as a stream of origin columns plus its (prefixed) fields; see the module docstring."""
     spec = plan.spec
-    if spec.plugin == "generator":
+    if plan.parser == "generator":
         stream = _generator_stream(spark, plan)
     elif plan.parser == "parquet":
         stream = _parquet_stream(spark, plan)
     else:
-        stream = _text_stream(spark, plan)
+        stream = _parsed_text_stream(spark, plan)
+    fields = [] if plan.parser == "generator" else [F.col(C.quote(f.name)).alias(plan.field_column(f.name)) for f in plan.schema.fields]
     return stream.select(
         F.lit(spec.id).alias(C.SOURCE_ID),
         F.lit(plan.index).alias(C.SOURCE_INDEX),
         F.col("file").cast("string").alias(C.FILE),
+        F.col("split").cast("long").alias(C.SPLIT),
         F.col("pos").cast("long").alias(C.POSITION),
         F.col("raw").cast("string").alias(C.RAW),
+        *fields,
     )
 
 
@@ -109,31 +131,44 @@ def _reader(spark: SparkSession, spec: SourceSpec):
     return reader
 
 
-def _text_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
+def csv_header(spec: SourceSpec) -> bool:
+    return bool(_setting(spec, "header", True))
+
+
+def csv_separator(spec: SourceSpec) -> str:
+    return str(_setting(spec, "separator", ","))
+
+
+def _parsed_text_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     spec = plan.spec
-    files = _reader(spark, spec).text(_setting(spec, "path"), wholetext=True)
-    lines = files.select(
-        F.col("_metadata.file_path").alias("file"),
-        F.inline(
-            F.transform(
-                F.split(F.col("value"), r"\r?\n"),
-                lambda line, i: F.struct((i + 1).cast("long").alias("pos"), line.alias("raw")),
-            )
-        ),
+    reader = (
+        _reader(spark, spec)
+        .schema(parsing.reader_schema(plan.schema))
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", parsing.CORRUPT)
     )
-    lines = lines.where(F.trim(F.col("raw")) != F.lit(""))
-    if plan.parser == "csv" and _setting(spec, "header", True):
-        lines = lines.where(F.col("pos") != F.lit(1))
-    return lines
+    if plan.parser == "csv":
+        rows = reader.option("header", str(csv_header(spec)).lower()).option("sep", csv_separator(spec)).csv(_setting(spec, "path"))
+    else:
+        rows = reader.json(_setting(spec, "path"))
+    return rows.select(
+        *[F.col(C.quote(f.name)) for f in plan.schema.fields],
+        F.col("_metadata.file_path").alias("file"),
+        F.col("_metadata.file_block_start").alias("split"),
+        F.lit(None).cast("long").alias("pos"),  # numbered per batch (monotonically_increasing_id is batch-only)
+        F.col(parsing.CORRUPT).alias("raw"),
+    )
 
 
 def _parquet_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     spec = plan.spec
     rows = _reader(spark, spec).schema(parsing.nullable(plan.schema)).parquet(_setting(spec, "path"))
     return rows.select(
+        *[F.col(C.quote(f.name)) for f in plan.schema.fields],
         F.col("_metadata.file_path").alias("file"),
+        F.lit(0).alias("split"),
         (F.col("_metadata.row_index") + 1).alias("pos"),
-        F.to_json(F.struct(*[F.col(C.quote(f.name)) for f in plan.schema.fields])).alias("raw"),
+        F.lit(None).cast("string").alias("raw"),
     )
 
 
@@ -175,23 +210,52 @@ def _generator_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     bad = F.floor((shifted + F.lit(1.0)) * F.lit(ratio)) > F.floor(shifted * F.lit(ratio))
     raw = F.when(bad, F.concat(F.lit("{broken "), F.substring(record, 2, 1_000_000))).otherwise(record)
     rows = rows.where(offset < F.lit(plan.records))  # later batches are empty: the generator is done
-    return rows.select(F.lit(None).cast("string").alias("file"), offset.alias("pos"), raw.alias("raw"))
-
-
-def parse_batch(batch: DataFrame, plan: SourcePlan) -> DataFrame:
-    """This source's rows of the batch, parsed into its schema, with per-record source errors set."""
-    rows = batch.where(F.col(C.SOURCE_ID) == F.lit(plan.id))  # a generator's stream already stops at `records`
-    rows = rows.withColumn(C.ERROR, F.lit(None).cast(C.ERROR_TYPE)).withColumn(C.FILTERED, F.lit(False))
-    common = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
-    if plan.parser == "csv":
-        rows, value = parsing.decode_csv(rows, F.col(C.RAW), plan.schema, **common)
-    else:
-        rows, value = parsing.decode_json(rows, F.col(C.RAW), plan.schema, **common)
-    rows = rows.withColumn("__ac_value", value)
-    rows = rows.select(
-        *[F.col(c) for c in C.ORIGIN_COLUMNS],
-        F.col(C.ERROR),
-        F.col(C.FILTERED),
-        *[F.col("__ac_value")[f.name].alias(f.name) for f in plan.schema.fields],
+    return rows.select(
+        F.lit(None).cast("string").alias("file"), F.lit(0).alias("split"), offset.alias("pos"), raw.alias("raw")
     )
-    return rows
+
+
+def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_originals: bool) -> DataFrame:
+    """This source's rows of the batch under their own field names, with per-record source errors set.
+
+    ``keep_originals``: also keep each field as read (``original_column``), for the DLQ record of a
+    record that a later stage fails.
+    """
+    rows = batch if single_source else batch.where(F.col(C.SOURCE_ID) == F.lit(plan.id))
+    seq = F.monotonically_increasing_id()  # batch only; partitions of a union are never mixed
+    rows = rows.withColumn(C.SEQ, seq)
+    where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
+    raw = F.col(C.RAW)
+    if plan.parser == "generator":
+        parsed = parsing.from_json_text(raw, plan.schema)
+        value_of = lambda name: parsed[name]  # noqa: E731
+        failed = raw.isNotNull() & (parsed.isNull() | parsed[parsing.CORRUPT].isNotNull())
+        error = parsing.json_error(raw, value_of, failed, plan.schema, what="record", **where)
+    else:
+        value_of = lambda name: F.col(plan.field_column(name))  # noqa: E731
+        failed = raw.isNotNull()
+        if plan.parser == "csv":
+            error = parsing.csv_error(raw, value_of, failed, plan.schema, separator=csv_separator(plan.spec), **where)
+        elif plan.parser == "json":
+            error = parsing.json_error(raw, value_of, failed, plan.schema, what="record", **where)
+        else:  # parquet: typed already; only NOT NULL fields can fail
+            error = parsing.json_error(F.lit(None).cast("string"), value_of, F.lit(False), plan.schema, what="record", **where)
+    if plan.parser in ("json", "csv"):
+        header = 1 if plan.parser == "csv" and csv_header(plan.spec) else 0
+        first_line = F.when(F.col(C.SPLIT) == F.lit(0), F.lit(1 + header)).otherwise(F.lit(1))
+        rows = rows.withColumn(C.POSITION, F.col(C.SEQ).bitwiseAND(F.lit(POSITION_MASK)) + first_line)
+    fields = [value_of(f.name).alias(f.name) for f in plan.schema.fields]
+    originals = [value_of(f.name).alias(plan.original_column(f.name)) for f in plan.schema.fields] if keep_originals else []
+    return rows.select(
+        F.col(C.SOURCE_ID),
+        F.col(C.SOURCE_INDEX),
+        F.col(C.FILE),
+        F.col(C.SPLIT),
+        F.col(C.POSITION),
+        F.col(C.SEQ),
+        F.col(C.RAW),
+        error.alias(C.ERROR),
+        F.lit(False).alias(C.FILTERED),
+        *originals,
+        *fields,
+    )

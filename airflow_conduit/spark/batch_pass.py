@@ -1,0 +1,204 @@
+"""One micro-batch in one pass over its input: fates, counts, DLQ records and the first write together.
+
+The batch's plan (read, parse, processors, fates; see ``runner``) is
+executed by the first destination's write, which carries an observation
+(``DataFrame.observe``): the counts, the nacked records as DLQ rows (the
+first ``DLQ_COLLECT_LIMIT`` in read order, so that the bad records come back
+from the same pass), and what the nack window needs (the read-order numbers
+of the nacked records and the records per partition). The DLQ is then
+written from those rows, and only then is the first destination's write
+committed (nacked records are safe before any destination commits). Other
+destinations read the batch again, each in one job.
+
+A second pass for the DLQ happens only when a batch holds more nacked
+records than ``DLQ_COLLECT_LIMIT``; the nack window orders records only
+when it is enabled and the batch has nacked records.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
+from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.dlq import dlq_record
+from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
+from airflow_conduit.spark.sources import POSITION_MASK
+
+if TYPE_CHECKING:
+    from airflow_conduit.spark.runner import PipelineRunner
+
+DLQ_COLLECT_LIMIT = 50_000  # nacked records per batch gathered in the first pass (bounded driver memory)
+PARTITION_BINS = 10_000  # histogram_numeric is exact up to this many distinct partitions
+
+
+def _partition_of(seq):
+    """The partition a record was read in (monotonically_increasing_id keeps it in the upper bits)."""
+    return F.shiftright(seq, 33)
+
+
+@dataclass
+class PassResult:
+    counts: dict[str, int]
+    written: dict[str, int] = field(default_factory=dict)
+    already: list[str] = field(default_factory=list)
+    dlq_written: int | None = None  # None: committed by an earlier attempt
+    crossed: int | None = None  # index of the record that exceeded the nack threshold
+    replayed: bool = False  # the window of this batch was saved by an earlier attempt
+    generator_done: bool = False
+
+
+class BatchPass:
+    def __init__(self, runner: "PipelineRunner", status: DataFrame, branches: list[Branch], batch_id: int, at: str):
+        self.runner = runner
+        self.status = status
+        self.branches = branches
+        self.batch_id = batch_id
+        self.at = at
+        self.spec = runner.spec
+        self.dlq_row = dlq_record(
+            self.spec, runner.plans, run_id=runner.run_id, batch_id=batch_id, time_of_error=at,
+            keep_originals=runner.keep_originals,
+        )
+
+    # -- what the pass observes -------------------------------------------------------------------------
+
+    def _window_needed(self) -> bool:
+        return self.spec.dead_letter_queue.window_size > 0 and self.runner.windows.get(self.batch_id) is None
+
+    def _metrics(self, dlq_needed: bool) -> list:
+        nacked_seq = F.when(F.col(NACKED), F.col(C.SEQ))
+        metrics = [
+            F.count(F.lit(1)).alias("read"),
+            F.count_if(F.col(NACKED)).alias("nacked"),
+            F.count_if(F.col(FILTERED_ALL)).alias("filtered"),
+            *[F.count_if(F.col(written(b.index))).alias(f"w{b.index}") for b in self.branches],
+        ]
+        if dlq_needed:
+            entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"))
+            metrics.append(F.min_by(entry, nacked_seq, DLQ_COLLECT_LIMIT).alias("dlq"))
+        if self._window_needed():
+            if not dlq_needed:
+                metrics.append(F.min_by(F.col(C.SEQ), nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
+            metrics.append(F.histogram_numeric(_partition_of(F.col(C.SEQ)), F.lit(PARTITION_BINS)).alias("partitions"))
+        for plan in self.runner.plans:
+            if plan.records is not None:
+                metrics.append(F.max(F.when(F.col(C.SOURCE_ID) == F.lit(plan.id), F.col(C.POSITION))).alias(f"g{plan.index}"))
+        return metrics
+
+    # -- the pass ---------------------------------------------------------------------------------------
+
+    def run(self) -> PassResult:
+        r = self.runner
+        b = self.batch_id
+        dlq_needed = r.commits.get(DEAD_LETTER_QUEUE_ID, b) is None
+        todo = [(d, br) for d, br in zip(r.destinations, self.branches) if r.commits.get(d.id, b) is None]
+        result = PassResult(counts={}, already=[d.id for d in r.destinations if r.commits.get(d.id, b) is not None])
+        observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
+        observed = self.status.observe(observation, *self._metrics(dlq_needed))
+        if todo:  # the first destination to write carries the pass; its commit waits for the DLQ's
+            dest, branch = todo[0]
+            r._where = ("destination", dest.id, dest.plugin)
+            dest.write(branch.rows(observed), b)
+        else:
+            r._where = ("runner", None, None)
+            observed.write.format("noop").mode("overwrite").save()
+        metrics = observation.get
+        counts = {"read": int(metrics["read"]), "nacked": int(metrics["nacked"]), "filtered": int(metrics["filtered"])}
+        counts.update({f"w{br.index}": int(metrics[f"w{br.index}"]) for br in self.branches})
+        result.counts = counts
+        result.generator_done = self._generator_done(metrics)
+
+        r._where = ("dlq", DEAD_LETTER_QUEUE_ID, r.dlq.plugin)
+        result.crossed, result.replayed, window = self._advance_window(metrics, counts)
+        if dlq_needed:
+            result.dlq_written = self._write_dlq(metrics, counts["nacked"])
+        else:
+            result.already.append(DEAD_LETTER_QUEUE_ID)
+        for position, (dest, branch) in enumerate(todo):
+            r._where = ("destination", dest.id, dest.plugin)
+            n = counts[f"w{branch.index}"]
+            if position > 0 and n:
+                dest.write(branch.rows(self.status), b)
+            r.commits.mark(dest.id, b, rows=n, run_id=r.run_id)
+            result.written[dest.id] = n
+            r.crash_hook(dest.id, b)
+        for dest_id in result.already:
+            result.written.setdefault(dest_id, 0)
+        result.written.pop(DEAD_LETTER_QUEUE_ID, None)
+        result.written = {d.id: result.written.get(d.id, 0) for d in r.destinations}
+        r._where = ("runner", None, None)
+        if window is not None:  # saved only once every write of the batch is committed
+            r.windows.save(b, window, result.crossed)
+        return result
+
+    # -- DLQ --------------------------------------------------------------------------------------------
+
+    def _write_dlq(self, metrics: dict[str, Any], nacked: int) -> int:
+        """Write the batch's nacked records to the DLQ and commit it; returns the rows written."""
+        r = self.runner
+        try:
+            if nacked:
+                r.dlq.write(self._dlq_frame(metrics, nacked), self.batch_id)
+        except BaseException:
+            r.report.add_counters(deadletterqueue_produce_failures=nacked)
+            raise
+        r.commits.mark(DEAD_LETTER_QUEUE_ID, self.batch_id, rows=nacked, run_id=r.run_id)
+        r.crash_hook(DEAD_LETTER_QUEUE_ID, self.batch_id)
+        return nacked
+
+    def _dlq_frame(self, metrics: dict[str, Any], nacked: int) -> DataFrame:
+        collected = metrics.get("dlq") or []
+        if len(collected) == nacked:
+            schema = self.status.select(self.dlq_row.alias("d")).schema["d"].dataType
+            rows = [entry["row"] for entry in sorted(collected, key=lambda e: e["seq"])]
+            return self.runner.spark.createDataFrame(rows, schema=schema)
+        # more nacked records than the first pass gathers: a second pass reads just them
+        return self.status.where(F.col(NACKED)).select(self.dlq_row.alias("d")).select("d.*")
+
+    # -- nack window ------------------------------------------------------------------------------------
+
+    def _nacked_indices(self, metrics: dict[str, Any], nacked: int) -> list[int]:
+        """0-based read-order indices of the batch's nacked records (partition by partition, record by record)."""
+        seqs = [e["seq"] for e in metrics["dlq"]] if metrics.get("dlq") is not None else list(metrics.get("seqs") or [])
+        if len(seqs) != nacked:
+            seqs = [row[0] for row in self.status.where(F.col(NACKED)).select(C.SEQ).collect()]
+        bins = metrics.get("partitions") or []
+        if len(bins) >= PARTITION_BINS:  # the histogram may have merged partitions: count them exactly
+            sizes = {int(row[0]): int(row[1]) for row in self.status.groupBy(_partition_of(F.col(C.SEQ))).count().collect()}
+        else:
+            sizes = {int(entry["x"]): int(entry["y"]) for entry in bins}
+        offsets: dict[int, int] = {}
+        total = 0
+        for partition in sorted(sizes):
+            offsets[partition] = total
+            total += sizes[partition]
+        return sorted(offsets.get(seq >> 33, 0) + (seq & POSITION_MASK) for seq in seqs)
+
+    def _advance_window(self, metrics: dict[str, Any], counts: dict[str, int]):
+        """Advance the nack window over this batch: (index of the crossing record or None, replayed, window).
+
+        A batch whose window was saved by an earlier attempt (saved after all its writes) keeps that
+        verdict, which that attempt already reported: (crossed, True, None).
+        """
+        dlq = self.spec.dead_letter_queue
+        saved = self.runner.windows.get(self.batch_id)
+        if saved is not None:
+            return saved.get("crossed_at_record"), True, None
+        window = self.runner.windows.before(self.batch_id, dlq.window_size, dlq.window_nack_threshold)
+        indices: list[int] = []
+        if counts["nacked"] and window.size:
+            indices = self._nacked_indices(metrics, counts["nacked"])
+        crossed = window.apply_batch(counts["read"], indices)
+        return crossed, False, window
+
+    def _generator_done(self, metrics: dict[str, Any]) -> bool:
+        plans = [p for p in self.runner.plans if p.records is not None]
+        if not plans or self.spec.mode != "available-now":
+            return False
+        return all(metrics.get(f"g{p.index}") is not None and metrics[f"g{p.index}"] >= p.records - 1 for p in plans)

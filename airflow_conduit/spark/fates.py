@@ -1,0 +1,112 @@
+"""Every record's fate as flags on its own row: fan-out to destination processors without joins.
+
+A destination with processors gets its own copy of the record, computed in
+the same row: the record's fields are set aside (``__ac_m_*``), each
+destination's processors run on a copy and their result is set aside under
+that destination (``__ac_b<i>_*``, with its error and filter flag), then the
+record is restored. Projections only: one plan, one pass, no row ids, no
+joins.
+
+Fates (non-null flags, exactly one per record): nacked (an error anywhere,
+also in one destination's processors: the record goes to the DLQ and to no
+destination), filtered (by a pipeline processor, or by the processors of
+every destination), or written to every destination that did not filter it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from airflow_conduit.pipeline.model import DestinationSpec
+from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.processors import ProcessorContext, apply_processors
+
+NACKED = "__ac_nacked"
+FILTERED_ALL = "__ac_filtered_all"
+_MAIN = "__ac_m_"
+_MAIN_ERROR = "__ac_me"
+_MAIN_FILTERED = "__ac_mf"
+
+
+def written(index: int) -> str:
+    """Flag: the record is written to destination ``index``."""
+    return f"__ac_w{index}"
+
+
+@dataclass(frozen=True)
+class Branch:
+    """Where destination ``index`` finds its record: (column in the row, field name) pairs, and its flags."""
+
+    index: int
+    fields: tuple[tuple[str, str], ...]
+    error: str | None = None  # its processors' error column (None: no processors)
+    filtered: str | None = None
+
+    def rows(self, status: DataFrame) -> DataFrame:
+        """The records this destination writes, with only the record's own fields."""
+        return status.where(F.col(written(self.index))).select(*[C.col(c).alias(name) for c, name in self.fields])
+
+
+def _except(df: DataFrame, *names: str) -> list[Column]:
+    return [C.col(c) for c in df.columns if c not in names]
+
+
+def with_branches(records: DataFrame, destinations: tuple[DestinationSpec, ...], ctx: ProcessorContext) -> tuple[DataFrame, list[Branch]]:
+    """Run each destination's processors on its own copy of the record; returns (rows, one Branch per destination)."""
+    user = C.user_columns(records)
+    main_fields = tuple((u, u) for u in user)
+    if not any(d.processors for d in destinations):
+        return records, [Branch(i, main_fields) for i in range(len(destinations))]
+    df = records.select(
+        *_except(records, C.ERROR, C.FILTERED, *user),
+        F.col(C.ERROR).alias(_MAIN_ERROR),
+        F.col(C.FILTERED).alias(_MAIN_FILTERED),
+        *[C.col(u).alias(_MAIN + u) for u in user],
+    )
+    branches: list[Branch] = []
+    for index, dest in enumerate(destinations):
+        if not dest.processors:
+            branches.append(Branch(index, tuple((_MAIN + u, u) for u in user)))
+            continue
+        copy = df.select(
+            "*",
+            F.col(_MAIN_ERROR).alias(C.ERROR),
+            F.col(_MAIN_FILTERED).alias(C.FILTERED),
+            *[C.col(_MAIN + u).alias(u) for u in user],
+        )
+        out = apply_processors(copy, dest.processors, ctx)
+        out_user = C.user_columns(out)
+        prefix = f"__ac_b{index}_"
+        error, filtered = f"__ac_e{index}", f"__ac_f{index}"
+        df = out.select(
+            *_except(out, C.ERROR, C.FILTERED, *out_user),
+            F.col(C.ERROR).alias(error),
+            F.col(C.FILTERED).alias(filtered),
+            *[C.col(u).alias(prefix + u) for u in out_user],
+        )
+        branches.append(Branch(index, tuple((prefix + u, u) for u in out_user), error, filtered))
+    restored = df.select(
+        *_except(df, _MAIN_ERROR, _MAIN_FILTERED, *[_MAIN + u for u in user]),
+        F.col(_MAIN_ERROR).alias(C.ERROR),
+        F.col(_MAIN_FILTERED).alias(C.FILTERED),
+        *[C.col(_MAIN + u).alias(u) for u in user],
+    )
+    return restored, [Branch(b.index, main_fields, b.error, b.filtered) if b.error is None else b for b in branches]
+
+
+def with_fates(df: DataFrame, branches: list[Branch]) -> DataFrame:
+    """Add the fate flags; the record's error becomes the first error anywhere (its own, then per destination)."""
+    errors = [F.col(C.ERROR)] + [F.col(b.error) for b in branches if b.error]
+    error = F.coalesce(*errors) if len(errors) > 1 else errors[0]
+    df = df.withColumn(C.ERROR, error).withColumn(NACKED, F.col(C.ERROR).isNotNull())
+    nacked = F.col(NACKED)
+    filtered = [
+        F.col(C.FILTERED) | F.coalesce(F.col(b.filtered), F.lit(False)) if b.filtered else F.col(C.FILTERED) for b in branches
+    ]
+    everywhere = functools.reduce(lambda a, b: a & b, filtered) if filtered else F.col(C.FILTERED)
+    df = df.withColumn(FILTERED_ALL, ~nacked & everywhere)
+    return df.withColumns({written(b.index): ~nacked & ~flag for b, flag in zip(branches, filtered)})
