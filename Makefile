@@ -16,8 +16,9 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(BIN)/python
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages the project needs: Java for Spark, PostgreSQL server and its JDBC driver for the JDBC tests.
-APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java
+# Debian packages the project needs: Java for Spark, PostgreSQL server and its JDBC driver for the JDBC tests,
+# Chromium for the UI plugin's browser test (headless).
+APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java chromium
 
 .PHONY: help install system-deps test test-unit test-spark test-integration demo bench clean
 
@@ -31,6 +32,7 @@ system-deps:
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	[ -f /usr/share/java/postgresql.jar ] || missing="$$missing libpostgresql-jdbc-java"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \

@@ -72,5 +72,6 @@ def get_provider_info() -> dict:
             "airflow_conduit.operators.links.SparkUILink",
             "airflow_conduit.operators.links.DeadLetterQueueLink",
         ],
+        "plugins": [{"name": "airflow_conduit", "plugin-class": "airflow_conduit.plugins.conduit_ui.ConduitUIPlugin"}],
         "config": _config_section(),
     }

@@ -1,4 +1,4 @@
-"""Operator extra links: the Spark UI of the running job and the pipeline's dead letter queue."""
+"""Operator extra links: the UI plugin's driver log page (with the live Spark UI while it runs) and DLQ page."""
 
 from __future__ import annotations
 
@@ -10,32 +10,32 @@ XCOM_JOB = "conduit_job"  # the current job handle (spark_ui inside)
 XCOM_DLQ = "conduit_dlq"  # where the DLQ is (file URL or a description)
 
 
-def _xcom(ti_key: Any, key: str) -> Any:
-    from airflow.sdk.execution_time.xcom import XCom
+def plugin_page(page: str, ti_key: Any) -> str:
+    """A same-origin link to the UI plugin's page for this task instance (airflow_conduit/plugins)."""
+    from urllib.parse import urlencode
 
-    try:
-        return XCom.get_value(ti_key=ti_key, key=key)
-    except Exception:  # no value yet, or no API reachable
-        return None
+    from airflow_conduit.plugins.conduit_ui import APP_PREFIX, _base_path
+
+    query = {"dag_id": ti_key.dag_id, "run_id": ti_key.run_id, "task_id": ti_key.task_id, "map_index": ti_key.map_index}
+    return f"{_base_path()}{APP_PREFIX}/{page}?{urlencode(query)}"
 
 
 class SparkUILink(BaseOperatorLink):
-    """The local driver's Spark UI, or the standalone master's UI (which lists the driver)."""
+    """The current run's driver log page; it links the live Spark UI while the driver runs (docs/ui.md)."""
 
     name = "Spark UI"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        handle = getattr(operator, "_conduit_handle", None) or _xcom(ti_key, XCOM_JOB) or {}
-        return handle.get("spark_ui") or ""
+        return plugin_page("log", ti_key)
 
 
 class DeadLetterQueueLink(BaseOperatorLink):
-    """Where the pipeline's dead letter queue records go (a file:// folder for file DLQs)."""
+    """The DLQ page: records of this task instance's runs grouped by stage, component and error."""
 
     name = "Dead letter queue"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        return getattr(operator, "_conduit_dlq", None) or _xcom(ti_key, XCOM_DLQ) or ""
+        return plugin_page("dlq", ti_key)
 
 
 def dlq_location(spec: Any) -> str:

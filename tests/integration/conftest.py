@@ -55,7 +55,7 @@ def tiny_job() -> str:
     return str(JOBS / "tiny_job.py")
 
 
-def run_test_dag(dag_id: str, _dag_test: dict | None = None, **operator_kwargs):
+def run_test_dag(dag_id: str, _dag_test: dict | None = None, _plain_task: bool = False, **operator_kwargs):
     """Run the parameterised test DAG (dag_files/conduit_test_dag.py) with dag.test(); return the DagRun.
 
     The parameters go through an env var so that the DAG processor's parse (dag.test syncs the bundle)
@@ -63,7 +63,7 @@ def run_test_dag(dag_id: str, _dag_test: dict | None = None, **operator_kwargs):
     """
     import importlib.util
 
-    os.environ["CONDUIT_TEST_DAG"] = json.dumps({"dag_id": dag_id, "operator": operator_kwargs})
+    os.environ["CONDUIT_TEST_DAG"] = json.dumps({"dag_id": dag_id, "operator": operator_kwargs, "plain_task": _plain_task})
     spec = importlib.util.spec_from_file_location(f"conduit_test_dag_{dag_id}", TEST_DAGS / "conduit_test_dag.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

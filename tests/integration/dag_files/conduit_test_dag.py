@@ -7,6 +7,7 @@ import json
 import os
 from datetime import datetime
 
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
 
 from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
@@ -16,3 +17,5 @@ _params = json.loads(os.environ.get("CONDUIT_TEST_DAG") or '{"dag_id": "conduit_
 with DAG(_params["dag_id"], schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
     if _params["operator"]:
         RecoveringSparkPipelineOperator(task_id="pipeline", **_params["operator"])
+    if _params.get("plain_task"):
+        EmptyOperator(task_id="plain")  # a task that is not a pipeline (the UI plugin's tests)

@@ -1,0 +1,295 @@
+"""What a pipeline's state directory and file DLQ say, as plain data for the views.
+
+No Airflow here: the paths come from the caller (who took them from Airflow's records, never
+from a request), every read tolerates missing or half-written files, and every text that leaves
+this module went through a :class:`Redactor`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from airflow_conduit.pipeline.report import RunReport
+from airflow_conduit.pipeline.secrets import MASK, mask_url_credentials, redact
+from airflow_conduit.recovery.clock import parse_iso
+
+RUN_SUFFIX = re.compile(r"-s(\d+)$")  # <prefix>-sNN: the operator's run ids (hooks/session.next_run_id)
+LOG_TAIL_BYTES = 256 * 1024  # the driver log page shows at most this much (the end of the log)
+VALUE_CUT = 200  # a DLQ record's long values are cut to this many characters
+DLQ_SCAN_LIMIT = 20_000  # DLQ rows read for one page at most (newest batches first)
+DLQ_GROUP_SAMPLES = 3
+
+
+class Redactor:
+    """Masks secrets in text: credentials inside URLs and known secret values (spec secrets, passwords)."""
+
+    def __init__(self, secret_values: Iterable[str] = ()):
+        self.values = sorted({str(v) for v in secret_values if v and len(str(v)) >= 3}, key=len, reverse=True)
+
+    def text(self, value: Any) -> str:
+        text = mask_url_credentials("" if value is None else str(value))
+        for secret in self.values:
+            text = text.replace(secret, MASK)
+        return text
+
+    def data(self, value: Any) -> Any:
+        """A JSON-ready copy: secret-looking keys masked (as the DLQ's include-configs does), then every string."""
+        cleaned = redact(value)
+        if isinstance(cleaned, dict):
+            return {k: self.data(v) for k, v in cleaned.items()}
+        if isinstance(cleaned, list):
+            return [self.data(v) for v in cleaned]
+        if isinstance(cleaned, str):
+            return self.text(cleaned)
+        return cleaned
+
+
+def cut(text: str, limit: int = VALUE_CUT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def run_prefix(run_id: str | None) -> str | None:
+    """``manual__...-pipeline-t1-s03`` -> ``manual__...-pipeline-t1`` (the runs of one task try)."""
+    if not run_id:
+        return None
+    return RUN_SUFFIX.sub("", run_id)
+
+
+def submission_number(run_id: str) -> int | None:
+    match = RUN_SUFFIX.search(run_id)
+    return int(match.group(1)) if match else None
+
+
+@dataclass
+class RunView:
+    """One run (one submission) of the Spark job: its report and where its driver log is."""
+
+    run_id: str
+    folder: Path
+    report: RunReport | None
+
+    @property
+    def submission(self) -> int | None:
+        return submission_number(self.run_id)
+
+    @property
+    def status(self) -> str:
+        if self.report is None:
+            return "no report"
+        return self.report.status
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "driver.log"
+
+    @property
+    def exit_code(self) -> int | None:
+        try:
+            return int(json.loads((self.folder / "exit.json").read_text(encoding="utf-8"))["exit_code"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def runs_of(state_dir: Path | None, prefixes: Iterable[str]) -> list[RunView]:
+    """The runs in ``STATE_DIR/runs/`` whose id starts with one of ``prefixes`` + ``-s`` ("" = every run)."""
+    wanted = tuple(f"{p}-s" if p else "" for p in prefixes if p is not None)
+    if state_dir is None or not wanted:
+        return []
+    found: list[RunView] = []
+    try:
+        folders = [p for p in (state_dir / "runs").iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    for folder in folders:
+        if not folder.name.startswith(wanted) or submission_number(folder.name) is None:
+            continue
+        try:
+            report = RunReport.read(folder / "report.json")
+        except ValueError:
+            report = None
+        found.append(RunView(folder.name, folder, report))
+    return sorted(found, key=lambda r: ((r.report.started_at if r.report else None) or "", r.run_id))
+
+
+def log_tail(path: Path, redactor: Redactor, limit: int = LOG_TAIL_BYTES) -> tuple[str, bool]:
+    """The end of a driver log, secrets masked; True when the beginning was left out."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - limit))
+            data = handle.read()
+    except OSError:
+        return "", False
+    text = data.decode("utf-8", errors="replace")
+    truncated = size > limit
+    if truncated:
+        text = text.split("\n", 1)[-1]  # drop the cut first line
+    return "\n".join(redactor.text(line) for line in text.splitlines()), truncated
+
+
+# -- batches and counters ------------------------------------------------------------------------
+
+
+def batch_rows(runs: list[RunView]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every batch of these runs (newest first) and the destination ids seen (the table's columns)."""
+    destinations: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for run in runs:
+        if run.report is None:
+            continue
+        for batch in run.report.batches:
+            written = batch.get("written") or {}
+            for dest in written:
+                if dest not in destinations:
+                    destinations.append(dest)
+            rows.append({"run_id": run.run_id, "submission": run.submission, **batch, "written": written})
+    rows.sort(key=lambda b: (b.get("at") or "", b.get("batch_id") or 0), reverse=True)
+    return destinations, rows
+
+
+def last_successful_batch(runs: list[RunView]) -> dict[str, Any] | None:
+    """The newest batch that wrote (or acked) records: what 'last successful batch' means on the overview."""
+    _, rows = batch_rows(runs)
+    for row in rows:
+        if int(row.get("read") or 0) > 0 or sum(int(v or 0) for v in row["written"].values()) > 0:
+            return row
+    return rows[0] if rows else None
+
+
+def dlq_count_since(runs: list[RunView], since: datetime) -> int:
+    """Records sent to the DLQ by batches committed at or after ``since`` (report batches; totals of newer runs)."""
+    total = 0
+    for run in runs:
+        if run.report is None:
+            continue
+        started = parse_iso(run.report.started_at)
+        if started is not None and started >= since:
+            total += int(run.report.totals.get("dlq") or 0)
+            continue
+        total += sum(int(b.get("dlq") or 0) for b in run.report.batches if (parse_iso(b.get("at")) or since) >= since)
+    return total
+
+
+# -- the dead letter queue (file DLQs) -----------------------------------------------------------
+
+
+def dlq_folder(location: str | None) -> Path | None:
+    """The folder of a file DLQ from the operator's ``conduit_dlq`` XCom (``file:///abs/path``); None otherwise."""
+    if not location or not location.startswith("file://"):
+        return None
+    path = Path(location[len("file://") :])
+    return path if path.is_absolute() else None
+
+
+def _batch_number(folder: Path) -> int:
+    try:
+        return int(folder.name.split("=", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _rows_of(path: Path) -> Iterator[dict[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                line = line.strip()
+                if line:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(row, dict):
+                        yield row
+    elif suffix == ".csv":
+        with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+            yield from csv.DictReader(handle)
+    elif suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:  # pragma: no cover - pyarrow comes with pyspark's extras here
+            return
+        yield from pq.read_table(path).to_pylist()
+
+
+def dlq_rows(folder: Path | None, run_ids: set[str], limit: int = DLQ_SCAN_LIMIT) -> tuple[list[dict[str, Any]], bool]:
+    """DLQ rows written by these runs (newest batch folders first); True when ``limit`` stopped the scan."""
+    if folder is None or not run_ids:
+        return [], False
+    try:
+        batches = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.startswith("batch_id=")), key=_batch_number, reverse=True)
+    except OSError:
+        return [], False
+    rows: list[dict[str, Any]] = []
+    for batch in batches:
+        for part in sorted(batch.glob("part-*")):
+            try:
+                for row in _rows_of(part):
+                    if str(row.get("run_id")) in run_ids:
+                        rows.append(row)
+                        if len(rows) >= limit:
+                            return rows, True
+            except OSError:
+                continue
+    return rows, False
+
+
+def _record_preview(row: dict[str, Any], redactor: Redactor) -> str:
+    """The original record as the DLQ holds it (``record``: raw text), secret-looking fields masked, cut."""
+    raw = row.get("record")
+    if raw is None:
+        return "(not kept: include-messages is false)"
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return cut(redactor.text(raw))
+    if isinstance(parsed, dict):
+        parsed = {k: (cut(v) if isinstance(v, str) else v) for k, v in redactor.data(parsed).items()}
+        return cut(json.dumps(parsed, default=str, ensure_ascii=False), VALUE_CUT * 3)
+    return cut(redactor.text(raw))
+
+
+@dataclass
+class DlqGroup:
+    stage: str
+    component: str
+    error: str
+    count: int = 0
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+
+def dlq_sample(row: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    return {
+        "run_id": str(row.get("run_id") or ""),
+        "batch_id": row.get("batch_id"),
+        "source": cut(redactor.text(f"{row.get('source_file') or row.get('source_id') or ''}:{row.get('source_position') or ''}")),
+        "time": str(row.get("time_of_error") or ""),
+        "record": _record_preview(row, redactor),
+        "message": cut(redactor.text(row.get("exception_message") or ""), VALUE_CUT * 2),
+    }
+
+
+def dlq_groups(rows: list[dict[str, Any]], redactor: Redactor, samples: int = DLQ_GROUP_SAMPLES) -> list[DlqGroup]:
+    """Rows grouped by stage, component and error (exception class and first line of the message), biggest first."""
+    groups: OrderedDict[tuple[str, str, str], DlqGroup] = OrderedDict()
+    for row in rows:
+        message = str(row.get("exception_message") or "").strip().splitlines()
+        error = f"{row.get('exception_class') or 'error'}: {message[0] if message else ''}".strip()
+        key = (str(row.get("stage") or "?"), str(row.get("component_id") or "?"), cut(redactor.text(error), 160))
+        group = groups.setdefault(key, DlqGroup(*key))
+        group.count += 1
+        if len(group.samples) < samples:
+            group.samples.append(dlq_sample(row, redactor))
+    return sorted(groups.values(), key=lambda g: -g.count)
+
+
+def since_hours(now: datetime, hours: float) -> datetime:
+    return now - timedelta(hours=hours)

@@ -1,0 +1,380 @@
+"""The UI plugin's pages through Airflow's real API app and auth manager (SimpleAuthManager, JWTs),
+on records and state directories produced by real pipeline runs (dag.test(), local Spark):
+one pipeline that recovered from two transient failures, one that degraded on a fatal error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_test_dag, xcoms
+
+pytestmark = pytest.mark.integration
+
+RECORD_SECRET = "hunter2-in-a-record"
+CONN_SECRET = "conn-pw-Zq81x"
+
+
+def _orders_copy(root: Path) -> Path:
+    target = root / "orders"
+    shutil.copytree(REPO / "examples" / "orders", target, ignore=shutil.ignore_patterns("out", "state*"))
+    # A bad record (id is not a number) carrying a password: it lands in the DLQ as-is; the pages must mask it.
+    bad = {"id": "x-1", "customer": "mallory", "password": RECORD_SECRET, "amount": 1.0}
+    (target / "data" / "in" / "orders-0003.jsonl").write_text(json.dumps(bad) + "\n")
+    return target
+
+
+@pytest.fixture(scope="module")
+def ui_runs(airflow_db, tmp_path_factory):
+    """Two real runs; then the DAG bundle of the test DAGs belongs to team "red" and spark_default has a password."""
+    from airflow.models.connection import Connection
+    from airflow.models.dagbundle import DagBundleModel
+    from airflow.models.team import Team
+    from airflow.utils.session import create_session
+
+    root = tmp_path_factory.mktemp("ui")
+    orders = _orders_copy(root)
+    recovered = run_test_dag(
+        "ui_recovered",
+        spec=str(orders / "pipeline.yaml"),
+        state_dir=str(root / "state-recovered"),
+        min_delay="1s",
+        max_retries=5,
+        max_retries_window="1h",
+        poll_interval=0.5,
+        faults={"transient_first_runs": 2},
+    )
+    assert recovered.state == "success"
+    degraded = run_test_dag(
+        "ui_degraded",
+        spec=str(orders / "pipeline.yaml"),
+        state_dir=str(root / "state-degraded"),
+        _plain_task=True,
+        poll_interval=0.5,
+        faults={"fatal": True},
+    )
+    assert degraded.state == "failed"
+    with create_session() as session:
+        session.add_all([Team(name="red"), Team(name="blue")])
+        session.flush()
+        bundle = session.get(DagBundleModel, "conduit-tests")
+        bundle.teams.append(session.get(Team, "red"))
+        session.add(Connection(conn_id="spark_default", conn_type="spark", host="local[*]", password=CONN_SECRET))
+    yield {"recovered": recovered, "degraded": degraded, "orders": orders, "root": root}
+    with create_session() as session:
+        bundle = session.get(DagBundleModel, "conduit-tests")
+        bundle.teams.clear()
+        session.query(Team).filter(Team.name.in_(["red", "blue"])).delete()
+        session.query(Connection).filter(Connection.conn_id == "spark_default").delete()
+
+
+@pytest.fixture
+def client(ui_runs, monkeypatch):
+    """Airflow's API app (create_app: plugins, auth manager, middlewares) in multi-team mode."""
+    from fastapi.testclient import TestClient
+
+    monkeypatch.setenv("AIRFLOW__CORE__MULTI_TEAM", "True")
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin,red:viewer:red,blue:viewer:blue")
+    app = airflow_api_app()
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def airflow_api_app():
+    from airflow import plugins_manager, settings
+    from airflow.api_fastapi.app import create_app
+
+    if not plugin_entry_point_installed():
+        # A venv installed before the entry point existed (pip install -e of an older tree): load the
+        # plugin through provider info instead, which is the other registration it has.
+        settings.LAZY_LOAD_PROVIDERS = False
+    for cached in (plugins_manager._get_plugins, plugins_manager._get_ui_plugins, plugins_manager.get_fastapi_plugins):
+        cached.cache_clear()
+    return create_app(apps="core")
+
+
+def plugin_entry_point_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value.startswith("airflow_conduit.plugins") for ep in entry_points(group="airflow.plugins"))
+
+
+def token(username: str, role: str, teams: list[str] | None = None) -> dict[str, str]:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    jwt = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username=username, role=role, teams=teams))
+    return {"Authorization": f"Bearer {jwt}"}
+
+
+def ti_query(dr, task_id: str = "pipeline", **extra) -> dict:
+    return {"dag_id": dr.dag_id, "run_id": dr.run_id, "task_id": task_id, "map_index": "-1", **extra}
+
+
+def test_the_operator_records_what_the_views_read(ui_runs):
+    """The record names the plugin reads (plugins/records.py) are the ones the operator writes."""
+    from airflow_conduit.operators import pipeline as operator_module
+    from airflow_conduit.plugins import records
+
+    assert (records.XCOM_STATE, records.XCOM_AUDIT, records.STORE_KEY) == (
+        operator_module.XCOM_STATE, operator_module.XCOM_AUDIT, operator_module.STORE_KEY)
+    dr = ui_runs["recovered"]
+    values = xcoms(dr.dag_id, dr.run_id)
+    assert {records.XCOM_STATE, records.XCOM_AUDIT, records.XCOM_SUMMARY, "conduit_job", "conduit_dlq"} <= set(values)
+
+
+def test_registered_in_provider_info_and_the_api_server(client):
+    from airflow.providers_manager import ProvidersManager
+
+    from airflow_conduit.get_provider_info import get_provider_info
+
+    [plugin] = get_provider_info()["plugins"]
+    assert plugin["plugin-class"] == "airflow_conduit.plugins.conduit_ui.ConduitUIPlugin"
+    assert any(p.plugin_class == plugin["plugin-class"] for p in ProvidersManager().plugins)
+    views = client.get("/api/v2/plugins", headers=token("admin", "admin")).json()
+    [ours] = [p for p in views["plugins"] if p["name"] == "airflow_conduit"]
+    destinations = {v["destination"]: v["href"] for v in ours["external_views"]}
+    assert destinations["nav"] == "/conduit/pipelines"
+    assert destinations["task_instance"].startswith("/conduit/ti?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}")
+
+
+def test_no_token_no_data(client, ui_runs):
+    dr = ui_runs["recovered"]
+    for path, params in [("/conduit/pipelines", {}), ("/conduit/ti", ti_query(dr)), ("/conduit/log", ti_query(dr)),
+                         ("/conduit/dlq", ti_query(dr)), ("/conduit/dag-run", {"dag_id": dr.dag_id, "run_id": dr.run_id})]:
+        response = client.get(path, params=params)
+        assert response.status_code == 401, path
+        assert "mallory" not in response.text and "recovered" not in response.text
+    bad = client.get("/conduit/ti", params=ti_query(dr), headers={"Authorization": "Bearer not-a-jwt"})
+    assert bad.status_code == 403
+
+
+def test_a_user_without_access_to_the_dag_sees_nothing(client, ui_runs):
+    dr = ui_runs["recovered"]
+    blue = token("blue", "viewer", ["blue"])
+    for path in ("/conduit/ti", "/conduit/log", "/conduit/dlq"):
+        assert client.get(path, params=ti_query(dr), headers=blue).status_code == 403, path
+    overview = client.get("/conduit/pipelines", headers=blue)
+    assert overview.status_code == 200
+    assert "ui_recovered" not in overview.text and "ui_degraded" not in overview.text
+    red = client.get("/conduit/pipelines", headers=token("red", "viewer", ["red"]))
+    assert "ui_recovered" in red.text and "ui_degraded" in red.text
+
+
+def test_task_instance_view_of_a_recovered_pipeline(client, ui_runs):
+    dr = ui_runs["recovered"]
+    page = client.get("/conduit/ti", params=ti_query(dr), headers=token("red", "viewer", ["red"]))
+    assert page.status_code == 200
+    text = page.text
+    assert 'class="badge state-stopped"' in text  # available-now: recovered, then the job finished
+    kinds = re.findall(r'<li class="event" data-event="([a-z-]+)"', text)
+    assert kinds.count("failed") == 2 and kinds.count("restart-scheduled") == 2 and kinds.count("restarted") == 2
+    assert "recovered" in kinds and kinds[-1] == "stopped"
+    assert text.count('class="tl-event"') == len(kinds)  # every audit event is drawn on the timeline
+    assert "transient, code 1" in text  # the failures with their classification and code
+    assert re.search(r"restart #2 in 2s", text)  # the second restart's backoff delay (min-delay 1s, factor 2)
+    assert len(re.findall(r'<tr class="run" ', text)) == 3
+    # Retry budget: both restarts hold a slot of the 1 h window (max-retries 5).
+    assert re.search(r'id="budget"><div class="k">Restarts in window</div><div class="v">2 of 5</div>', text)
+    assert 'id="slot-frees"' in text and 'id="next-restart"' not in text  # not backing off any more
+    # Batches: written per destination and DLQ counts from the successful run's report.
+    totals = xcoms(dr.dag_id, dr.run_id)["return_value"]["report"]["totals"]
+    assert "written → lake" in text
+    batch_rows = re.findall(r'<tr class="batch">(.*?)</tr>', text)
+    assert batch_rows
+    assert sum(int(re.findall(r'<td class="n">(\d+)</td>', row)[-1]) for row in batch_rows) == totals["dlq"]
+    assert "deadletterqueue-records-produced" in text
+    # DLQ grouped by stage, component and error, samples redacted.
+    assert re.search(r'<tr class="dlq-group"><td>source</td><td>orders-in</td>', text)
+    assert re.search(r'<tr class="dlq-group"><td>processor</td><td>decode-payload</td>', text)
+    assert f'id="dlq-total">{totals["dlq"]} records' in text
+    assert RECORD_SECRET not in text
+
+
+def test_task_instance_view_of_a_degraded_pipeline(client, ui_runs):
+    dr = ui_runs["degraded"]
+    text = client.get("/conduit/ti", params=ti_query(dr), headers=token("red", "viewer", ["red"])).text
+    assert 'class="badge state-degraded"' in text
+    assert 'id="degraded-reason"' in text and "fatal error" in text
+    kinds = re.findall(r'<li class="event" data-event="([a-z-]+)"', text)
+    assert kinds == ["started", "failed", "degraded"]
+
+
+def test_pipelines_page_lists_every_pipeline_and_degraded_stands_out(client, ui_runs):
+    text = client.get("/conduit/pipelines", headers=token("red", "viewer", ["red"])).text
+    rows = re.findall(r'<tr class="pipeline ([a-z]+)" data-dag="([^"]+)"', text)
+    assert ("degraded", "ui_degraded") in rows and ("stopped", "ui_recovered") in rows
+    assert rows[0] == ("degraded", "ui_degraded")  # listed first, highlighted, and counted in a banner
+    assert 'id="degraded-count">1 degraded pipeline' in text
+    recovered_row = re.search(r'data-dag="ui_recovered".*?</tr>', text, re.S).group(0)
+    dlq = xcoms(ui_runs["recovered"].dag_id, ui_runs["recovered"].run_id)["return_value"]["report"]["totals"]["dlq"]
+    assert f'<td class="n">{dlq}</td>' in recovered_row  # DLQ records in the last 24 h
+    assert "transient</b> code" in recovered_row and "read " in recovered_row
+
+
+def test_a_task_that_is_not_a_pipeline_says_so(client, ui_runs):
+    dr = ui_runs["degraded"]
+    red = token("red", "viewer", ["red"])
+    response = client.get("/conduit/ti", params=ti_query(dr, task_id="plain"), headers=red)
+    assert response.status_code == 200
+    assert re.search(r'<p class="muted" id="not-a-pipeline">plain is not a pipeline task', response.text)
+    assert client.get("/conduit/ti", params=ti_query(dr, task_id="no_such_task"), headers=red).status_code == 404
+
+
+def test_driver_log_and_dlq_pages_mask_secrets_and_refuse_foreign_paths(client, ui_runs):
+    dr = ui_runs["degraded"]
+    red = token("red", "viewer", ["red"])
+    state = ui_runs["root"] / "state-degraded"
+    [run_folder] = list((state / "runs").iterdir())
+    with (run_folder / "driver.log").open("a") as log:  # a password that leaked into the driver's output
+        log.write(f"connecting to jdbc:postgresql://app:{CONN_SECRET}@db/x with password {CONN_SECRET}\n")
+    page = client.get("/conduit/log", params=ti_query(dr), headers=red)
+    assert page.status_code == 200
+    assert 'id="driver-log"' in page.text and "AIRFLOW_CONDUIT_ERROR" in page.text
+    assert CONN_SECRET not in page.text and "app:***@db" in page.text
+    # Paths never come from the request: a run id is looked up among the task's own runs only.
+    outside = ui_runs["root"] / "outside"
+    (outside / "runs" / "x-s01").mkdir(parents=True)
+    (outside / "runs" / "x-s01" / "driver.log").write_text("SECRET FILE")
+    for run in ("../../outside/runs/x-s01", "/etc", "../state-recovered/runs/" + run_folder.name, "x-s01"):
+        response = client.get("/conduit/log", params=ti_query(dr, run=run), headers=red)
+        assert response.status_code == 404 and "SECRET FILE" not in response.text
+    for bad in ({"state_dir": str(outside)}, {"path": "/etc/passwd"}):
+        response = client.get("/conduit/log", params=ti_query(dr, **bad), headers=red)
+        assert "SECRET FILE" not in response.text and "root:" not in response.text
+    dlq = client.get("/conduit/dlq", params=ti_query(ui_runs["recovered"]), headers=red)
+    assert dlq.status_code == 200 and "mallory" in dlq.text
+    assert RECORD_SECRET not in dlq.text and "&quot;password&quot;: &quot;***&quot;" in dlq.text
+
+
+def test_extra_links_point_at_the_plugin_pages(ui_runs):
+    from airflow.models.taskinstancekey import TaskInstanceKey
+
+    from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink
+
+    dr = ui_runs["recovered"]
+    key = TaskInstanceKey(dr.dag_id, "pipeline", dr.run_id, 1, -1)
+    assert SparkUILink().get_link(None, ti_key=key).startswith(f"/conduit/log?dag_id={dr.dag_id}&run_id=")
+    assert DeadLetterQueueLink().get_link(None, ti_key=key).startswith(f"/conduit/dlq?dag_id={dr.dag_id}&run_id=")
+
+
+# -- the real thing: `airflow api-server` as a process, Debian's headless Chromium -------------------
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _chromium(url: str, *extra: str) -> str:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={profile}", *extra, url],
+            capture_output=True, text=True, timeout=240,
+        )
+    return done.stdout
+
+
+def _login_url(server: str, target: str) -> str:
+    """SimpleAuthManager's all-admins login: it sets the session cookie and redirects to ``target``."""
+    from urllib.parse import quote
+
+    return f"{server}/auth/token/login?next={quote(target, safe='')}"
+
+
+@pytest.fixture
+def api_server(ui_runs, tmp_path):
+    """`airflow api-server` on this session's metadata DB, every user an admin (the auth cases are tested above)."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    port = _free_port()
+    env = dict(os.environ, AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
+               AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}")
+    env.pop("AIRFLOW__CORE__MULTI_TEAM", None)
+    if not plugin_entry_point_installed():  # see airflow_api_app()
+        env["AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS"] = "False"
+    log = (tmp_path / "api-server.log").open("w")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--port", str(port), "--host", "127.0.0.1"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 240
+    try:
+        while True:
+            assert proc.poll() is None, (tmp_path / "api-server.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{server}/api/v2/monitor/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "api-server did not answer within 4 minutes"
+            time.sleep(1)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_views_in_a_real_browser_against_a_real_api_server(api_server, ui_runs, tmp_path):
+    """Headless Chromium loads the plugin's pages from `airflow api-server` (logged in by cookie)
+    and the rendered DOM shows the state badges, the timeline's events, batch counts and the DLQ summary."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make system-deps installs it)")
+    recovered, degraded = ui_runs["recovered"], ui_runs["degraded"]
+    from urllib.parse import urlencode
+
+    def ti_page(dr) -> str:
+        return "/conduit/ti?" + urlencode(ti_query(dr))
+
+    dom = _chromium(_login_url(api_server, ti_page(recovered)), "--dump-dom")
+    assert 'class="badge state-stopped"' in dom, dom[:2000]
+    kinds = re.findall(r'<li class="event" data-event="([a-z-]+)"', dom)
+    assert {"started", "failed", "restart-scheduled", "restarted", "recovered", "stopped"} <= set(kinds)
+    assert len(re.findall(r'<g class="tl-event"', dom)) == len(kinds)
+    totals = xcoms(recovered.dag_id, recovered.run_id)["return_value"]["report"]["totals"]
+    assert f'id="dlq-total">{totals["dlq"]} records' in dom
+    assert '<tr class="dlq-group"><td>source</td><td>orders-in</td>' in dom
+    assert re.search(r'<tr class="batch">', dom)
+
+    dom = _chromium(_login_url(api_server, ti_page(degraded)), "--dump-dom")
+    assert 'class="badge state-degraded"' in dom and 'id="degraded-reason"' in dom
+
+    dom = _chromium(_login_url(api_server, "/conduit/pipelines"), "--dump-dom")
+    assert re.search(r'<tr class="pipeline degraded" data-dag="ui_degraded"', dom)
+
+    # The same views inside Airflow's UI (the "Pipeline" tab, the "Pipelines" navigation entry), as screenshots.
+    shots = Path(os.environ.get("CONDUIT_UI_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    from urllib.parse import quote
+
+    views = {
+        "ui-pipeline-recovered.png": f"/dags/{recovered.dag_id}/runs/{quote(recovered.run_id, safe='')}/tasks/pipeline/plugin/conduit-pipeline",
+        "ui-pipeline-degraded.png": f"/dags/{degraded.dag_id}/runs/{quote(degraded.run_id, safe='')}/tasks/pipeline/plugin/conduit-pipeline",
+        "ui-pipelines.png": "/plugin/conduit-pipelines",
+    }
+    for name, target in views.items():
+        _chromium(_login_url(api_server, target), f"--screenshot={shots / name}", "--window-size=1400,1300",
+                  "--virtual-time-budget=20000", "--hide-scrollbars")
+        assert (shots / name).stat().st_size > 10_000, f"{name}: no screenshot"
