@@ -127,10 +127,13 @@ def _budget_cards(page: PipelinePage) -> str:
     cards.append(("Submission", f"#{run.submission}" if run and run.submission else (page.task.submissions or "—"), "submission"))
     if b is not None:
         limit = "unlimited" if b.max_retries < 0 else str(b.max_retries)
-        cards.append(("Restarts in window", f"{b.used} of {limit}", "budget"))
-        cards.append(("Retry window", format_duration(b.window_seconds), "window"))
-        frees = f"{_time(b.oldest_frees_at)} ({age_text(b.oldest_frees_at, page.now)})" if b.oldest_frees_at else "no slot held"
-        cards.append(("Oldest slot frees", frees, "slot-frees"))
+        cards.append(("Restarts in window" if b.windowed else "Restarts since reset", f"{b.used} of {limit}", "budget"))
+        if b.windowed:
+            cards.append(("Retry window", format_duration(b.window_seconds), "window"))
+            frees = f"{_time(b.oldest_frees_at)} ({age_text(b.oldest_frees_at, page.now)})" if b.oldest_frees_at else "no slot held"
+            cards.append(("Oldest slot frees", frees, "slot-frees"))
+        else:
+            cards.append(("Counted", b.counted, "window"))
         if b.next_restart_at is not None:
             cards.append(("Next restart", f"{_time(b.next_restart_at)} ({age_text(b.next_restart_at, page.now)})", "next-restart"))
     else:
@@ -148,7 +151,8 @@ def _event_detail(event: dict[str, Any]) -> str:
         return f"{'fatal' if c.get('fatal') else 'transient'}, code {c.get('code')}: {c.get('reason') or ''}"
     if kind == "restart-scheduled":
         limit = "∞" if (d.get("max_retries") or 0) < 0 else d.get("max_retries")
-        return f"restart #{d.get('attempt')} in {format_duration(float(d.get('delay_seconds') or 0))} (restart {d.get('restarts_in_window')} of {limit} in window)"
+        counted = d.get("restarts_counted", d.get("restarts_in_window"))  # the older name, in earlier audit logs
+        return f"restart #{d.get('attempt')} in {format_duration(float(d.get('delay_seconds') or 0))} ({counted} of {limit} restarts counted)"
     if kind == "degraded":
         return f"code {d.get('code')}"
     return ""

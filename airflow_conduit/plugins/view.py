@@ -30,19 +30,22 @@ DLQ_WINDOW_HOURS = 24
 
 @dataclass
 class Budget:
-    used: int
+    used: int  # restarts counted against max-retries now, as the policy counts them
     max_retries: int  # -1 = unlimited
     window_seconds: float
-    oldest_frees_at: datetime | None
+    oldest_frees_at: datetime | None  # window counting only
     next_restart_at: datetime | None
     attempt: int
+    counted: str  # "within max-retries-window 5m" or "since the last reset" (the policy's words)
+    windowed: bool
 
 
 def budget_of(recovery: dict[str, Any] | None, now: datetime) -> Budget | None:
-    """Restarts holding a slot of max-retries-window now, when the oldest frees, the pending restart."""
+    """Restarts counted against max-retries now, when the oldest window slot frees, the pending restart."""
     if not recovery:
         return None
     from airflow_conduit.recovery import RecoveryEngine, RecoveryState
+    from airflow_conduit.recovery.policies import Counting
 
     try:
         state = RecoveryState.from_dict(recovery)
@@ -52,13 +55,16 @@ def budget_of(recovery: dict[str, Any] | None, now: datetime) -> Budget | None:
     window = timedelta(seconds=state.options.max_retries_window)
     holding = [r for r in state.window if r.decided_at <= now < r.restart_at + window]
     pending = state.pending_restart
+    windowed = engine.policy.counting is not Counting.SINCE_RESET
     return Budget(
-        used=engine.restarts_in_window(now),
+        used=engine.restarts_counted(now),
         max_retries=state.options.max_retries,
         window_seconds=state.options.max_retries_window,
-        oldest_frees_at=min((r.restart_at + window for r in holding), default=None),
+        oldest_frees_at=min((r.restart_at + window for r in holding), default=None) if windowed else None,
         next_restart_at=pending.restart_at if pending is not None and str(state.pipeline_state) == "recovering" else None,
         attempt=state.attempt,
+        counted=engine.policy.counted_text(),
+        windowed=windowed,
     )
 
 
