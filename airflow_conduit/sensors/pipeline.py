@@ -74,11 +74,11 @@ class DeadLetterQueueSensor(BaseSensorOperator):
     times). For alerting DAGs: put a notification task downstream. Deferrable by default.
 
     :param state_dir: the pipeline's state directory
-    :param threshold: succeed when the count is greater than this
+    :param threshold: succeed when the count is greater than this (templated)
     :param since: ISO-8601 time or datetime (templated, e.g. ``{{ data_interval_start }}``); None = ever
     """
 
-    template_fields: Sequence[str] = ("state_dir", "since")
+    template_fields: Sequence[str] = ("state_dir", "since", "threshold")
 
     def __init__(
         self,
@@ -98,6 +98,13 @@ class DeadLetterQueueSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
 
+    def _threshold(self) -> int:
+        """The threshold as a number (it may come from a template such as ``{{ params.threshold }}``)."""
+        try:
+            return int(self.threshold)
+        except (TypeError, ValueError):
+            raise ValueError(f"{self.task_id}: threshold must be a whole number, got {self.threshold!r}") from None
+
     def _since(self) -> str | None:
         moment = parse_iso(self.since)
         return moment.isoformat() if moment else None
@@ -107,8 +114,8 @@ class DeadLetterQueueSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         count = self.count()
-        self.log.info("DLQ of %s: %d records since %s (threshold %d)", self.state_dir, count, self._since() or "ever", self.threshold)
-        return count > self.threshold
+        self.log.info("DLQ of %s: %d records since %s (threshold %d)", self.state_dir, count, self._since() or "ever", self._threshold())
+        return count > self._threshold()
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
@@ -117,12 +124,12 @@ class DeadLetterQueueSensor(BaseSensorOperator):
         if self.poke(context):
             return self.count()
         self.defer(
-            trigger=DeadLetterQueueTrigger(self.state_dir, self.threshold, self._since(), self.poll_interval),
+            trigger=DeadLetterQueueTrigger(self.state_dir, self._threshold(), self._since(), self.poll_interval),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )
 
     def execute_complete(self, context: Any, event: dict | None = None) -> int:
         count = (event or {}).get("dlq_records", self.count())
-        self.log.info("DLQ of %s holds %d records since %s: more than %d", self.state_dir, count, self._since() or "ever", self.threshold)
+        self.log.info("DLQ of %s holds %d records since %s: more than %d", self.state_dir, count, self._since() or "ever", self._threshold())
         return count

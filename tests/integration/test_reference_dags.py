@@ -63,3 +63,16 @@ def test_dlq_alert_dag_alerts_on_a_full_dlq_and_a_degraded_pipeline(airflow_db, 
     assert task_instance(dr.dag_id, dr.run_id, "alert_dlq").state == "success"
     assert task_instance(dr.dag_id, dr.run_id, "alert_degraded").state == "success"
     assert xcoms(dr.dag_id, dr.run_id)["return_value"] is not None
+
+
+def test_dlq_alert_dag_on_a_manual_run_without_logical_date_uses_the_threshold_param(airflow_db, tmp_path):
+    """A run triggered in the UI has no logical date (no data interval): it counts the hour before it
+    was triggered, and the `threshold` param is the sensor's threshold (4 records > 3 alerts; 5 would not)."""
+    state_dir = tmp_path / "orders-state"
+    write_report(state_dir, "r1", [4])
+    StateDir(state_dir).write_recovery({"pipeline_id": "orders", "pipeline_state": "degraded"})
+    dag = load_reference_dag("conduit_dlq_alert.py")
+    dr = dag.test(logical_date=None, run_conf={"state_dir": str(state_dir), "threshold": 3})
+    assert dr.state == "success"
+    assert task_instance(dr.dag_id, dr.run_id, "dlq_over_threshold").state == "success"
+    assert task_instance(dr.dag_id, dr.run_id, "alert_dlq").state == "success"
