@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -361,20 +362,87 @@ def test_views_in_a_real_browser_against_a_real_api_server(api_server, ui_runs, 
     dom = _chromium(_login_url(api_server, ti_page(degraded)), "--dump-dom")
     assert 'class="badge state-degraded"' in dom and 'id="degraded-reason"' in dom
 
-    dom = _chromium(_login_url(api_server, "/conduit/pipelines"), "--dump-dom")
-    assert re.search(r'<tr class="pipeline degraded" data-dag="ui_degraded"', dom)
+    # A pipeline caught while it backs off: `airflow dags test` in another process, first run failing,
+    # min-delay 5m; stopped (no further Spark run) once the views have been looked at.
+    backing_off = _start_backing_off_pipeline(ui_runs["orders"], ui_runs["root"], tmp_path)
+    try:
+        run_id = _wait_for_pipeline_state("ui_recovering", "recovering", backing_off)
+        recovering = SimpleNamespace(dag_id="ui_recovering", run_id=run_id)
+        dom = _chromium(_login_url(api_server, ti_page(recovering)), "--dump-dom")
+        assert 'class="badge state-recovering"' in dom and 'id="next-restart"' in dom, dom[:3000]
+        assert re.search(r'id="budget"><div class="k">Restarts in window</div><div class="v">1 of 5</div>', dom)
 
-    # The same views inside Airflow's UI (the "Pipeline" tab, the "Pipelines" navigation entry), as screenshots.
-    shots = Path(os.environ.get("CONDUIT_UI_SCREENSHOTS") or tmp_path)
-    shots.mkdir(parents=True, exist_ok=True)
+        dom = _chromium(_login_url(api_server, "/conduit/pipelines"), "--dump-dom")
+        assert re.search(r'<tr class="pipeline degraded" data-dag="ui_degraded"', dom)
+        assert re.search(r'<tr class="pipeline recovering" data-dag="ui_recovering"', dom)
+        _screenshots(api_server, tmp_path, {
+            "ui-pipeline-recovering.png": _airflow_ti_route(recovering),
+            "ui-pipelines.png": "/plugin/conduit-pipelines",
+        })
+    finally:
+        _stop(backing_off)
+
+    # The same views inside Airflow's UI (the "Pipeline" tab), as screenshots.
+    _screenshots(api_server, tmp_path, {
+        "ui-pipeline-recovered.png": _airflow_ti_route(recovered),
+        "ui-pipeline-degraded.png": _airflow_ti_route(degraded),
+    })
+
+
+def _airflow_ti_route(dr) -> str:
     from urllib.parse import quote
 
-    views = {
-        "ui-pipeline-recovered.png": f"/dags/{recovered.dag_id}/runs/{quote(recovered.run_id, safe='')}/tasks/pipeline/plugin/conduit-pipeline",
-        "ui-pipeline-degraded.png": f"/dags/{degraded.dag_id}/runs/{quote(degraded.run_id, safe='')}/tasks/pipeline/plugin/conduit-pipeline",
-        "ui-pipelines.png": "/plugin/conduit-pipelines",
-    }
+    return f"/dags/{dr.dag_id}/runs/{quote(dr.run_id, safe='')}/tasks/pipeline/plugin/conduit-pipeline"
+
+
+def _screenshots(api_server: str, tmp_path: Path, views: dict[str, str]) -> None:
+    """Screenshots of Airflow's UI pages (saved in $CONDUIT_UI_SCREENSHOTS, e.g. docs/, when set)."""
+    shots = Path(os.environ.get("CONDUIT_UI_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
     for name, target in views.items():
         _chromium(_login_url(api_server, target), f"--screenshot={shots / name}", "--window-size=1400,1300",
                   "--virtual-time-budget=20000", "--hide-scrollbars")
         assert (shots / name).stat().st_size > 10_000, f"{name}: no screenshot"
+
+
+def _start_backing_off_pipeline(orders: Path, root: Path, tmp_path: Path):
+    import subprocess
+    import sys
+
+    params = {"dag_id": "ui_recovering", "plain_task": False, "operator": {
+        "spec": str(orders / "pipeline.yaml"), "state_dir": str(root / "state-recovering"), "min_delay": "5m",
+        "max_retries": 5, "max_retries_window": "1h", "poll_interval": 0.5, "faults": {"transient_first_runs": 1}}}
+    env = dict(os.environ, CONDUIT_TEST_DAG=json.dumps(params))
+    return subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "dags", "test", "ui_recovering"], env=env,
+                            stdout=(tmp_path / "dags-test.log").open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_for_pipeline_state(dag_id: str, state: str, proc) -> str:
+    """The Airflow run id once the pipeline's ``pipeline_state`` XCom says ``state`` (generous deadline: Spark)."""
+    import time
+
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    deadline = time.monotonic() + 300
+    while True:
+        with create_session() as session:
+            row = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.key == "pipeline_state").first()
+            if row is not None and XComModel.deserialize_value(row) == state:
+                return row.run_id
+        assert proc.poll() is None, f"`airflow dags test {dag_id}` ended before the pipeline was {state}"
+        assert time.monotonic() < deadline, f"{dag_id} was not {state} within 5 minutes"
+        time.sleep(1)
+
+
+def _stop(proc) -> None:
+    import signal
+    import subprocess
+
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
