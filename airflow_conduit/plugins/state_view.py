@@ -242,6 +242,35 @@ def dlq_rows(folder: Path | None, run_ids: set[str], limit: int = DLQ_SCAN_LIMIT
     return rows, False
 
 
+# builtin:log DLQ lines in a driver log: "<time> WARNING airflow_conduit.spark.log.<id>: <message> [batch N]: {row}"
+_LOG_DLQ_LINE = re.compile(r"airflow_conduit\.spark\.log\.[^:\s]+: .*? \[batch (\d+)\]: (\{.*\})\s*$")
+_DLQ_ROW_KEYS = frozenset({"run_id", "stage", "component_id"})
+
+
+def dlq_rows_from_logs(runs: list[RunView], limit: int = DLQ_SCAN_LIMIT) -> tuple[list[dict[str, Any]], bool]:
+    """DLQ rows of a ``builtin:log`` DLQ: the JSON rows the log destination wrote in these runs' driver logs."""
+    rows: list[dict[str, Any]] = []
+    for run in reversed(runs):  # newest first, like the file DLQ
+        try:
+            handle = run.log_path.open(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        with handle:
+            for line in handle:
+                match = _LOG_DLQ_LINE.search(line)
+                if not match:
+                    continue
+                try:
+                    row = json.loads(match.group(2))
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and _DLQ_ROW_KEYS <= row.keys() and str(row.get("run_id")) == run.run_id:
+                    rows.append(row)
+                    if len(rows) >= limit:
+                        return rows, True
+    return rows, False
+
+
 def _record_preview(row: dict[str, Any], redactor: Redactor) -> str:
     """The original record as the DLQ holds it (``record``: raw text), secret-looking fields masked, cut."""
     raw = row.get("record")

@@ -19,6 +19,7 @@ from airflow_conduit.plugins.state_view import (
     dlq_folder,
     dlq_groups,
     dlq_rows,
+    dlq_rows_from_logs,
     last_successful_batch,
     runs_of,
 )
@@ -126,7 +127,8 @@ def pipeline_page(task: Any, redactor: Redactor, *, now: datetime | None = None,
     destinations, batches = batch_rows(runs)
     location = str(task.xcom.get("conduit_dlq") or "")
     folder = dlq_folder(location)
-    rows, truncated = dlq_rows(folder, {r.run_id for r in runs})
+    from_log = location.startswith("log:")
+    rows, truncated = dlq_rows_from_logs(runs) if from_log else dlq_rows(folder, {r.run_id for r in runs})
     return PipelinePage(
         task=task,
         now=now,
@@ -143,7 +145,7 @@ def pipeline_page(task: Any, redactor: Redactor, *, now: datetime | None = None,
         dlq_groups=dlq_groups(rows, redactor, samples=dlq_samples),
         dlq_total=len(rows),
         dlq_scan_truncated=truncated,
-        dlq_readable=folder is not None,
+        dlq_readable=folder is not None or from_log,
     )
 
 

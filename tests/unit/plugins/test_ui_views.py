@@ -14,6 +14,7 @@ from airflow_conduit.plugins.state_view import (
     dlq_folder,
     dlq_groups,
     dlq_rows,
+    dlq_rows_from_logs,
     log_tail,
     run_prefix,
     runs_of,
@@ -103,7 +104,7 @@ def test_pipeline_page_draws_every_audit_event_and_each_run(tmp_path):
              for i, e in enumerate(["started", "failed", "restart-scheduled", "restarted", "stopped"])]
     task = SimpleNamespace(
         dag_id="d", run_id="r", task_id="t", map_index=-1, ti_state="success", try_number=1, state_dir=tmp_path,
-        run_prefixes=["x-t1"], job={"run_id": "x-t1-s02"}, xcom={"conduit_dlq": "log: driver"}, audit=audit,
+        run_prefixes=["x-t1"], job={"run_id": "x-t1-s02"}, xcom={"conduit_dlq": "jdbc:postgresql://app:pw-9@db/x#dlq"}, audit=audit,
         recovery=None, pipeline_state="stopped", submissions=2,
     )
     page = pipeline_page(task, Redactor(), now=T0 + timedelta(minutes=1))
@@ -111,4 +112,20 @@ def test_pipeline_page_draws_every_audit_event_and_each_run(tmp_path):
     html = pages.pipeline_view(page, pages.Links("", "/conduit"), Redactor().text)
     assert html.count('class="tl-event"') == 5 and html.count('class="run-bar"') == 2
     assert 'class="badge state-stopped"' in html and 'id="dlq-total">1 records sent to the DLQ' in html
+    assert "pw-9" not in html and "jdbc:postgresql://app:***@db/x#dlq" in html
     assert "/conduit/log?dag_id=d&amp;run_id=r&amp;task_id=t&amp;map_index=-1&amp;run=x-t1-s01" in html
+
+
+def test_log_dlq_rows_come_from_the_driver_logs_of_the_task_runs(tmp_path):
+    row = {"run_id": "x-t1-s01", "batch_id": 2, "stage": "processor", "component_id": "decode", "exception_class": "E",
+           "exception_message": "bad", "record": json.dumps({"password": "***"})}
+    log = (
+        "2026-01-01 10:00:00 INFO airflow_conduit.spark.runner: batch 2 committed\n"
+        f"2026-01-01 10:00:00 WARNING airflow_conduit.spark.log.dlq: record delivery failed [batch 2]: {json.dumps(row)}\n"
+        f"2026-01-01 10:00:00 WARNING airflow_conduit.spark.log.audit: record delivery failed [batch 2]: {json.dumps({'id': 1})}\n"
+    )
+    write_run(tmp_path, "x-t1-s01", log=log)
+    rows, truncated = dlq_rows_from_logs(runs_of(tmp_path, ["x-t1"]))
+    assert rows == [row] and not truncated  # a plain log destination's records are not DLQ rows
+    [group] = dlq_groups(rows, Redactor())
+    assert (group.stage, group.component, group.count) == ("processor", "decode", 1)
