@@ -15,6 +15,8 @@ from typing import Any
 
 from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_atomic
 
+KEEP_BATCHES = 100  # as many as Spark's own checkpoint keeps (spark.sql.streaming.minBatchesToRetain)
+
 
 class CommitLog:
     def __init__(self, state_dir: str | Path):
@@ -32,3 +34,4 @@ class CommitLog:
             self.path(destination_id, batch_id),
             {"destination": destination_id, "batch_id": batch_id, "rows": rows, "run_id": run_id, "at": utc_now_iso()},
         )
+        self.path(destination_id, batch_id - KEEP_BATCHES).unlink(missing_ok=True)

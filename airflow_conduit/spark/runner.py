@@ -110,6 +110,7 @@ class PipelineRunner:
         self._ctx: ProcessorContext | None = None
         self._where: tuple[str, str | None, str | None] = ("runner", None, None)
         self.plans: list[SourcePlan] = []
+        self.query = None  # the StreamingQuery once started (its runId is the job group of every batch job)
         self.destinations: list[Destination] = []
         self.dlq: Destination | None = None
         self.keep_originals = False  # keep the fields as read for the DLQ (a later stage can fail a record)
@@ -282,7 +283,7 @@ class PipelineRunner:
     def _run(self) -> RunReport:
         try:
             self._setup()
-            query = self._start_query()
+            query = self.query = self._start_query()
         except BaseException as exc:  # noqa: BLE001 - reported, then re-raised as RunFailed
             stage, component_id, component_type = self._where
             error = classify(exc, stage, component_id, component_type)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -215,6 +215,16 @@ def _generator_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     )
 
 
+def position(plan: SourcePlan) -> Column:
+    """The record's position (see the module docstring); for json / csv derived from the read order
+    (``SEQ``), so only the records that need it (the DLQ's) pay for it."""
+    if plan.parser not in ("json", "csv"):
+        return F.col(C.POSITION)
+    header = 1 if plan.parser == "csv" and csv_header(plan.spec) else 0
+    first_line = F.when(F.col(C.SPLIT) == F.lit(0), F.lit(1 + header)).otherwise(F.lit(1))
+    return F.col(C.SEQ).bitwiseAND(F.lit(POSITION_MASK)) + first_line
+
+
 def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_originals: bool) -> DataFrame:
     """This source's rows of the batch under their own field names, with per-record source errors set.
 
@@ -240,10 +250,6 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
             error = parsing.json_error(raw, value_of, failed, plan.schema, what="record", **where)
         else:  # parquet: typed already; only NOT NULL fields can fail
             error = parsing.json_error(F.lit(None).cast("string"), value_of, F.lit(False), plan.schema, what="record", **where)
-    if plan.parser in ("json", "csv"):
-        header = 1 if plan.parser == "csv" and csv_header(plan.spec) else 0
-        first_line = F.when(F.col(C.SPLIT) == F.lit(0), F.lit(1 + header)).otherwise(F.lit(1))
-        rows = rows.withColumn(C.POSITION, F.col(C.SEQ).bitwiseAND(F.lit(POSITION_MASK)) + first_line)
     fields = [value_of(f.name).alias(f.name) for f in plan.schema.fields]
     originals = [value_of(f.name).alias(plan.original_column(f.name)) for f in plan.schema.fields] if keep_originals else []
     return rows.select(

@@ -1,0 +1,113 @@
+"""The one-pass batch: read-order numbers for the nack window, the DLQ beyond what one pass gathers,
+record positions without reading files whole, and state that does not grow with the number of batches."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from airflow_conduit.spark import batch_pass, commits
+from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.fates import NACKED
+from airflow_conduit.spark.runner import PipelineRunner, execute
+from spark_helpers import dlq_file, file_dest, file_source, good, pipeline, read_json_rows, write_lines
+
+pytestmark = pytest.mark.spark
+
+
+def _files_of_different_sizes(folder):
+    """Three files (different sizes, so Spark reads them in an order of its own), bad lines spread out."""
+    write_lines(folder, "a.json", [good(1), "{bad", good(2)])
+    write_lines(folder, "b.json", [good(10 + i) if i % 4 else "{bad" for i in range(1, 13)])
+    write_lines(folder, "c.json", ["{bad", good(30), good(31), good(32), good(33), "{bad"])
+
+
+def test_window_indices_are_the_read_order_without_a_sort(spark, tmp_path, monkeypatch):
+    """What the pass computes from its observation equals a global sort of the batch by read order."""
+    _files_of_different_sizes(tmp_path / "in")
+    spec = pipeline("order", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")],
+                    dlq=dlq_file(tmp_path / "dlq", size=1000, threshold=1000))
+    seen = {}
+    original = batch_pass.BatchPass._nacked_indices
+
+    def spy(self, metrics, nacked):
+        indices = original(self, metrics, nacked)
+        ordered = self.status.select(C.SEQ, NACKED).withColumn("i", F.row_number().over(Window.orderBy(C.SEQ)) - 1)
+        seen["expected"] = sorted(r["i"] for r in ordered.where(F.col(NACKED)).collect())
+        seen["got"] = indices
+        return indices
+
+    monkeypatch.setattr(batch_pass.BatchPass, "_nacked_indices", spy)
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert len(seen["got"]) == report.totals["dlq"] == 6
+    assert seen["got"] == seen["expected"]
+
+
+def test_more_nacked_records_than_one_pass_gathers_all_reach_the_dlq_once(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(batch_pass, "DLQ_COLLECT_LIMIT", 2)
+    _files_of_different_sizes(tmp_path / "in")
+    spec = pipeline("many-bad", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")],
+                    dlq=dlq_file(tmp_path / "dlq", size=1000, threshold=1000))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    dlq = read_json_rows(spark, tmp_path / "dlq")
+    assert sorted((r["source_file"].rsplit("/", 1)[1], r["source_position"]) for r in dlq) == [
+        ("a.json", 2), ("b.json", 4), ("b.json", 8), ("b.json", 12), ("c.json", 1), ("c.json", 6)]
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2, *[10 + i for i in range(1, 13) if i % 4], 30, 31, 32, 33]
+
+
+def test_positions_are_record_numbers_in_the_file_and_csv_counts_its_header(spark, tmp_path):
+    folder = tmp_path / "json"
+    folder.mkdir()
+    (folder / "gaps.json").write_text(good(1) + "\n\n" + "{bad\n" + "   \n" + good(2) + "\n" + "[1, 2]\n")
+    write_lines(tmp_path / "csv", "a.csv", ["id,name,amount", "1,a,1.0", "2,b,oops", "3,c,3.0", "x,d,4.0"])
+    spec = pipeline(
+        "positions",
+        [file_source(folder, sid="json"), file_source(tmp_path / "csv", sid="csv", fmt="csv")],
+        [file_dest(tmp_path / "out")],
+        dlq=dlq_file(tmp_path / "dlq"),
+    )
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    got = sorted((r["source_id"], r["source_position"], r["source_split_start"], r["record"]) for r in read_json_rows(spark, tmp_path / "dlq"))
+    # blank lines are not records: "{bad" is the 2nd record of gaps.json, "[1, 2]" the 4th
+    assert got == [("csv", 3, 0, "2,b,oops"), ("csv", 5, 0, "x,d,4.0"), ("json", 2, 0, "{bad"), ("json", 4, 0, "[1, 2]")]
+
+
+def test_commit_markers_are_pruned_to_the_latest_batches(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(commits, "KEEP_BATCHES", 2)
+    for f in range(4):
+        write_lines(tmp_path / "in", f"{f}.json", [good(f)])
+    spec = pipeline("prune", [file_source(tmp_path / "in", **{"max-files-per-trigger": 1})], [file_dest(tmp_path / "out")],
+                    dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0 and len(report.batches) == 4
+    for dest in ("out", "dead-letter-queue"):
+        assert sorted(p.name for p in (tmp_path / "state" / "commits" / dest).iterdir()) == ["2", "3"]
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [0, 1, 2, 3]
+
+
+def test_what_a_custom_processor_cached_is_released_when_the_batch_ends(spark, tmp_path, monkeypatch):
+    from spark_helpers import proc
+
+    released = []
+    monkeypatch.setattr(PipelineRunner, "_plan_batch", _spy_release(PipelineRunner._plan_batch, released))
+    write_lines(tmp_path / "in", "a.json", [good(1), good(2)])
+    spec = pipeline("cache", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")],
+                    processors=[proc("tagger", "custom", function="conduit_test_functions:tag_or_fail")],
+                    dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert released and all(not df.is_cached for df in released)
+
+
+def _spy_release(plan_batch, released):
+    def spy(self, batch, ctx):
+        out = plan_batch(self, batch, ctx)
+        released.extend(ctx.cached)  # the runner releases these after the pass
+        assert all(df.is_cached for df in ctx.cached)
+        return out
+
+    return spy
