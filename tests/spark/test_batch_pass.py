@@ -111,3 +111,27 @@ def _spy_release(plan_batch, released):
         return out
 
     return spy
+
+
+def test_a_long_chain_of_processors_plans_and_runs_without_checkpoints(spark, tmp_path):
+    """Without a cut between processors the plan must still stay small enough to plan (no stack overflow)."""
+    from spark_helpers import proc
+
+    write_lines(tmp_path / "in", "a.json", [good(1), good(2), "{bad", good(3).replace('"n3"', '"{\\"x\\": 1}"')])
+    chain = []
+    for i in range(15):
+        chain += [
+            proc(f"set-{i}", "field.set", field="amount", value="amount + 1"),
+            proc(f"keep-{i}", "filter", condition="id <> 2"),
+            proc(f"decode-{i}", "json.decode", field="name", schema="x INT", target=f"d{i}"),
+        ]
+    spec = pipeline("chain", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], processors=chain,
+                    dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    out = read_json_rows(spark, tmp_path / "out")
+    assert [(r["id"], r["amount"], r["d14"]["x"]) for r in out] == [(3, 3 * 1.5 + 15, 1)]
+    assert report.totals == {"read": 4, "filtered": 1, "dlq": 2, "written": {"out": 1}}
+    dlq = {r["source_position"]: r for r in read_json_rows(spark, tmp_path / "dlq")}
+    assert dlq[1]["component_id"] == "decode-0" and dlq[3]["stage"] == "source"
+    assert '"name":"n1"' in dlq[1]["record"].replace(" ", "")  # the record as the source read it
