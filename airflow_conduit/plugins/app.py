@@ -28,6 +28,13 @@ ICON = (
     'stroke-linecap="round" stroke-linejoin="round"><path d="M3 12h4l3-7 4 14 3-7h4"/></svg>'
 )
 
+# The pages run no script at all; only Airflow's own UI (same origin) may frame them.
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'self'",
+}
+
 ReadTaskInstances = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
 ReadRuns = Depends(requires_access_dag("GET", DagAccessEntity.RUN))
 
@@ -45,7 +52,7 @@ def _map_index(value: str | None) -> int:
 
 
 def _html(text: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(text, status_code=status, headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+    return HTMLResponse(text, status_code=status, headers=PAGE_HEADERS)
 
 
 def _missing(what: str) -> HTMLResponse:
@@ -126,7 +133,7 @@ def create_app() -> FastAPI:
         if chosen is None:
             return _missing("This task instance has no such run.")
         text, truncated = log_tail(chosen.log_path, redactor)
-        live_ui = task.job.get("spark_ui") if page.live and chosen is page.current_run else None
+        live_ui = pages.web_url(task.job.get("spark_ui")) if page.live and chosen is page.current_run else None
         return _html(pages.log_page(task, chosen, text, truncated, live_ui, links()))
 
     return app

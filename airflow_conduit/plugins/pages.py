@@ -62,6 +62,11 @@ def _time(value: Any) -> str:
     return at.strftime("%Y-%m-%d %H:%M:%S UTC") if at else "—"
 
 
+def web_url(value: Any) -> str | None:
+    """``value`` when it is an http(s) URL (the live Spark UI), else None: nothing else becomes a link."""
+    return value if isinstance(value, str) and value.startswith(("http://", "https://")) else None
+
+
 def badge(state: str) -> str:
     color = STATE_COLORS.get(state, "#6b7280")
     return f'<span class="badge state-{_e(state)}" style="background:{color}">{_e(state)}</span>'
@@ -323,7 +328,7 @@ def dlq_section(page: PipelinePage, links: Links | None = None) -> str:
 def pipeline_view(page: PipelinePage, links: Links, redact: Callable[[Any], str]) -> str:
     task = page.task
     live = ""
-    spark_ui = task.job.get("spark_ui")
+    spark_ui = web_url(task.job.get("spark_ui"))
     if page.live and spark_ui:
         live = f' · <a id="spark-ui-live" href="{_e(spark_ui)}" target="_blank" rel="noopener">live Spark UI</a>'
     alert = ""

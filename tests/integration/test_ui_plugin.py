@@ -82,19 +82,19 @@ def client(ui_runs, monkeypatch):
 
     monkeypatch.setenv("AIRFLOW__CORE__MULTI_TEAM", "True")
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin,red:viewer:red,blue:viewer:blue")
-    app = airflow_api_app()
+    app = airflow_api_app(monkeypatch)
     with TestClient(app) as test_client:
         yield test_client
 
 
-def airflow_api_app():
+def airflow_api_app(monkeypatch):
     from airflow import plugins_manager, settings
     from airflow.api_fastapi.app import create_app
 
     if not plugin_entry_point_installed():
         # A venv installed before the entry point existed (pip install -e of an older tree): load the
         # plugin through provider info instead, which is the other registration it has.
-        settings.LAZY_LOAD_PROVIDERS = False
+        monkeypatch.setattr(settings, "LAZY_LOAD_PROVIDERS", False)
     for cached in (plugins_manager._get_plugins, plugins_manager._get_ui_plugins, plugins_manager.get_fastapi_plugins):
         cached.cache_clear()
     return create_app(apps="core")
@@ -172,6 +172,7 @@ def test_task_instance_view_of_a_recovered_pipeline(client, ui_runs):
     dr = ui_runs["recovered"]
     page = client.get("/conduit/ti", params=ti_query(dr), headers=token("red", "viewer", ["red"]))
     assert page.status_code == 200
+    assert "default-src 'none'" in page.headers["content-security-policy"]  # no script runs in these pages
     text = page.text
     assert 'class="badge state-stopped"' in text  # available-now: recovered, then the job finished
     kinds = re.findall(r'<li class="event" data-event="([a-z-]+)"', text)
@@ -307,6 +308,8 @@ def api_server(ui_runs, tmp_path):
 
     import httpx
 
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make system-deps installs it)")
     port = _free_port()
     env = dict(os.environ, AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
                AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}")
@@ -341,8 +344,6 @@ def api_server(ui_runs, tmp_path):
 def test_views_in_a_real_browser_against_a_real_api_server(api_server, ui_runs, tmp_path):
     """Headless Chromium loads the plugin's pages from `airflow api-server` (logged in by cookie)
     and the rendered DOM shows the state badges, the timeline's events, batch counts and the DLQ summary."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (make system-deps installs it)")
     recovered, degraded = ui_runs["recovered"], ui_runs["degraded"]
     from urllib.parse import urlencode
 
