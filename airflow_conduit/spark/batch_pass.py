@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from airflow_conduit.spark.runner import PipelineRunner
 
 DLQ_COLLECT_LIMIT = 50_000  # nacked records per batch gathered in the first pass (bounded driver memory)
-PARTITION_BINS = 10_000  # histogram_numeric is exact up to this many distinct partitions
+PARTITION_BINS = 10_000
+DLQ_ENTRY = "__ac_dlq_entry"  # histogram_numeric is exact up to this many distinct partitions
 
 
 def _partition_of(seq):
@@ -80,8 +81,7 @@ class BatchPass:
             *[F.count_if(F.col(written(b.index))).alias(f"w{b.index}") for b in self.branches],
         ]
         if dlq_needed:
-            entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"))
-            metrics.append(F.min_by(entry, nacked_seq, DLQ_COLLECT_LIMIT).alias("dlq"))
+            metrics.append(F.min_by(F.col(DLQ_ENTRY), nacked_seq, DLQ_COLLECT_LIMIT).alias("dlq"))
         if self._window_needed():
             if not dlq_needed:
                 metrics.append(F.min_by(F.col(C.SEQ), nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
@@ -100,7 +100,11 @@ class BatchPass:
         todo = [(d, br) for d, br in zip(r.destinations, self.branches) if r.commits.get(d.id, b) is None]
         result = PassResult(counts={}, already=[d.id for d in r.destinations if r.commits.get(d.id, b) is not None])
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
-        observed = self.status.observe(observation, *self._metrics(dlq_needed))
+        status = self.status
+        if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
+            entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"))
+            status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
+        observed = status.observe(observation, *self._metrics(dlq_needed))
         if todo:  # the first destination to write carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r._where = ("destination", dest.id, dest.plugin)
