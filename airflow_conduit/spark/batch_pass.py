@@ -98,6 +98,8 @@ class BatchPass:
         b = self.batch_id
         dlq_needed = r.commits.get(DEAD_LETTER_QUEUE_ID, b) is None
         todo = [(d, br) for d, br in zip(r.destinations, self.branches) if r.commits.get(d.id, b) is None]
+        # the pass is carried by a write that runs as one action (a log destination iterates lazily)
+        todo.sort(key=lambda pair: not pair[0].carries_a_pass)
         result = PassResult(counts={}, already=[d.id for d in r.destinations if r.commits.get(d.id, b) is not None])
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
         status = self.status
@@ -105,7 +107,7 @@ class BatchPass:
             entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"))
             status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
         observed = status.observe(observation, *self._metrics(dlq_needed))
-        if todo:  # the first destination to write carries the pass; its commit waits for the DLQ's
+        if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r._where = ("destination", dest.id, dest.plugin)
             dest.write(branch.rows(observed), b)
@@ -127,7 +129,7 @@ class BatchPass:
         for position, (dest, branch) in enumerate(todo):
             r._where = ("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
-            if position > 0 and n:
+            if (position > 0 or not dest.carries_a_pass) and n:
                 dest.write(branch.rows(self.status), b)
             r.commits.mark(dest.id, b, rows=n, run_id=r.run_id)
             result.written[dest.id] = n

@@ -32,6 +32,8 @@ LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARN
 
 
 class Destination:
+    carries_a_pass = True  # its write is one action over the batch (an observation on it sees every row)
+
     def __init__(self, spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any]):
         self.spark = spark
         self.id = component_id
@@ -126,6 +128,7 @@ def redact_record(record: dict[str, Any], secret_values: tuple[str, ...] = ()) -
 
 
 class LogDestination(Destination):
+    carries_a_pass = False  # toLocalIterator: the action returns before the rows are read
     secret_values: tuple[str, ...] = ()
 
     def write(self, df: DataFrame, batch_id: int) -> None:

@@ -2,18 +2,22 @@
 
 Topology (Conduit's): sources, each with its processors -> fan-in (union) ->
 pipeline processors -> fan-out to every destination -> destination
-processors -> destinations. Inside a batch:
+processors -> destinations. Inside a batch (``_plan_batch`` builds it as one
+plan, ``batch_pass.BatchPass`` executes it in one pass):
 
-1. each source's rows are parsed (bad lines become per-record errors) and go
-   through that source's processors; the sources are unioned;
-2. pipeline processors, then each destination's processors on its own branch;
+1. each source's rows arrive parsed by Spark's reader (bad lines become
+   per-record errors) and go through that source's processors; the sources
+   are unioned;
+2. pipeline processors, then each destination's processors on its own copy
+   of the record (same row);
 3. every record gets exactly one fate, with non-null flags: nacked (an error
    anywhere, also in one destination's processors: it goes to the DLQ and to
    no destination), filtered (by a pipeline processor, or by the processors
    of every destination), or written (to every destination that did not
    filter it);
-4. the DLQ nack window is advanced over the batch's records in source order;
-5. the DLQ, then each destination, is written unless its commit marker for
+4. the first destination's write executes the plan and observes the counts,
+   the nacked records and what the nack window needs (read order);
+5. the DLQ, then each destination, is committed unless its commit marker for
    this batch exists (exactly once per destination across restarts);
 6. the window and the run report are saved; if the window's threshold was
    exceeded the run stops with a fatal error (2300), after the batch's nacked

@@ -135,3 +135,18 @@ def test_a_long_chain_of_processors_plans_and_runs_without_checkpoints(spark, tm
     dlq = {r["source_position"]: r for r in read_json_rows(spark, tmp_path / "dlq")}
     assert dlq[1]["component_id"] == "decode-0" and dlq[3]["stage"] == "source"
     assert '"name":"n1"' in dlq[1]["record"].replace(" ", "")  # the record as the source read it
+
+
+def test_a_log_destination_first_does_not_carry_the_pass_and_counts_stay_right(spark, tmp_path, caplog):
+    from airflow_conduit.pipeline.model import DestinationSpec
+
+    write_lines(tmp_path / "in", "a.json", [good(1), "{bad", good(2)])
+    log_dest = DestinationSpec(id="console", plugin="log", settings={"level": "warn", "message": "row"})
+    spec = pipeline("log-first", [file_source(tmp_path / "in")], [log_dest, file_dest(tmp_path / "out")],
+                    dlq=dlq_file(tmp_path / "dlq"))
+    with caplog.at_level("WARNING", logger="airflow_conduit.spark.log.console"):
+        code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert report.totals == {"read": 3, "filtered": 0, "dlq": 1, "written": {"console": 2, "out": 2}}
+    assert len([r for r in caplog.records if r.name == "airflow_conduit.spark.log.console"]) == 2
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2]
