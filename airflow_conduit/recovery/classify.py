@@ -11,7 +11,8 @@ Rules are tried in this order; the first that gives an answer wins:
 7. exception classes in the chain, and Java class names in the text;
 8. the stage that failed (a processor: fatal, Conduit recovery doc);
 9. message patterns ("connection refused", "permission denied", ...);
-10. otherwise transient (design doc: by default all errors are transient).
+10. Spark failed to start (JavaSparkContext) and nothing above found a passing cause: fatal;
+11. otherwise transient (design doc: by default all errors are transient).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Iterable
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 from airflow_conduit.recovery.facts import ErrorFacts, gather_facts
+from airflow_conduit.recovery.java_errors import is_spark_context_start_failure
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 
 
@@ -155,8 +157,9 @@ MESSAGE_PATTERNS: tuple[tuple[str, int], ...] = (
     (r"cannot resolve|unresolved column|table or view not found|relation \"[^\"]*\" does not exist"
      r"|column \"[^\"]*\" does not exist|syntax error at or near", codes.ANALYSIS),
     (r"executorlostfailure|executor lost|lost executor|worker lost|killed by signal|sigkill|container killed"
-     r"|exit code 137|exit code 143|heartbeat timed out", codes.INFRASTRUCTURE),
+     r"|exit code 137|exit code 143|heartbeat timed out|address already in use|could not bind on", codes.INFRASTRUCTURE),
     (r"connection refused|connection reset|connection closed|broken pipe|no route to host|network is unreachable"
+     r"|all masters are unresponsive|failed to connect to master"
      r"|could not connect to server|connection to server .* failed|name or service not known"
      r"|temporary failure in name resolution", codes.CONNECTION),
     (r"timed out|timeout expired|timeout exceeded|deadline exceeded", codes.TIMEOUT),
@@ -196,6 +199,7 @@ def classify_facts(facts: ErrorFacts, rules: Iterable[ClassificationRule | dict]
         _by_class,
         _by_stage,
         _by_message,
+        _by_startup,
     ):
         result = step(facts)
         if result is not None:
@@ -323,6 +327,17 @@ def _by_message(facts: ErrorFacts) -> Classification | None:
         if match:
             return _verdict(facts, code, "message", f"message pattern {match.group(0)!r}")
     return None
+
+
+def _by_startup(facts: ErrorFacts) -> Classification | None:
+    """Spark could not start and no rule above saw a passing cause (network, bind, timeout, resources).
+
+    What is left is local and deterministic: a missing file or jar, a bad option or path, a broken
+    installation. A restart starts Spark the same way, so restarting forever would only loop.
+    """
+    if not is_spark_context_start_failure(facts.text):
+        return None
+    return _verdict(facts, codes.SPARK_STARTUP, "startup", "Spark could not start (JavaSparkContext) and no cause a retry could change was found")
 
 
 def _verdict(

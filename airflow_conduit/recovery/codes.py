@@ -25,6 +25,7 @@ DLQ_WRITE = 2310  # reserved for a DLQ that refuses records for good; the runner
 ANALYSIS = 2400  # Spark analysis / schema errors, SQLSTATE 42xxx
 PERMISSION = 2500  # authentication / authorization, SQLSTATE 28xxx
 DATA_INTEGRITY = 2600  # constraint violations on a destination, SQLSTATE 23xxx
+SPARK_STARTUP = 2700  # Spark itself could not start (JavaSparkContext failed) and nothing says a retry could help
 INJECTED_FATAL = 2900  # fault injected on purpose (tests, demo)
 
 TRANSIENT_RANGE = range(1000, 2000)

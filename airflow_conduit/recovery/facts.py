@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError, PipelineError, StructuredError, TransientError
+from airflow_conduit.recovery.java_errors import JavaCause, java_causes, java_causes_from_text, py4j_call, root_cause
 
 # "java.net.ConnectException", "org.postgresql.util.PSQLException", "psycopg2.OperationalError"
 _QUALIFIED_CLASS = re.compile(
@@ -52,6 +53,7 @@ class ErrorFacts:
     exception_class: str | None = None  # the most specific class known (outermost exception / structured field)
     component_id: str | None = None
     component_type: str | None = None
+    java_root: JavaCause | None = None  # the Java exception behind a Py4J error (java_errors.root_cause)
 
 
 def gather_facts(error: Any, *, exit_code: int | None = None) -> ErrorFacts:
@@ -95,8 +97,12 @@ def _from_exception(facts: ErrorFacts, error: BaseException) -> None:
         _add(facts.sqlstates, _call(exc, "getSqlState") or getattr(exc, "pgcode", None) or getattr(exc, "sqlstate", None))
         message = _safe_str(exc)
         texts.append(f"{names[0]}: {message}" if message else names[0])
+        _add_java_chain(facts, java_causes(exc) or (java_causes_from_text(message) if py4j_call(message) else []))
         if not facts.summary:
-            facts.summary = _first_line(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+            facts.summary = (
+                facts.java_root.text() if facts.java_root is not None
+                else _first_line(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+            )
         if facts.code is None and codes.ERROR_LINE_PREFIX.strip() in message:
             line_error = StructuredError.from_stderr(message)
             if line_error is not None:
@@ -152,7 +158,22 @@ def _from_text(facts: ErrorFacts, text: str) -> None:
             _from_dict(facts, data)
             return
     facts.text = text
-    facts.summary = _last_meaningful_line(text)
+    if py4j_call(text):
+        _add_java_chain(facts, java_causes_from_text(text))
+    facts.summary = facts.java_root.text() if facts.java_root is not None else _last_meaningful_line(text)
+
+
+def _add_java_chain(facts: ErrorFacts, causes: list[JavaCause]) -> None:
+    """A Py4J error's Java causes: their classes, their SQLSTATEs (the root's first) and the root for the summary."""
+    root = root_cause(causes)
+    if root is None:
+        return
+    if facts.java_root is None:
+        facts.java_root = root
+    _add(facts.sqlstates, root.sqlstate)
+    for cause in causes:
+        _add(facts.class_names, cause.class_name)
+        _add(facts.sqlstates, cause.sqlstate)
 
 
 def _scan_text(facts: ErrorFacts, text: str) -> None:
