@@ -2,13 +2,22 @@
 
 Each sub-command lives in its own module exposing ``register(subparsers)``;
 the module sets ``func`` on its parser, which returns the exit code.
+
+No traceback reaches a user: sub-commands refuse bad input with a message naming
+the option or the file and key (exit 2); anything they did not foresee is printed
+as one line and exits 70 (``AIRFLOW_CONDUIT_DEBUG=1`` shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+EXIT_INTERRUPTED = 130
+EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug, not the user's input
+DEBUG_ENV = "AIRFLOW_CONDUIT_DEBUG"
 
 # module name -> sub-command(s) it registers
 COMMAND_MODULES = (
@@ -32,7 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"airflow-conduit {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"airflow-conduit {args.command}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"  this is a bug in airflow-conduit; {DEBUG_ENV}=1 shows the traceback", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":

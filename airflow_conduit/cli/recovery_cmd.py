@@ -29,6 +29,8 @@ from airflow_conduit.recovery.simulate import (
     simulate,
 )
 
+MAX_CONSECUTIVE = 10_000  # a timeline nobody reads beyond; also keeps the simulation finite
+
 # CLI flag -> option name; every flag defaults to None so a scenario preset can fill it.
 _OPTION_FLAGS = (
     ("--min-delay", "min-delay", "minimum delay before a restart (default 1s)"),
@@ -77,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         result, title = simulate_from_args(args)
-    except (RecoveryConfigError, ValueError) as exc:
+    except (RecoveryConfigError, ValueError, OverflowError) as exc:  # OverflowError: a time past year 9999
         print(f"airflow-conduit recovery simulate: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -114,8 +116,8 @@ def simulate_from_args(args: argparse.Namespace):
     events += [SimEvent(parse_time(t, start), RECORD) for t in args.records or []]
     events += [SimEvent(parse_time(t, start), CHECK) for t in args.checks or []]
     consecutive = args.consecutive if args.consecutive is not None else (0 if args.failures or args.fatal else preset.get("consecutive", 0))
-    if consecutive < 0:
-        raise ValueError(f"--consecutive: must be >= 0, got {consecutive}")
+    if not 0 <= consecutive <= MAX_CONSECUTIVE:
+        raise ValueError(f"--consecutive: must be between 0 and {MAX_CONSECUTIVE}, got {consecutive}")
     run_for = parse_duration(args.run_for if args.run_for is not None else preset.get("run_for", 0), option="--run-for")
     if run_for < 0:
         raise ValueError(f"--run-for: must not be negative, got {args.run_for}")

@@ -7,8 +7,9 @@ recovery engine decisions (``recovery.session.apply_event``), real sleeping for
 the backoff delays. Prints the recovery timeline; keeps
 ``STATE_DIR/recovery.json`` up to date (read by PipelineStateSensor).
 
-Exit codes: 0 the pipeline finished (stopped), 2 the spec was refused (nothing
-started), 3 the pipeline is degraded, 130 interrupted (the job was stopped).
+Exit codes: 0 the pipeline finished (stopped), 2 the spec or an option was
+refused (nothing started), 3 the pipeline is degraded, 130 interrupted (the job
+was stopped).
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import time
 from datetime import datetime, timezone
 
 EXIT_OK = 0
-EXIT_SPEC_REFUSED = 2
+EXIT_SPEC_REFUSED = 2  # the spec or an option (state dir, recovery options, --faults) was refused
 EXIT_DEGRADED = 3
 EXIT_INTERRUPTED = 130
 CLI_CONN_ID = "conduit_cli_master"
+MAX_POLL_INTERVAL = 3600.0
 
 OPTION_FLAGS = (
     ("--min-delay", "min_delay", "Conduit min-delay (default 1s)"),
@@ -74,12 +76,12 @@ def _quiet_airflow_logs() -> None:
 
 def run_pipeline(args: argparse.Namespace) -> int:
     _quiet_airflow_logs()
+    # Pure modules first: bad input is refused before Airflow is even imported.
+    from airflow_conduit.pipeline import SpecError, load_pipeline
+    from airflow_conduit.pipeline.faults_option import parse_faults
+    from airflow_conduit.pipeline.state_dir_check import usable_state_dir
     from airflow_conduit.recovery.actions import Action
     from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message
-    from airflow_conduit.hooks.state_dir import StateDir
-    from airflow_conduit.launchers.factory import launcher_for_handle
-    from airflow_conduit.pipeline import SpecError, load_pipeline
-    from airflow_conduit.recovery.errors import RecoveryConfigError
 
     try:
         spec = load_pipeline(args.spec)
@@ -90,10 +92,16 @@ def run_pipeline(args: argparse.Namespace) -> int:
         return EXIT_SPEC_REFUSED
     try:
         options = _options(args)
-        faults = json.loads(args.faults) if args.faults else None
-    except (RecoveryConfigError, ValueError) as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
+        faults = parse_faults(args.faults) or None
+        _check_run_flags(args)
+        # Absolute from here on: the driver runs in another working directory (a relative path was read twice).
+        args.state_dir = usable_state_dir(args.state_dir)
+    except ValueError as exc:  # RecoveryConfigError, FaultsError, StateDirError: each names its option
+        print(f"FAILED: {exc}; nothing was started", file=sys.stderr)
         return EXIT_SPEC_REFUSED
+
+    from airflow_conduit.hooks.state_dir import StateDir
+    from airflow_conduit.launchers.factory import launcher_for_handle
 
     state_dir = StateDir(args.state_dir)
     launcher = _launcher(args)
@@ -103,7 +111,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     def persist(event: dict | None = None) -> None:
         state_dir.write_recovery(session.recovery_record({"cli": True, "pid": os.getpid()}, event))
 
-    _say(f"pipeline {spec.id}: state dir {os.path.abspath(args.state_dir)}; recovery options {options.to_dict()}")
+    _say(f"pipeline {spec.id}: state dir {args.state_dir}; recovery options {json.dumps(options.to_dict())}")
     handle = None
     try:
         while True:
@@ -137,6 +145,16 @@ def run_pipeline(args: argparse.Namespace) -> int:
         session.engine.stop("stopped by user (interrupted)")
         persist()
         return EXIT_INTERRUPTED
+
+
+def _check_run_flags(args: argparse.Namespace) -> None:
+    """Flags argparse cannot check by type alone; each error names its flag."""
+    if not (0 < args.poll_interval <= MAX_POLL_INTERVAL):  # also refuses nan
+        raise ValueError(f"--poll-interval: expected seconds between 0 and {MAX_POLL_INTERVAL:g}, got {args.poll_interval!r}")
+    if not args.master.strip():
+        raise ValueError("--master: empty; give a Spark master URL such as local[*] or spark://host:7077")
+    if args.conn_id is not None and not args.conn_id.strip():
+        raise ValueError("--conn-id: empty; give an Airflow connection id or leave the flag out")
 
 
 def _summary(event: dict, spec) -> None:

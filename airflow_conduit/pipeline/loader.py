@@ -19,7 +19,7 @@ from airflow_conduit.pipeline.envvars import substitute
 from airflow_conduit.pipeline.problems import Problem, SpecError
 from airflow_conduit.pipeline.secrets import Secret, is_secret_key
 from airflow_conduit.pipeline.settings_schema import SCHEMAS_BY_ROLE, Context, PluginSchema, _type_name
-from airflow_conduit.pipeline.yaml_source import YamlDocument, YamlSyntaxError, load_yaml
+from airflow_conduit.pipeline.yaml_source import MAX_SPEC_CHARS, YamlDocument, YamlSyntaxError, load_yaml
 
 TOP_KEYS = ("version", "pipeline")
 PIPELINE_KEYS = (
@@ -396,7 +396,7 @@ def _validate_text(
     try:
         doc = load_yaml(text)
     except YamlSyntaxError as exc:
-        return None, [Problem(source_name, "", str(exc), exc.line)]
+        return None, [Problem(source_name, format_key_path(exc.key_path), str(exc), exc.line)]
     validator = _Validator(
         source_name, doc, os.environ if env is None else env, os.path.abspath(base_dir or os.getcwd())
     )
@@ -409,7 +409,7 @@ def _read(path: str | os.PathLike) -> tuple[str | None, list[Problem]]:
     name = os.fspath(path)
     try:
         with open(name, encoding="utf-8") as handle:
-            return handle.read(), []
+            return handle.read(MAX_SPEC_CHARS + 1), []  # never more: load_yaml refuses what is over the limit
     except FileNotFoundError:
         return None, [Problem(name, "", "file not found")]
     except IsADirectoryError:

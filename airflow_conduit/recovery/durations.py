@@ -3,6 +3,9 @@
 Internally every duration is a float number of seconds. ``format_duration`` writes
 the shortest Conduit-style string that ``parse_duration`` reads back to the very
 same float, so options survive a JSON round trip exactly.
+
+Durations are bounded by ``MAX_DURATION_SECONDS`` (366 days): longer ones mean a typo,
+and ``datetime + timedelta`` overflows long before Python's float does.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ _UNIT_SECONDS = {
     "µs": 1e-6,
     "ns": 1e-9,
 }
+MAX_DURATION_SECONDS = 366 * 24 * 3600.0  # 8784h
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
 _NUMBER = re.compile(r"[+-]?(\d+(?:\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
@@ -33,9 +37,12 @@ def parse_duration(value: object, *, option: str = "duration") -> float:
     if isinstance(value, bool):
         raise ValueError(f"{option}: expected a duration like '1s', '10m' or a number of seconds, got {value!r}")
     if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, (int, float)):
-        seconds = float(value)
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond float range
+            raise ValueError(f"{option}: duration {value!r} is longer than the maximum {format_duration(MAX_DURATION_SECONDS)} (366 days)") from None
     elif isinstance(value, str):
         seconds = _parse_text(value.strip(), option)
     else:
@@ -44,10 +51,14 @@ def parse_duration(value: object, *, option: str = "duration") -> float:
         )
     if not math.isfinite(seconds):
         raise ValueError(f"{option}: duration must be finite, got {value!r}")
+    if abs(seconds) > MAX_DURATION_SECONDS:
+        raise ValueError(f"{option}: duration {value!r} is longer than the maximum {format_duration(MAX_DURATION_SECONDS)} (366 days)")
     return seconds
 
 
 def _parse_text(text: str, option: str) -> float:
+    if not text:
+        raise ValueError(f"{option}: empty duration; use a number of seconds or units h, m, s, ms, us, ns (e.g. '1s', '10m')")
     if _NUMBER.fullmatch(text):
         return float(text)
     plain_seconds = re.fullmatch(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)s", text)

@@ -125,7 +125,9 @@ class RecoverySession:
     @staticmethod
     def failed_line(decision: Any) -> str:
         c = decision.classification
-        return f"failed: classified as {c.kind}, code {c.code} ({c.reason})"
+        prefix = f"{c.kind} {c.code}, "  # the reason starts with what this line already says
+        why = c.reason[len(prefix):] if c.reason.startswith(prefix) else c.reason
+        return f"failed: classified as {c.kind}, code {c.code} ({why})"
 
     @staticmethod
     def restart_line(decision: Any) -> str:

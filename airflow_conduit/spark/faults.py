@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
@@ -32,15 +31,14 @@ class InjectedFatal(FatalError):
 
 
 def parse_faults(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError("--faults must be a JSON object")
-    unknown = set(data) - {"transient_first_runs", "fatal", "crash_after_destination"}
-    if unknown:
-        raise ValueError(f"--faults has unknown keys: {sorted(unknown)}")
-    return data
+    """Every key and value checked (pipeline/faults_option.py, shared with the CLI): a bad value is refused once, not per run."""
+    from airflow_conduit.pipeline.faults_option import FaultsError
+    from airflow_conduit.pipeline.faults_option import parse_faults as checked
+
+    try:
+        return checked(text)
+    except FaultsError as exc:
+        raise ValueError(exc.problem) from None
 
 
 def _faults_dir(state_dir: str | os.PathLike[str]) -> Path:

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.integration
 CLI = str(Path(sys.executable).parent / "airflow-conduit")
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CLI, "run", *args], capture_output=True, text=True, timeout=300)
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, "run", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
 def test_restarts_after_transient_failures_and_prints_the_timeline(orders):
@@ -54,3 +54,16 @@ def test_bad_spec_is_refused_before_spark_starts(tmp_path):
     assert result.returncode == 2
     assert "sourcez" in result.stderr and str(spec) in result.stderr
     assert not (tmp_path / "state").exists()
+
+
+def test_relative_state_dir_runs_the_pipeline(orders):
+    """Issue 10: a relative --state-dir doubled the code zip's path; Spark never started and it restarted for ever."""
+    result = run_cli("pipeline.yaml", "--state-dir", "relstate", "--max-retries", "0", "--poll-interval", "1", cwd=orders)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"state dir {orders / 'relstate'}" in result.stdout  # absolute from the start
+    assert result.stdout.count("submitted: run") == 1 and "succeeded: run" in result.stdout
+    record = json.loads((orders / "relstate" / "recovery.json").read_text())
+    assert record["pipeline_state"] == "stopped"
+    expected = json.loads((orders / "expected.json").read_text())
+    assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])
+    assert not list((orders / "relstate" / "runs").glob("*/relstate"))  # nothing written under a doubled path

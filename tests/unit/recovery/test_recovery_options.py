@@ -148,3 +148,30 @@ def test_parse_duration(text, seconds):
 def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
     assert parse_duration(text) == seconds
+
+
+# --- durations a user can type wrong (issue 10: IndexError, OverflowError) ---------------------------------------
+
+
+@pytest.mark.parametrize("value", ["", "   ", "-", "+"])
+def test_empty_or_sign_only_duration_is_refused_by_name(value):
+    with pytest.raises(RecoveryConfigError, match="min-delay"):
+        RecoveryOptions.from_mapping({"min-delay": value})
+
+
+@pytest.mark.parametrize("value", ["99999999999h", "8785h", 10**12, 10**400, timedelta(days=400)])
+def test_durations_beyond_366_days_are_refused_by_name(value):
+    with pytest.raises(RecoveryConfigError, match="max-retries-window.*longer than the maximum 8784h"):
+        RecoveryOptions.from_mapping({"max-retries-window": value})
+
+
+def test_the_longest_durations_run_through_the_engine():
+    from airflow_conduit.recovery import FakeClock, RecoveryEngine
+
+    options = RecoveryOptions.from_mapping(
+        {"min-delay": "8784h", "max-delay": "8784h", "max-retries-window": "8784h", "backoff-reset-after": "8784h", "max-retries": 3}
+    )
+    engine = RecoveryEngine(options, clock=FakeClock())
+    engine.start()
+    decision = engine.on_failure("connection refused")
+    assert decision.restart and decision.delay_seconds == 8784 * 3600

@@ -1,0 +1,33 @@
+"""The recovery session (recovery/session.py): the steps and timeline lines the operator and the CLI print."""
+
+from __future__ import annotations
+
+from airflow_conduit.recovery import Action, FakeClock, RecoveryOptions
+from airflow_conduit.recovery.session import RecoverySession, apply_event
+
+
+def failed_event(run_id: str, error: dict) -> dict:
+    return {"status": "failed", "handle": {"run_id": run_id}, "error": error, "exit_code": 75}
+
+
+TRANSIENT = {"code": 1500, "fatal": False, "message": "injected transient failure 1 of 2"}
+
+
+def test_a_transient_failure_restarts_and_says_so_once():
+    session = RecoverySession(RecoveryOptions(max_retries=3), clock=FakeClock())
+    step = apply_event(session, failed_event("r-s01", TRANSIENT))
+    assert step.action is Action.RESTART
+    assert "failed: classified as transient, code 1500 (structured error code 1500 (1000-1999 transient))" in step.lines[0]
+    assert step.lines[1] == "restarting in 1s (restart 1 of 3 within max-retries-window 5m)"
+
+
+def test_strimzi_restart_lines_count_since_the_last_reset():
+    session = RecoverySession(RecoveryOptions(policy="strimzi", max_retries=7), clock=FakeClock())
+    assert apply_event(session, failed_event("r-s01", TRANSIENT)).lines[1] == "restarting in 0s (restart 1 of 7 since the last reset)"
+
+
+def test_a_fatal_failure_degrades():
+    session = RecoverySession(RecoveryOptions(), clock=FakeClock())
+    step = apply_event(session, failed_event("r-s01", {"code": 2700, "fatal": True, "message": "java.io.FileNotFoundException: x"}))
+    assert step.action is Action.DEGRADE and session.degraded
+    assert step.lines[-1].startswith("degraded because fatal error, no restart: fatal 2700")
