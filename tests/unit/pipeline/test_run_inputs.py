@@ -110,3 +110,21 @@ def test_unwritable_state_dir_is_refused_even_for_root(tmp_path):
 def test_missing_state_dir_without_create_is_refused(tmp_path):
     with pytest.raises(StateDirError, match="does not exist"):
         usable_state_dir(str(tmp_path / "nope"), create=False)
+
+
+def test_the_driver_refuses_bad_faults_once_as_invalid_input(tmp_path, capsys):
+    """Before: int("abc") failed inside every run, classified transient, restarted for ever. Now exit 78, fatal 2100."""
+    import json
+
+    from airflow_conduit.spark import entrypoint
+
+    spec = tmp_path / "pipeline.yaml"
+    spec.write_text("unused: the faults are checked first\n")
+    code = entrypoint.main(
+        ["--spec", str(spec), "--run-id", "r1", "--state-dir", str(tmp_path / "state"), "--faults", '{"transient_first_runs": "abc"}']
+    )
+    assert code == 78
+    report = json.loads((tmp_path / "state" / "runs" / "r1" / "report.json").read_text())
+    assert (report["error"]["code"], report["error"]["fatal"]) == (2100, True)
+    assert "transient_first_runs" in report["error"]["message"]
+    assert "AIRFLOW_CONDUIT_ERROR" in capsys.readouterr().err
