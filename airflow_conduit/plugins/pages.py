@@ -362,6 +362,10 @@ def dlq_page(page: PipelinePage, links: Links) -> str:
 
 def log_page(task: Any, run: RunView, text: str, truncated: bool, live_ui: str | None, links: Links) -> str:
     live = f'<p>The driver is running: <a id="spark-ui-live" href="{_e(live_ui)}" target="_blank" rel="noopener">open the live Spark UI</a></p>' if live_ui else ""
+    master = web_url(task.job.get("spark_ui")) if task.job.get("launcher") == "standalone" else None
+    if not text and master:
+        live += (f'<p class="note">This driver ran on the Spark cluster, which keeps its log on the worker: see it in the '
+                 f'<a href="{_e(master)}" target="_blank" rel="noopener">master\'s UI</a> (completed drivers).</p>')
     cut_note = '<p class="muted">Only the end of the log is shown.</p>' if truncated else ""
     body = (
         f'<p><a href="{_e(links.ti_view(task))}">← pipeline</a></p>'

@@ -97,8 +97,19 @@ class RunView:
             return None
 
 
-def runs_of(state_dir: Path | None, prefixes: Iterable[str]) -> list[RunView]:
-    """The runs in ``STATE_DIR/runs/`` whose id starts with one of ``prefixes`` + ``-s`` ("" = every run)."""
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def runs_of(state_dir: Path | None, prefixes: Iterable[str], *, changed_since: float | None = None, newest: int = 0) -> list[RunView]:
+    """The runs in ``STATE_DIR/runs/`` whose id starts with one of ``prefixes`` + ``-s`` ("" = every run).
+
+    With ``changed_since`` (a timestamp), only runs whose report changed since then, plus the ``newest``
+    ones: a long-lived pipeline has thousands of runs and the overview needs only the recent ones.
+    """
     wanted = tuple(f"{p}-s" if p else "" for p in prefixes if p is not None)
     if state_dir is None or not wanted:
         return []
@@ -107,9 +118,11 @@ def runs_of(state_dir: Path | None, prefixes: Iterable[str]) -> list[RunView]:
         folders = [p for p in (state_dir / "runs").iterdir() if p.is_dir()]
     except OSError:
         return []
+    folders = [f for f in folders if f.name.startswith(wanted) and submission_number(f.name) is not None]
+    if changed_since is not None:
+        by_age = sorted(folders, key=lambda f: _mtime(f / "report.json"), reverse=True)
+        folders = [f for i, f in enumerate(by_age) if i < newest or _mtime(f / "report.json") >= changed_since]
     for folder in folders:
-        if not folder.name.startswith(wanted) or submission_number(folder.name) is None:
-            continue
         try:
             report = RunReport.read(folder / "report.json")
         except ValueError:

@@ -27,6 +27,7 @@ from airflow_conduit.recovery.clock import FakeClock, parse_iso
 
 LIVE_TI_STATES = frozenset({"running", "deferred"})
 DLQ_WINDOW_HOURS = 24
+OVERVIEW_NEWEST_RUNS = 20  # besides the last 24 h, the overview reads this many newest runs (for the last batch)
 
 
 @dataclass
@@ -162,13 +163,14 @@ class OverviewRow:
 def overview_row(task: Any, redactor: Redactor, *, now: datetime | None = None) -> OverviewRow:
     """One line of the Pipelines page. DLQ counts cover the whole state dir (every run of the pipeline)."""
     now = now or _now()
-    every_run = runs_of(task.state_dir, _all_prefixes(task))
+    since = now - timedelta(hours=DLQ_WINDOW_HOURS)
+    every_run = runs_of(task.state_dir, _all_prefixes(task), changed_since=since.timestamp(), newest=OVERVIEW_NEWEST_RUNS)
     audit = task.audit
     return OverviewRow(
         task=task,
         state=task.pipeline_state or "unknown",
         last_error=last_error_of(audit, redactor),
-        dlq_24h=dlq_count_since(every_run, now - timedelta(hours=DLQ_WINDOW_HOURS)),
+        dlq_24h=dlq_count_since(every_run, since),
         last_batch=last_successful_batch(every_run),
         updated=str(audit[-1].get("at")) if audit else "",
     )

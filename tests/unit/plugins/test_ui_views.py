@@ -48,6 +48,12 @@ def test_runs_of_a_task_instance_are_its_own_runs_only(tmp_path):
     assert run_prefix("a-pipeline-t1-s02") == "a-pipeline-t1"
     assert [r.run_id for r in runs_of(tmp_path, ["a-pipeline-t1"])] == ["a-pipeline-t1-s01", "a-pipeline-t1-s02"]
     assert len(runs_of(tmp_path, [""])) == 3  # every run of the state dir (the overview's DLQ counts)
+    import os
+
+    os.utime(tmp_path / "runs" / "a-pipeline-t1-s01" / "report.json", (1_000_000, 1_000_000))  # an old run
+    recent = runs_of(tmp_path, [""], changed_since=2_000_000, newest=0)
+    assert sorted(r.run_id for r in recent) == ["a-pipeline-t1-s02", "b-pipeline-t1-s01"]
+    assert len(runs_of(tmp_path, [""], changed_since=9e12, newest=2)) == 2  # nothing recent: the newest two
     assert runs_of(None, ["a"]) == [] and runs_of(tmp_path / "missing", ["a"]) == []
 
 
