@@ -22,7 +22,7 @@ from typing import Any, Union
 
 SOURCE_PLUGINS = ("file", "generator")
 DESTINATION_PLUGINS = ("file", "jdbc", "log")
-PROCESSOR_PLUGINS = ("field.set", "field.rename", "field.exclude", "filter", "sql", "json.decode", "custom")
+PROCESSOR_PLUGINS = ("field.set", "field.rename", "field.exclude", "filter", "sql", "json.decode", "custom", "expect")
 MODES = ("available-now", "continuous")
 SPEC_VERSIONS = ("1",)
 # Component id reserved for the dead letter queue (commit markers, report counters): no component may use it.

@@ -104,6 +104,18 @@ class RunReport:
             self.first_record_written_at = at
         self.last_progress_at = at
 
+    def add_expectations(self, counts: dict[str, dict[str, dict[str, Any]]]) -> None:
+        """Expectation counts of the batch just added (processor -> rule -> {action, passed, failed}), also in totals."""
+        if self.batches:
+            self.batches[-1]["expectations"] = counts
+        totals = self.totals.setdefault("expectations", {})
+        for processor, rules in counts.items():
+            for name, rule in rules.items():
+                total = totals.setdefault(processor, {}).setdefault(name, {"action": rule["action"], "passed": 0, "failed": 0})
+                total["action"] = rule["action"]
+                total["passed"] += int(rule["passed"])
+                total["failed"] += int(rule["failed"])
+
     def add_counters(self, **increments: int) -> None:
         """Add to KIP-298 counters; keyword names use underscores (total_record_failures=1)."""
         for key, value in increments.items():

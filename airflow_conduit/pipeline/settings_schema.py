@@ -289,6 +289,48 @@ class ExpressionList(Kind):
         return [Expression().coerce(v, ctx) for v in value]
 
 
+RULE_ACTIONS = ("warn", "drop", "fail")
+RULE_KEYS = ("name", "condition", "action")
+_RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}\Z")
+
+
+class RuleList(Kind):
+    """Expectation rules: a list of {name, condition, action}; names unique, conditions checked like any expression."""
+
+    doc = "list of rules {name, condition, action: warn | drop | fail}"
+
+    def coerce(self, value, ctx):
+        if not isinstance(value, list) or not value:
+            raise ValueError(f"expected a non-empty list of rules (name, condition, action), got {_got(value)}")
+        rules: list[dict[str, str]] = []
+        seen: set[str] = set()
+        for index, item in enumerate(value):
+            where = f"rule {index + 1}"
+            if not isinstance(item, dict):
+                raise ValueError(f"{where}: expected a mapping with name, condition and action, got {_got(item)}")
+            unknown = [k for k in item if k not in RULE_KEYS]
+            if unknown:
+                raise ValueError(f"{where}: unknown key {unknown[0]!r}; expected: {', '.join(RULE_KEYS)}")
+            name = item.get("name")
+            if not isinstance(name, str) or not _RULE_NAME.match(name):
+                raise ValueError(f"{where}: 'name' must be letters, digits, '_', '.' or '-', got {_got(name)}")
+            where = f"rule {name!r}"
+            if name in seen:
+                raise ValueError(f"{where}: the name is used twice in this processor")
+            seen.add(name)
+            if "condition" not in item:
+                raise ValueError(f"{where}: missing 'condition' (a Spark SQL boolean expression)")
+            try:
+                condition = Expression().coerce(item["condition"], ctx)
+            except ValueError as exc:
+                raise ValueError(f"{where}: condition: {exc}") from None
+            action = item.get("action", "warn")
+            if not isinstance(action, str) or action.lower() not in RULE_ACTIONS:
+                raise ValueError(f"{where}: 'action' must be one of {', '.join(RULE_ACTIONS)}, got {_got(action)}")
+            rules.append({"name": name, "condition": condition, "action": action.lower()})
+        return rules
+
+
 class FunctionRef(String):
     doc = "module:callable"
     _PATTERN = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
@@ -465,6 +507,11 @@ PROCESSOR_SCHEMAS: dict[str, PluginSchema] = {
     "custom": PluginSchema(
         "Calls a user's Python function for each record (dict in, dict out; None drops it); exceptions are per-record errors.",
         {"function": Setting(FunctionRef(), "importable 'package.module:function'", required=True)},
+    ),
+    "expect": PluginSchema(
+        "Data-quality rules: each a Spark SQL boolean expression; a record fails a rule when it is FALSE or NULL. "
+        "Action warn counts it, drop sends the record to the DLQ, fail also stops the run after the batch.",
+        {"rules": Setting(RuleList(), "list of {name, condition, action (default warn)}", required=True)},
     ),
 }
 

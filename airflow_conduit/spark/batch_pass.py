@@ -26,7 +26,8 @@ from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.dlq import dlq_record
+from airflow_conduit.spark import expectations
+from airflow_conduit.spark.dlq import dlq_record, record_position
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.sources import POSITION_MASK
 
@@ -52,6 +53,8 @@ class PassResult:
     crossed: int | None = None  # index of the record that exceeded the nack threshold
     replayed: bool = False  # the window of this batch was saved by an earlier attempt
     generator_done: bool = False
+    expectations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # processor -> rule -> counts
+    expectation_failed: Exception | None = None  # a fail rule failed in this batch (raised once it is committed)
 
 
 class BatchPass:
@@ -86,6 +89,8 @@ class BatchPass:
             if not dlq_needed:
                 metrics.append(F.min_by(F.col(C.SEQ), nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
             metrics.append(F.histogram_numeric(_partition_of(F.col(C.SEQ)), F.lit(PARTITION_BINS)).alias("partitions"))
+        if self.runner.rules:
+            metrics += expectations.metrics(self.runner.rules, record_position(self.runner.plans))
         for plan in self.runner.plans:
             if plan.records is not None:
                 metrics.append(F.max(F.when(F.col(C.SOURCE_ID) == F.lit(plan.id), F.col(C.POSITION))).alias(f"g{plan.index}"))
@@ -119,6 +124,9 @@ class BatchPass:
         counts.update({f"w{br.index}": int(metrics[f"w{br.index}"]) for br in self.branches})
         result.counts = counts
         result.generator_done = self._generator_done(metrics)
+        if r.rules:
+            result.expectations = expectations.counts(r.rules, metrics)
+            result.expectation_failed = expectations.first_failure(r.rules, metrics, b)
 
         r._where = ("dlq", DEAD_LETTER_QUEUE_ID, r.dlq.plugin)
         result.crossed, result.replayed, window = self._advance_window(metrics, counts)

@@ -51,7 +51,8 @@ def _original_record(spec: PipelineSpec, plans: list[SourcePlan], keep_originals
     return F.coalesce(F.col(C.RAW), as_read) if as_read is not None else F.col(C.RAW)
 
 
-def _position(plans: list[SourcePlan]) -> Column:
+def record_position(plans: list[SourcePlan]) -> Column:
+    """The record's position in its source (see ``sources.position``), whichever source it came from."""
     out = None
     for plan in plans:
         cond = F.col(C.SOURCE_INDEX) == F.lit(plan.index)
@@ -70,7 +71,7 @@ def dlq_record(
         F.lit(batch_id).cast("long").alias("batch_id"),
         F.col(C.SOURCE_ID).alias("source_id"),
         F.col(C.FILE).alias("source_file"),
-        _position(plans).alias("source_position"),
+        record_position(plans).alias("source_position"),
         F.col(C.SPLIT).alias("source_split_start"),
         err["stage"].alias("stage"),
         err["component_id"].alias("component_id"),

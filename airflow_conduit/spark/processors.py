@@ -117,6 +117,12 @@ def custom(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFra
     return custom_mod.apply_custom(df, proc, ctx)
 
 
+def expect(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
+    from airflow_conduit.spark import expectations
+
+    return expectations.apply_expect(df, proc, expectations.rules_of(ctx.spec))
+
+
 PROCESSORS = {
     "field.set": field_set,
     "field.rename": field_rename,
@@ -125,6 +131,7 @@ PROCESSORS = {
     "sql": sql,
     "json.decode": json_decode,
     "custom": custom,
+    "expect": expect,
 }
 
 
@@ -138,8 +145,15 @@ def apply_processors(df: DataFrame, processors: tuple[ProcessorSpec, ...], ctx: 
     return df
 
 
-FAILING_PLUGINS = frozenset({"json.decode", "custom"})  # processors that can fail one record (-> DLQ)
+FAILING_PLUGINS = frozenset({"json.decode", "custom", "expect"})  # processors that can fail one record (-> DLQ)
+
+
+def _can_fail(proc: ProcessorSpec) -> bool:
+    plugin = proc.plugin.removeprefix("builtin:")
+    if plugin == "expect":  # only drop and fail rules nack records
+        return any(r.get("action", "warn") != "warn" for r in proc.settings.get("rules") or ())
+    return plugin in FAILING_PLUGINS
 
 
 def can_fail_records(processors: tuple[ProcessorSpec, ...]) -> bool:
-    return any(p.plugin.removeprefix("builtin:") in FAILING_PLUGINS for p in processors)
+    return any(_can_fail(p) for p in processors)

@@ -44,12 +44,15 @@ from airflow_conduit.pipeline.report import (
     STATUS_STARTING,
     STATUS_SUCCEEDED,
     RunReport,
+    read_json,
     report_path,
     utc_now_iso,
+    write_json_atomic,
 )
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError
+from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
@@ -118,11 +121,16 @@ class PipelineRunner:
         self.destinations: list[Destination] = []
         self.dlq: Destination | None = None
         self.keep_originals = False  # keep the fields as read for the DLQ (a later stage can fail a record)
+        self.rules = expectations.rules_of(spec)  # the expect processors' rules, counted in every batch
 
     # -- setup ---------------------------------------------------------------------------------------
 
     def _setup(self) -> None:
         secrets = secret_values(self.spec)
+        invalid = expectations.unparsable_rule(self.spark, self.spec, self.rules)
+        if invalid is not None:
+            self._where = ("processor", invalid.rule.processor_id, expectations.PLUGIN)
+            raise invalid
         for index, source in enumerate(self.spec.sources):
             self._where = ("source", source.id, source.plugin)
             self.plans.append(
@@ -191,12 +199,15 @@ class PipelineRunner:
             self.generator_done = True
         already = list(result.already)
         self._record_batch(batch_id, counts, result.written, at=at, already=already, replayed=result.replayed,
-                           retries=ctx.retries, dlq_written=result.dlq_written or 0)
+                           retries=ctx.retries, dlq_written=result.dlq_written or 0, expectations=result.expectations)
         log.info(
             "batch %s: read %s, written %s, filtered %s, dlq %s in %.1fs%s", batch_id, counts["read"], result.written,
             counts["filtered"], counts["nacked"], time.monotonic() - started,
             f" (already committed: {already})" if already else "",
         )
+        if result.expectation_failed is not None and self._first_time_failed(batch_id, result.expectation_failed):
+            self._where = ("processor", result.expectation_failed.rule.processor_id, expectations.PLUGIN)
+            raise result.expectation_failed
         if result.crossed is not None and not result.replayed:
             self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
             raise self._threshold_error(result.crossed, batch_id)
@@ -226,12 +237,15 @@ class PipelineRunner:
         replayed: bool = False,
         retries: int = 0,
         dlq_written: int = 0,
+        expectations: dict[str, Any] | None = None,
     ) -> None:
-        """Add the batch to the run report (counts, KIP-298 counters) and rewrite it."""
+        """Add the batch to the run report (counts, KIP-298 counters, expectation counts) and rewrite it."""
         at = at or utc_now_iso()
         nacked = counts["nacked"]
         self.report.add_batch(batch_id, read=counts["read"], filtered=counts["filtered"], dlq=nacked, written=written, at=at)
         entry = self.report.batches[-1]
+        if expectations:
+            self.report.add_expectations(expectations)
         if already:
             entry["already_committed"] = already
         if replayed:
@@ -246,6 +260,19 @@ class PipelineRunner:
             self.report.counters["last-failure-timestamp"] = at
         self.report.status = STATUS_RUNNING
         self._save_report()
+
+    def _first_time_failed(self, batch_id: int, error: Exception) -> bool:
+        """True the first time a fail rule stops the run at this batch (recorded, so a re-run of the batch goes on).
+
+        The run stops after the batch is committed everywhere, but Spark's checkpoint does not commit a
+        batch whose foreachBatch raised: the next run re-runs it (writing nothing again) and must not stop again.
+        """
+        marker = self.state_dir / "expectations" / f"{batch_id}.json"
+        if read_json(marker) is not None:
+            log.warning("batch %s: %s (already reported by an earlier run; going on)", batch_id, error)
+            return False
+        write_json_atomic(marker, {"batch_id": batch_id, "run_id": self.run_id, "error": str(error), "at": utc_now_iso()})
+        return True
 
     def _threshold_error(self, crossed: int, batch_id: int) -> NackThresholdExceeded:
         dlq = self.spec.dead_letter_queue
