@@ -5,7 +5,10 @@ required field) go through the same transforms into Parquet, three ways, in
 one process and one SparkSession:
 
   a  this project's runner (``airflow_conduit.spark.runner.execute``, in-process, the same code
-     spark-submit runs): DLQ write branch, nack window, per-batch commit markers, run report;
+     spark-submit runs): DLQ, nack window, per-batch commit markers, run report; at the micro-batch
+     size a user gets by default (no ``max-files-per-trigger``: every available file in one batch);
+  t  the same runner with ``max-files-per-trigger`` set (``--tuned-files-per-batch``, default 5),
+     measured beside a in the same repetitions;
   b  plain PySpark, no error handling: ``read.json`` with DROPMALFORMED, drop NULL required fields
      (bad rows vanish: the floor);
   c  the usual hand-written alternative: a Python UDF with try/except returning a value-or-error
@@ -14,13 +17,15 @@ one process and one SparkSession:
 Transforms: currency = coalesce(currency, 'EUR'); keep customer <> 'test';
 amount_cents = round(amount * 100); order_date = to_date(ts).
 
-Each repetition runs a, b, c in a rotated order; ratios are per repetition
-(time_a / time_b, time_a / time_c: above 1 means a is slower).
+Each repetition runs a, b, c (and t) in a rotated order; ratios are per repetition
+(time_a / time_b, time_a / time_c: above 1 means a is slower). The runner's Spark jobs are
+counted per run from Spark's status tracker (the query's runId is the job group of its batches).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sys
@@ -91,6 +96,9 @@ def expected(counts: dict[str, int]) -> dict[str, int]:
 
 
 def runner_spec(data: Path, out: Path, dlq: Path, files_per_batch: int, window_size: int, threshold: int) -> str:
+    """The bench pipeline; ``files_per_batch`` 0 leaves ``max-files-per-trigger`` out (the default: every
+    available file in one micro-batch)."""
+    max_files = f"\n        max-files-per-trigger: {files_per_batch}" if files_per_batch else ""
     return f"""
 version: "1"
 pipeline:
@@ -102,8 +110,7 @@ pipeline:
       settings:
         path: {json.dumps(str(data))}
         format: json
-        schema: "{SCHEMA_DDL}"
-        max-files-per-trigger: {files_per_batch}
+        schema: "{SCHEMA_DDL}"{max_files}
       processors:
         - id: default-currency
           plugin: field.set
@@ -132,32 +139,26 @@ class StageClock:
     """Exclusive wall time of the runner's steps, by wrapping its functions (timing only, behaviour unchanged).
 
     Each wrapped call's time goes to its own label minus the time of the wrapped calls inside it, so the
-    labels add up to the time spent in ``_process_batch``. ``materialize`` (an eager local checkpoint:
-    the step that computes data) is labelled by what was built just before it. ``plan:`` labels only
-    build DataFrames (Python calls and Catalyst analysis, no data). A key is ``module:function`` or
+    labels add up to the time spent in ``_process_batch``. A key is ``module:function`` or
     ``module:Class.method`` of ``airflow_conduit.spark``; missing ones are skipped (the runner evolves).
+
+    The data path (issue 8) computes a batch in one pass: ``_plan_batch`` only builds the plan; the first
+    destination's write inside ``BatchPass.run`` executes it (read, parse, processors, fates, counts and
+    the DLQ rows, observed on the way), so that write is counted as "the pass". The DLQ is then written
+    from the collected rows; further destinations (none here) read the batch again.
     """
 
     BATCH = "runner:PipelineRunner._process_batch"
+    PASS = "batch_pass:BatchPass.run"
+    WRITE = "destinations:FileDestination.write"
     LABELS = {
-        BATCH: "rest of the batch (emptiness check, commit markers, window file, report entry)",
-        "runner:materialize": "compute+checkpoint",
-        "processors:materialize": "compute+checkpoint",
-        "runner:parse_batch": "plan: parsing",
-        "runner:apply_processors": "processors (plan, compute, one checkpoint each)",
-        "runner:PipelineRunner._outcomes": "plan: fates (nacked / filtered / written)",
-        "runner:PipelineRunner._counts": "counts (one aggregation)",
-        "runner:PipelineRunner._advance_window": "nack window (ordered indices of the nacked records)",
-        "runner:dlq_records": "plan: DLQ rows",
-        "runner:PipelineRunner._rows_for": "plan: destination rows",
-        "destinations:FileDestination.write": "write",
+        BATCH: "rest of the batch (DLQ record plan, per-batch bookkeeping)",
+        "runner:PipelineRunner._plan_batch": "plan: read, parse, processors, fates (no data)",
+        PASS: "the pass: read + parse + processors + fates + counts + DLQ rows + write of the lake (one job), commit markers",
+        "batch_pass:BatchPass._write_dlq": "DLQ write (from the rows collected by the pass)",
+        "batch_pass:BatchPass._advance_window": "nack window",
+        WRITE: "write",
         "runner:PipelineRunner._save_report": "run report (atomic rewrite)",
-    }
-    # What the next materialize computes, set when the call that built it returns.
-    PENDING_AFTER = {
-        "runner:parse_batch": "source: JSON parsed twice (map + typed), source errors",
-        "runner:apply_processors": "row ids",
-        "runner:PipelineRunner._outcomes": "fates",
     }
 
     def __init__(self) -> None:
@@ -165,15 +166,18 @@ class StageClock:
         self.batch_seconds = 0.0  # inclusive time in _process_batch
         self._originals: list[tuple[Any, str, Any]] = []
         self._stack: list[list[float]] = []  # [start, time of wrapped children]
-        self._pending: str | None = None
         self._labels: list[str] = []
+        self._writes_in_pass = 0
 
     def __enter__(self) -> "StageClock":
         import importlib
 
         for key in self.LABELS:
             module_name, attr = key.split(":")
-            owner: Any = importlib.import_module(f"airflow_conduit.spark.{module_name}")
+            try:
+                owner: Any = importlib.import_module(f"airflow_conduit.spark.{module_name}")
+            except ImportError:
+                continue
             bound = "." in attr
             if bound:
                 cls_name, attr = attr.split(".")
@@ -186,22 +190,22 @@ class StageClock:
         return self
 
     def _label(self, key: str, args: tuple) -> str:
-        label = self.LABELS[key]
-        if key.endswith("FileDestination.write") and args:
-            return "write: DLQ" if args[0].id == "dead-letter-queue" else f"write: {args[0].id}"
-        if key.endswith(":materialize"):
-            if any(lbl.startswith("processors") for lbl in self._labels):
-                return self.LABELS["runner:apply_processors"]
-            what, self._pending = self._pending or "other", None
-            return f"compute+checkpoint: {what}"
-        return label
+        if key == self.WRITE and args:
+            if args[0].id == "dead-letter-queue":
+                return self.LABELS["batch_pass:BatchPass._write_dlq"]
+            if self._labels and self._labels[-1] == self.LABELS[self.PASS]:
+                self._writes_in_pass += 1
+                if self._writes_in_pass == 1:  # the first destination's write executes the pass
+                    return self.LABELS[self.PASS]
+            return f"write: {args[0].id} (reads the batch again)"
+        if key == self.PASS:
+            self._writes_in_pass = 0
+        return self.LABELS[key]
 
     def _timed(self, original, key: str, bound: bool):
         clock = self
 
         def timed(*args, **kwargs):
-            if key == clock.BATCH:
-                clock._pending = "batch: files read whole, split into lines"
             label = clock._label(key, args if bound else ())
             clock._labels.append(label)
             clock._stack.append([time.perf_counter(), 0.0])
@@ -216,8 +220,6 @@ class StageClock:
                     clock._stack[-1][1] += elapsed
                 if key == clock.BATCH:
                     clock.batch_seconds += elapsed
-                if key in clock.PENDING_AFTER and not any(lbl.startswith("processors") for lbl in clock._labels):
-                    clock._pending = clock.PENDING_AFTER[key]
 
         return timed
 
@@ -226,17 +228,26 @@ class StageClock:
             setattr(owner, attr, original)
 
 
-def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> dict[str, Any]:
+def spark_jobs(spark, runner) -> int | None:
+    """Spark jobs the run's query ran (its runId is the job group of every batch job); None if unknown."""
+    query = getattr(runner, "query", None)
+    if query is None:
+        return None
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId)))
+
+
+def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, files_per_batch: int = 0) -> dict[str, Any]:
     """This project's runner, in-process: the code the entry point runs under spark-submit."""
     from airflow_conduit.pipeline import load_pipeline_from_string
     from airflow_conduit.spark.runner import execute
 
-    root = work / f"a-{tag}"
+    root = work / f"a{files_per_batch}-{tag}"
     out, dlq, state = root / "lake", root / "dlq", root / "state"
-    text = runner_spec(data, out, dlq, args.files_per_batch, args.window_size, args.window_threshold)
+    text = runner_spec(data, out, dlq, files_per_batch, args.window_size, args.window_threshold)
     spec = load_pipeline_from_string(text, str(root / "pipeline.yaml"), base_dir=str(root))
+    runners: list[Any] = []
     with StageClock() as stages, Stopwatch() as sw:
-        code, report = execute(spark, spec, state_dir=state, run_id="bench", faults=None)
+        code, report = execute(spark, spec, state_dir=state, run_id="bench", faults=None, on_runner=runners.append)
     if code != 0:
         raise RuntimeError(f"runner exited {code}: {report.error}")
     totals = report.totals
@@ -246,6 +257,7 @@ def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> 
         "filtered": int(totals.get("filtered", 0)),
         "bad": int(totals.get("dlq", 0)),
         "batches": len(report.batches),
+        "jobs": spark_jobs(spark, runners[0]) if runners else None,
         "stages": {**stages.seconds, "(inclusive) _process_batch": stages.batch_seconds},
         "out": [out, dlq],
         "root": root,
@@ -348,12 +360,22 @@ def stage_shares(stages: list[dict[str, float]], totals: list[float]) -> dict[st
     return out
 
 
-WAYS: dict[str, Callable[..., dict[str, Any]]] = {"a": run_a, "b": run_b, "c": run_c}
+def ways(args: argparse.Namespace) -> dict[str, Callable[..., dict[str, Any]]]:
+    """a at the default micro-batch size, b, c, and t: a at the tuned size (when one is given)."""
+    result: dict[str, Callable[..., dict[str, Any]]] = {
+        "a": functools.partial(run_a, files_per_batch=args.files_per_batch), "b": run_b, "c": run_c,
+    }
+    if args.tuned_files_per_batch >= 0 and args.tuned_files_per_batch != args.files_per_batch:
+        result["t"] = functools.partial(run_a, files_per_batch=args.tuned_files_per_batch)
+    return result
+
+
+RUNNER_WAYS = ("a", "t")
 
 
 def count_outputs(spark, way: str, result: dict[str, Any]) -> dict[str, int]:
     """Rows written by a way (outside the timed region), to check the three agree."""
-    if way == "a":
+    if way in RUNNER_WAYS:
         return {"written": result["written"], "filtered": result["filtered"], "bad": result["bad"]}
     written = spark.read.parquet(str(result["lake"])).count()
     bad = spark.read.parquet(str(result["dlq"])).count() if way == "c" else None
@@ -378,30 +400,51 @@ def build_spark(driver_memory: str):
 
 
 def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, exp: dict[str, int], label: str) -> dict[str, Any]:
-    times: dict[str, list[float]] = {w: [] for w in WAYS}
-    counts: dict[str, list[dict[str, int]]] = {w: [] for w in WAYS}
+    todo = ways(args)
+    times: dict[str, list[float]] = {w: [] for w in todo}
+    counts: dict[str, list[dict[str, int]]] = {w: [] for w in todo}
     orders: list[list[str]] = []
-    extra: dict[str, Any] = {}
+    runner: dict[str, dict[str, list[Any]]] = {w: {"batches": [], "jobs": [], "stages": []} for w in todo if w in RUNNER_WAYS}
     for rep in range(reps):
-        order = rotated(list(WAYS), rep)
+        order = rotated(list(todo), rep)
         orders.append(order)
         for way in order:
-            result = WAYS[way](spark, work, data, f"{label}{rep}", args)
+            result = todo[way](spark, work, data, f"{label}{rep}", args)
             times[way].append(result["seconds"])
             counts[way].append(count_outputs(spark, way, result))
-            if way == "a":
-                extra["batches"] = result["batches"]
-                extra.setdefault("stages_a", []).append(result["stages"])
+            if way in runner:
+                for key in ("batches", "jobs", "stages"):
+                    runner[way][key].append(result[key])
             shutil.rmtree(result["root"], ignore_errors=True)
-            log(f"  {label} rep {rep} {way}: {result['seconds']:.2f}s {counts[way][-1]}")
-    return {"times": times, "counts": counts, "orders": orders, "expected": exp, **extra}
+            extra = f" ({result['batches']} batches, {result['jobs']} Spark jobs)" if way in runner else ""
+            log(f"  {label} rep {rep} {way}: {result['seconds']:.2f}s {counts[way][-1]}{extra}")
+    return {"times": times, "counts": counts, "orders": orders, "expected": exp, "runner": runner}
+
+
+def runner_summary(run: dict[str, list[Any]], times: list[float], files_per_batch: int, files: int) -> dict[str, Any]:
+    """What the report says about one runner configuration: batches, Spark jobs per batch, stage shares."""
+    batches = run["batches"][-1] if run["batches"] else None
+    jobs = [j for j in run["jobs"] if j is not None]
+    return {
+        "files_per_batch": files_per_batch,
+        "max_files_per_trigger": files_per_batch or None,
+        "files": files,
+        "batches": batches,
+        "jobs": jobs,
+        "jobs_per_batch": summary(j / b for j, b in zip(jobs, run["batches"]) if b),
+        "stages": run["stages"],
+        "stage_shares": stage_shares(run["stages"], times),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--per-file", type=int, default=100_000, help="records per input file")
-    parser.add_argument("--files-per-batch", type=int, default=5, help="runner's max-files-per-trigger")
+    parser.add_argument("--files-per-batch", type=int, default=0,
+                        help="runner's max-files-per-trigger; 0 (the default) leaves it out: all files in one batch")
+    parser.add_argument("--tuned-files-per-batch", type=int, default=5,
+                        help="a second runner configuration measured beside the default (t); -1: none")
     parser.add_argument("--window-size", type=int, default=10_000, help="runner's DLQ window-size")
     parser.add_argument("--window-threshold", type=int, default=1_000, help="runner's DLQ window-nack-threshold")
     parser.add_argument("--reps", type=int, default=MIN_PAIRS)
@@ -433,10 +476,14 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     times = main_run["times"]
     records = args.records
+    files = -(-records // args.per_file)
+    runs = main_run["runner"]
+    configs = {"a": args.files_per_batch, "t": args.tuned_files_per_batch}
+    runner = {w: runner_summary(runs[w], times[w], configs[w], files) for w in runs}
     result = {
         "records": records,
         "per_file": args.per_file,
-        "files": -(-records // args.per_file),
+        "files": files,
         "files_per_batch": args.files_per_batch,
         "window_size": args.window_size,
         "window_threshold": args.window_threshold,
@@ -447,9 +494,9 @@ def main(argv: list[str] | None = None) -> int:
         "driver_memory": args.driver_memory,
         "reps": args.reps,
         "orders": main_run["orders"],
-        "batches_a": main_run.get("batches"),
-        "stages_a": main_run.get("stages_a"),
-        "stage_shares_a": stage_shares(main_run.get("stages_a") or [], times["a"]),
+        "runner": runner,
+        "batches_a": runner["a"]["batches"],
+        "stage_shares_a": runner["a"]["stage_shares"],
         "times": times,
         "counts": main_run["counts"],
         "warmup": {"records": args.warmup_records, "times": warm["times"], "counts": warm["counts"], "expected": warm["expected"]},
@@ -458,8 +505,14 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_a_b": paired_ratios(times["a"], times["b"]),
         "ratio_a_c": paired_ratios(times["a"], times["c"]),
         "ratio_c_b": paired_ratios(times["c"], times["b"]),
-        "target_a_b": 1.15,
+        "target_a_b": 1.3,
+        "stretch_a_b": 1.15,
+        "target_a_c": 0.5,
     }
+    if "t" in times:
+        result["ratio_t_b"] = paired_ratios(times["t"], times["b"])
+        result["ratio_t_c"] = paired_ratios(times["t"], times["c"])
+        result["ratio_t_a"] = paired_ratios(times["t"], times["a"])
     path = write_result("error_handling", result, args.out)
     log(
         f"a/b {result['ratio_a_b']['median']:.2f} (min {result['ratio_a_b']['min']:.2f}, max {result['ratio_a_b']['max']:.2f}); "

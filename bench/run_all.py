@@ -1,4 +1,4 @@
-"""Run the four benchmarks and write docs/benchmarks.md: ``python -m bench.run_all`` (``make bench``).
+"""Run the benchmarks and write docs/benchmarks.md: ``python -m bench.run_all`` (``make bench``).
 
 Each benchmark runs in its own process (one SparkSession, one AIRFLOW_HOME
 each); its full output goes to bench/results/<name>.log, its measurements to
@@ -24,16 +24,18 @@ from pathlib import Path
 
 from bench.common import REPO, RESULTS_DIR, log, machine_facts, setup_environment
 
-# name -> (module, full-run arguments, quick arguments)
+# name -> (module, full-run arguments, quick arguments); run in this order (the data path's first)
 BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "error_handling": (
         "bench.error_handling",
         [],
-        ["--records", "50000", "--per-file", "10000", "--files-per-batch", "2", "--reps", "2",
+        ["--records", "50000", "--per-file", "10000", "--tuned-files-per-batch", "2", "--reps", "2",
          "--warmup-records", "10000", "--driver-memory", "1g"],
     ),
-    "recovery_reaction": ("bench.recovery_reaction", [], ["--polls", "1", "--restarts", "2"]),
+    "soak": ("bench.soak", [], ["--batches", "20", "--warmup", "5", "--samples", "3"]),
+    "small_run": ("bench.small_run", ["--runs", "2"], ["--runs", "1"]),
     "restart_cost": ("bench.restart_cost", [], ["--kills", "2", "--records", "60000"]),
+    "recovery_reaction": ("bench.recovery_reaction", [], ["--polls", "1", "--restarts", "2"]),
     "deferral_scale": ("bench.deferral_scale", [], ["--ns", "10,50", "--reps", "2", "--poll", "2", "--workers", "2"]),
 }
 TIME_BUDGET_SECONDS = 30 * 60
@@ -60,7 +62,8 @@ def run_one(name: str, module: str, extra: list[str], results: Path) -> dict:
     else:
         log(f"== {name}: done in {wall:.0f}s")
     return {"exit_code": code, "seconds": wall, "command": " ".join(["python", "-m", module, *extra]), "log": str(logfile),
-            "load_average_after": os.getloadavg()}
+            "load_average_after": os.getloadavg(),
+            "finished_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 
 
 def main(argv: list[str] | None = None) -> int:

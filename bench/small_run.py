@@ -1,0 +1,232 @@
+"""Small run: where the wall time of ``airflow-conduit run examples/orders/pipeline.yaml`` goes (15 records).
+
+Runs the command a new user runs (the CLI, the local launcher, spark-submit, the
+Spark job, the CLI's watcher) on a copy of examples/orders (so that its output
+folder in the repository is not touched), in a fresh state directory, and
+splits the wall time into phases from:
+
+- the wall clock of this process (command started, command exited) and a 50 ms
+  poll of the state directory (driver.log appears = spark-submit started;
+  report status ``running`` first seen = query started);
+- the run report (``started_at``: the runner exists, its SparkSession is up;
+  ``ended_at``: the query ended) and the launcher's exit record (``ended_at``:
+  the driver process exited);
+- the driver log: Spark's own lines (``Running Spark version`` = SparkContext
+  starting; 1 s resolution) and Structured Streaming's progress reports (per
+  batch: trigger start, batchDuration and its parts, ms resolution), and the
+  runner's ``batch N: ... in X s`` lines (time inside foreachBatch).
+
+Repeated ``--runs`` times (each a new process and state directory); the doc
+shows each phase as median (min–max).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import REPO, iso_epoch, log, setup_environment, summary, write_result
+
+EXAMPLE = REPO / "examples" / "orders"
+SPARK_LINE = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d) (\w+) (\S+): (.*)$")
+PY_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (\S+): (.*)$")
+BATCH_LINE = re.compile(r"batch (\d+): read (\d+).* in ([\d.]+)s")
+
+
+def _spark_time(text: str) -> float:
+    """Spark's log4j default pattern (yy/MM/dd HH:mm:ss, the JVM's local time zone, as this machine's)."""
+    return time.mktime(datetime.strptime(text, "%y/%m/%d %H:%M:%S").timetuple())
+
+
+def _py_time(text: str) -> float:
+    """Python logging's asctime (local time, milliseconds)."""
+    dt = datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f")
+    return time.mktime(dt.timetuple()) + dt.microsecond / 1e6
+
+
+def parse_driver_log(text: str) -> dict[str, Any]:
+    """Spark's milestones, the streaming progress reports and the runner's batch lines of a driver log."""
+    events: dict[str, float] = {}
+    progress: list[dict[str, Any]] = []
+    batches: dict[int, dict[str, float]] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = SPARK_LINE.match(line)
+        if m:
+            at, _, who, msg = m.groups()
+            if who == "SparkContext" and msg.startswith("Running Spark version"):
+                events.setdefault("spark_context_starting", _spark_time(at))
+            elif who == "BlockManager" and msg.startswith("Initialized BlockManager"):
+                events.setdefault("spark_context_ready", _spark_time(at))
+            elif who == "MicroBatchExecution" and msg.startswith("Starting ["):
+                events.setdefault("query_starting", _spark_time(at))
+            elif who == "SparkContext" and msg.startswith("Successfully stopped SparkContext"):
+                events.setdefault("spark_context_stopped", _spark_time(at))
+            elif who == "ProgressReporter" and "made progress" in msg and msg.rstrip().endswith("{"):
+                block = ["{"]
+                i += 1
+                while i < len(lines) and lines[i] != "}":
+                    block.append(lines[i])
+                    i += 1
+                block.append("}")
+                try:
+                    progress.append(json.loads("\n".join(block)))
+                except ValueError:
+                    pass
+        p = PY_LINE.match(line)
+        if p:
+            at, _, who, msg = p.groups()
+            b = BATCH_LINE.search(msg) if who.endswith("spark.runner") else None
+            if b:
+                batches[int(b.group(1))] = {"done": _py_time(at), "seconds": float(b.group(3)), "read": int(b.group(2))}
+            if who == "py4j.clientserver" and "Python Server ready" in msg:
+                events.setdefault("python_callback_ready", _py_time(at))
+        i += 1
+    return {"events": events, "progress": progress, "batches": batches}
+
+
+def run_once(work: Path, poll: float, timeout: float) -> dict[str, Any]:
+    """One ``airflow-conduit run`` on a fresh copy of the example; the timestamps of its phases."""
+    if work.exists():
+        shutil.rmtree(work)
+    example = work / "orders"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("out"))
+    state = work / "state"
+    cli = Path(sys.executable).parent / "airflow-conduit"
+    cmd = [str(cli), "run", str(example / "pipeline.yaml"), "--state-dir", str(state)]
+    seen: dict[str, float] = {}
+    out_path = work / "cli.out"
+    t0 = time.time()
+    with open(out_path, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=str(work))
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise TimeoutError(f"airflow-conduit run did not finish within {timeout:.0f}s")
+            now = time.time()
+            runs = list((state / "runs").glob("*/driver.log")) if (state / "runs").exists() else []
+            if runs:
+                seen.setdefault("driver_log_created", now)
+                try:
+                    report = json.loads((runs[0].parent / "report.json").read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    report = None
+                if report:
+                    seen.setdefault(f"status:{report.get('status')}", now)
+            time.sleep(poll)
+    t_exit = time.time()
+    output = out_path.read_text(encoding="utf-8", errors="replace")
+    if proc.returncode != 0:
+        raise RuntimeError(f"airflow-conduit run exited {proc.returncode}:\n{output[-3000:]}")
+    run_dir = next((state / "runs").iterdir())
+    report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
+    exit_record = json.loads((run_dir / "exit.json").read_text(encoding="utf-8"))
+    parsed = parse_driver_log((run_dir / "driver.log").read_text(encoding="utf-8", errors="replace"))
+    return phases(t0, t_exit, seen, report, exit_record, parsed) | {"cli_output": output.splitlines()[-6:]}
+
+
+def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_record: dict, parsed: dict) -> dict[str, Any]:
+    """Consecutive phases (they add up to the wall time) and the per-batch figures."""
+    ev = parsed["events"]
+    started = iso_epoch(report["started_at"])
+    ended = iso_epoch(report["ended_at"])
+    driver_exit = iso_epoch(exit_record["ended_at"])
+    submitted = seen.get("driver_log_created", t0)
+    query = ev.get("query_starting") or seen.get("status:running") or started
+    progress = parsed["progress"]
+    first_trigger = iso_epoch(progress[0]["timestamp"]) if progress else None
+    sc = ev.get("spark_context_starting", submitted)
+    batches = []
+    for p in progress:
+        bid = int(p["batchId"])
+        ours = parsed["batches"].get(bid, {})
+        d = p.get("durationMs") or {}
+        batches.append({
+            "batch_id": bid,
+            "rows": p.get("numInputRows"),
+            "trigger_start": iso_epoch(p["timestamp"]),
+            "batch_seconds": p.get("batchDuration", 0) / 1000,  # Structured Streaming: trigger start to commit
+            "foreach_batch_seconds": d.get("addBatch", 0) / 1000,  # our foreachBatch (plan + pass + DLQ + markers)
+            "runner_seconds": ours.get("seconds"),  # the runner's own log line (inside _process_batch)
+            "planning_seconds": d.get("queryPlanning", 0) / 1000,
+            "offsets_and_commit_seconds": (d.get("latestOffset", 0) + d.get("getBatch", 0) + d.get("walCommit", 0)
+                                           + d.get("commitOffsets", 0)) / 1000,
+        })
+    last_batch_end = max((b["trigger_start"] + b["batch_seconds"] for b in batches), default=query)
+    marks = [
+        ("command start → spark-submit started (CLI: Python + Airflow imports, spec check, packaging)", t0, submitted),
+        ("spark-submit started → SparkContext starting (JVM launch, driver Python start, imports)", submitted, sc),
+        ("SparkContext + SparkSession start → runner created (report started_at)", sc, started),
+        ("pipeline setup → query started (sources, destinations, DLQ, streaming query start)", started, query),
+        ("query started → first batch triggered", query, first_trigger or query),
+        ("micro-batches (trigger start → commit, all batches)", first_trigger or query, last_batch_end),
+        ("last batch → query ended (no more input; report ended_at)", last_batch_end, ended),
+        ("query ended → driver exited (spark.stop, JVM exit)", ended, driver_exit),
+        ("driver exited → command exited (the CLI's next poll, summary)", driver_exit, t_exit),
+    ]
+    return {
+        "wall_seconds": t_exit - t0,
+        "phases": {name: b - a for name, a, b in marks},
+        "batches": batches,
+        "events": {k: v - t0 for k, v in {**ev, **seen, "started_at": started, "ended_at": ended,
+                                          "driver_exit": driver_exit}.items()},
+        "totals": report.get("totals"),
+        "status": report.get("status"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--poll", type=float, default=0.05)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    setup_environment()
+    root = Path(tempfile.mkdtemp(prefix="conduit-bench-small-"))
+    os.environ.setdefault("AIRFLOW_HOME", str(root / "airflow-home"))  # the CLI needs no Airflow DB; keep it out of ~
+    runs = []
+    try:
+        for k in range(args.runs):
+            result = run_once(root / f"run-{k}", args.poll, args.timeout)
+            runs.append(result)
+            log(f"run {k + 1}: {result['wall_seconds']:.1f}s wall, {len(result['batches'])} batches, totals {result['totals']}")
+            for name, seconds in result["phases"].items():
+                log(f"    {seconds:6.1f}s  {name}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    names = list(runs[0]["phases"]) if runs else []
+    first = [r["batches"][0] for r in runs if r["batches"]]
+    later = [b for r in runs for b in r["batches"][1:]]
+    result = {
+        "command": "airflow-conduit run examples/orders/pipeline.yaml --state-dir <new temporary folder>",
+        "records": 15,
+        "runs": runs,
+        "wall_seconds": summary(r["wall_seconds"] for r in runs),
+        "phases": {n: summary(r["phases"][n] for r in runs) for n in names},
+        "first_batch": {k: summary(b[k] or 0 for b in first) for k in
+                        ("batch_seconds", "foreach_batch_seconds", "runner_seconds", "planning_seconds", "offsets_and_commit_seconds")},
+        "later_batches": {k: summary(b[k] or 0 for b in later) for k in
+                          ("batch_seconds", "foreach_batch_seconds", "runner_seconds", "planning_seconds", "offsets_and_commit_seconds")},
+        "batches_per_run": summary(len(r["batches"]) for r in runs),
+    }
+    path = write_result("small_run", result, args.out)
+    log(f"wall {result['wall_seconds']['median']:.1f}s (median of {len(runs)}); written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
