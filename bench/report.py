@@ -525,7 +525,9 @@ def section_small_run(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
     if r is None or not r.get("runs"):
         return title + NA + "\n", [["6. small run wall time", NA, "", "n/a"]]
     wall = r["wall_seconds"]
-    rows = [[name, fmt_summary(v, 1, " s"), f"{100 * v['median'] / wall['median']:.0f}%"] for name, v in r["phases"].items()]
+    order = r.get("phase_order") or list(r["phases"])
+    rows = [[name, fmt_summary(r["phases"][name], 1, " s"), f"{100 * r['phases'][name]['median'] / wall['median']:.0f}%"]
+            for name in order]
     fb, lb = r["first_batch"], r["later_batches"]
     batch_rows = [
         ["trigger start → commit (Structured Streaming's batchDuration)", fmt_summary(fb["batch_seconds"], 1, " s"),
@@ -541,7 +543,11 @@ def section_small_run(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
     ]
     run0 = r["runs"][0]
     startup = sum(v["median"] for k, v in r["phases"].items() if not k.startswith(("micro-batches", "last batch", "query ended", "driver exited")))
-    text = f"""{title}`{r['command']}` ({r['records']} records: {run0['totals']}), {len(r['runs'])} times, each a new
+    t = run0["totals"] or {}
+    totals = (f"{t.get('read', 0)} read, {sum((t.get('written') or {}).values())} written, {t.get('filtered', 0)} filtered, "
+              f"{t.get('dlq', 0)} to the DLQ")
+    n_runs = len(r["runs"])
+    text = f"""{title}`{r['command']}` ({r['records']} records: {totals}), {n_runs} time{'s' if n_runs != 1 else ''}, each a new
 process and a new state directory, on a copy of `examples/orders` (so the repository's `out/` stays clean). The
 example sets `max-files-per-trigger: 1`, so its two input files are {fmt(r['batches_per_run']['median'], 0)} micro-batches.
 Wall time: **{fmt_summary(wall, 1, ' s')}**.

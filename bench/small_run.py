@@ -149,6 +149,7 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
     progress = parsed["progress"]
     first_trigger = iso_epoch(progress[0]["timestamp"]) if progress else None
     sc = ev.get("spark_context_starting", submitted)
+    sc_ready = min(max(ev.get("spark_context_ready", sc), sc), started)
     batches = []
     for p in progress:
         bid = int(p["batchId"])
@@ -169,7 +170,8 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
     marks = [
         ("command start → spark-submit started (CLI: Python + Airflow imports, spec check, packaging)", t0, submitted),
         ("spark-submit started → SparkContext starting (JVM launch, driver Python start, imports)", submitted, sc),
-        ("SparkContext + SparkSession start → runner created (report started_at)", sc, started),
+        ("SparkContext start (JVM side: SparkEnv, block manager, executor)", sc, sc_ready),
+        ("SparkContext ready → runner created (SparkSession, session settings; report started_at)", sc_ready, started),
         ("pipeline setup → query started (sources, destinations, DLQ, streaming query start)", started, query),
         ("query started → first batch triggered", query, first_trigger or query),
         ("micro-batches (trigger start → commit, all batches)", first_trigger or query, last_batch_end),
@@ -217,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "wall_seconds": summary(r["wall_seconds"] for r in runs),
         "phases": {n: summary(r["phases"][n] for r in runs) for n in names},
+        "phase_order": names,  # the JSON file's keys are sorted
         "first_batch": {k: summary(b[k] or 0 for b in first) for k in
                         ("batch_seconds", "foreach_batch_seconds", "runner_seconds", "planning_seconds", "offsets_and_commit_seconds")},
         "later_batches": {k: summary(b[k] or 0 for b in later) for k in

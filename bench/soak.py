@@ -220,7 +220,7 @@ def sample_points(total: int, warmup: int, count: int) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=210)
+    parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10, help="batches before the first sample")
     parser.add_argument("--samples", type=int, default=9, help="samples from --warmup to --batches, evenly spaced")
     parser.add_argument("--rate", type=int, default=2000, help="generator records per second")
