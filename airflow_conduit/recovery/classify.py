@@ -11,7 +11,7 @@ Rules are tried in this order; the first that gives an answer wins:
 7. exception classes in the chain, and Java class names in the text;
 8. the stage that failed (a processor: fatal, Conduit recovery doc);
 9. message patterns ("connection refused", "permission denied", ...);
-10. Spark failed to start (JavaSparkContext) and nothing above found a passing cause: fatal;
+10. Spark failed to start (JavaSparkContext, or spark-submit itself) and nothing above found a passing cause: fatal;
 11. otherwise transient (design doc: by default all errors are transient).
 """
 
@@ -24,7 +24,7 @@ from typing import Any, Iterable
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 from airflow_conduit.recovery.facts import ErrorFacts, gather_facts
-from airflow_conduit.recovery.java_errors import is_spark_context_start_failure
+from airflow_conduit.recovery.java_errors import is_spark_start_failure
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 
 
@@ -335,9 +335,9 @@ def _by_startup(facts: ErrorFacts) -> Classification | None:
     What is left is local and deterministic: a missing file or jar, a bad option or path, a broken
     installation. A restart starts Spark the same way, so restarting forever would only loop.
     """
-    if not is_spark_context_start_failure(facts.text):
+    if not is_spark_start_failure(facts.text):
         return None
-    return _verdict(facts, codes.SPARK_STARTUP, "startup", "Spark could not start (JavaSparkContext) and no cause a retry could change was found")
+    return _verdict(facts, codes.SPARK_STARTUP, "startup", "Spark could not start and no cause a retry could change was found")
 
 
 def _verdict(

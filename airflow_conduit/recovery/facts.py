@@ -15,7 +15,14 @@ from typing import Any, Iterator
 
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError, PipelineError, StructuredError, TransientError
-from airflow_conduit.recovery.java_errors import JavaCause, java_causes, java_causes_from_text, py4j_call, root_cause
+from airflow_conduit.recovery.java_errors import (
+    JavaCause,
+    has_java_trace,
+    java_causes,
+    java_causes_from_text,
+    py4j_call,
+    root_cause,
+)
 
 # "java.net.ConnectException", "org.postgresql.util.PSQLException", "psycopg2.OperationalError"
 _QUALIFIED_CLASS = re.compile(
@@ -25,6 +32,7 @@ _QUALIFIED_CLASS = re.compile(
 _CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]{2,}(?:\.[A-Z0-9_]+)*)\]")
 # "SQLSTATE: 42703" (Spark), "SQLState: 08001" (JDBC), "sqlstate=23505"
 _SQLSTATE = re.compile(r"SQL ?STATE\s*[:=]?\s*([0-9A-Z]{5})\b", re.IGNORECASE)
+_STACK_FRAME = re.compile(r"^\s*(?:at [\w$.<>/]+\(|\.\.\. \d+ (?:more|common frames omitted))")
 _SUMMARY_LIMIT = 500
 _TEXT_LIMIT = 200_000
 
@@ -158,7 +166,7 @@ def _from_text(facts: ErrorFacts, text: str) -> None:
             _from_dict(facts, data)
             return
     facts.text = text
-    if py4j_call(text):
+    if has_java_trace(text):
         _add_java_chain(facts, java_causes_from_text(text))
     facts.summary = facts.java_root.text() if facts.java_root is not None else _last_meaningful_line(text)
 
@@ -266,7 +274,8 @@ def _first_line(text: str) -> str:
 
 def _last_meaningful_line(text: str) -> str:
     """For stderr: the last line that looks like an error (the first lines are often log noise)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # Stack frames ("at org.apache.spark.deploy.SparkSubmit.error(...)", "... 12 more") are not the error.
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not _STACK_FRAME.match(line)]
     for line in reversed(lines):
         if re.search(r"error|exception|failed|refused|denied|timed out", line, re.IGNORECASE):
             return line[:_SUMMARY_LIMIT]

@@ -26,7 +26,9 @@ _MESSAGE_LIMIT = 500
 # "org.postgresql.util.PSQLException: FATAL: password authentication failed" (class, then the message)
 _EXCEPTION = re.compile(r"((?:[A-Za-z_$][\w$]*\.)+[A-Za-z_$][\w$]*)(?:: (.*))?$")
 _PY4J_CALL = re.compile(r"An error occurred while calling (\S+?)\.?$", re.MULTILINE)
+_THREAD_DEATH = re.compile(r'^Exception in thread "[^"]*" (.*)$')  # a JVM whose main thread died (spark-submit)
 SPARK_CONTEXT_CONSTRUCTOR = "None.org.apache.spark.api.java.JavaSparkContext"
+SPARK_SUBMIT_FRAME = "at org.apache.spark.deploy.SparkSubmit"
 
 
 @dataclass(frozen=True)
@@ -75,15 +77,19 @@ def java_causes_from_text(text: str) -> list[JavaCause]:
     """The exceptions of a printed Java stack trace (outermost first); SQLSTATEs are not printed there.
 
     Py4J prints ``<message>: <exception>`` with the exception on a line starting with ``": "``;
-    each cause follows as ``Caused by: <exception>``.
+    a JVM whose main thread died prints ``Exception in thread "main" <exception>``; each cause
+    follows as ``Caused by: <exception>``.
     """
     causes: list[JavaCause] = []
     for raw in text.splitlines():
         line = raw.strip()
+        death = _THREAD_DEATH.match(line)
         if line.startswith("Caused by: "):
             body = line[len("Caused by: "):]
         elif raw.startswith(": ") and not causes:
             body = raw[2:].strip()
+        elif death and not causes:
+            body = death.group(1)
         else:
             continue
         match = _EXCEPTION.match(body)
@@ -108,9 +114,17 @@ def py4j_call(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def is_spark_context_start_failure(text: str) -> bool:
-    """The JVM side of ``SparkContext(...)`` failed: Spark could not even start."""
-    return f"while calling {SPARK_CONTEXT_CONSTRUCTOR}" in text
+def has_java_trace(text: str) -> bool:
+    """The text holds a printed Java exception: a Py4J error or a JVM whose thread died."""
+    return bool(py4j_call(text)) or any(_THREAD_DEATH.match(line.strip()) for line in text.splitlines())
+
+
+def is_spark_start_failure(text: str) -> bool:
+    """Spark could not even start: ``SparkContext(...)`` failed in the JVM, or spark-submit itself gave up
+    (its main thread died in ``org.apache.spark.deploy.SparkSubmit``: a bad master, a missing file, a bad option)."""
+    if f"while calling {SPARK_CONTEXT_CONSTRUCTOR}" in text:
+        return True
+    return SPARK_SUBMIT_FRAME in text and any(_THREAD_DEATH.match(line.strip()) for line in text.splitlines())
 
 
 def _one_line(message: str) -> str:

@@ -218,9 +218,9 @@ def degraded_message(session: RecoverySession, decision: Any, error: Any, last_e
     c = decision.classification
     if isinstance(error, dict):
         message = error.get("message") or ""
-    else:
+    else:  # log text: the classifier's summary (the Java root cause, not the last stack frame)
         tail = [line for line in str(error or "").strip().splitlines() if line.strip()]
-        message = tail[-1] if tail else ""
+        message = c.message or (tail[-1] if tail else "")
     lines = [
         f"pipeline degraded: {decision.reason}",
         f"error: {message}",

@@ -67,3 +67,13 @@ def test_relative_state_dir_runs_the_pipeline(orders):
     expected = json.loads((orders / "expected.json").read_text())
     assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])
     assert not list((orders / "relstate" / "runs").glob("*/relstate"))  # nothing written under a doubled path
+
+
+def test_spark_submit_refusing_the_master_degrades_once_instead_of_looping(orders):
+    """Issue 10: a deterministic start failure (spark-submit rejects the master) is fatal 2700, not restarted for ever."""
+    result = run_cli(str(orders / "pipeline.yaml"), "--state-dir", str(orders / "state"), "--master", "bogus://nowhere",
+                     "--poll-interval", "0.5")  # default max-retries -1: only the classification can stop it
+    assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("submitted: run") == 1
+    assert "classified as fatal, code 2700" in result.stdout
+    assert "error: org.apache.spark.SparkException: Master must either be yarn or start with spark" in result.stderr

@@ -165,3 +165,32 @@ def test_other_py4j_failures_keep_the_default():
     verdict = classify(Py4JJavaError("o42.start", odd))
     assert (verdict.code, verdict.rule) == (1000, "default")
     assert verdict.message == "java.lang.IllegalStateException: something odd"
+
+
+SPARK_SUBMIT_REFUSAL = """\
+WARNING: Using incubator modules: jdk.incubator.vector
+Exception in thread "main" org.apache.spark.SparkException: Master must either be yarn or start with spark, k8s, or local
+\tat org.apache.spark.deploy.SparkSubmit.error(SparkSubmit.scala:1068)
+\tat org.apache.spark.deploy.SparkSubmitArguments.validateSubmitArguments(SparkSubmitArguments.scala:253)
+\tat org.apache.spark.deploy.SparkSubmit.doSubmit(SparkSubmit.scala:95)
+\tat org.apache.spark.deploy.SparkSubmit.main(SparkSubmit.scala)
+"""
+
+
+def test_spark_submit_refusing_its_command_line_is_fatal_and_named():
+    # `airflow-conduit run --master bogus://x`: spark-submit exits 1 before any driver; it used to restart for ever.
+    verdict = classify(SPARK_SUBMIT_REFUSAL, exit_code=1)
+    assert (verdict.code, verdict.fatal, verdict.rule) == (2700, True, "startup")
+    assert verdict.message == "org.apache.spark.SparkException: Master must either be yarn or start with spark, k8s, or local"
+
+
+def test_spark_submit_failing_to_reach_a_cluster_stays_transient():
+    text = SPARK_SUBMIT_REFUSAL.replace(
+        "Master must either be yarn or start with spark, k8s, or local", "Failed to connect to master 127.0.0.1:7077"
+    )
+    assert classify(text, exit_code=1).code == 1100
+
+
+def test_a_summary_of_log_text_is_never_a_stack_frame():
+    text = "INFO starting\nERROR something broke badly\n\tat org.example.Thing.error(Thing.java:10)\n\t... 12 more\n"
+    assert classify(text).message == "ERROR something broke badly"

@@ -31,3 +31,18 @@ def test_a_fatal_failure_degrades():
     step = apply_event(session, failed_event("r-s01", {"code": 2700, "fatal": True, "message": "java.io.FileNotFoundException: x"}))
     assert step.action is Action.DEGRADE and session.degraded
     assert step.lines[-1].startswith("degraded because fatal error, no restart: fatal 2700")
+
+
+def test_degraded_message_names_the_cause_not_the_last_stack_frame():
+    from airflow_conduit.recovery.session import degraded_message
+
+    log = (
+        'Exception in thread "main" org.apache.spark.SparkException: Master must either be yarn or start with spark, k8s, or local\n'
+        "\tat org.apache.spark.deploy.SparkSubmit.error(SparkSubmit.scala:1068)\n"
+        "\tat org.apache.spark.deploy.SparkSubmit.main(SparkSubmit.scala)\n"
+    )
+    session = RecoverySession(RecoveryOptions(), clock=FakeClock())
+    step = apply_event(session, {"status": "failed", "handle": {"run_id": "r-s01"}, "stderr_tail": log, "exit_code": 1})
+    assert step.action is Action.DEGRADE
+    text = degraded_message(session, step.decision, step.error)
+    assert "error: org.apache.spark.SparkException: Master must either be yarn" in text
