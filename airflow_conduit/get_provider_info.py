@@ -59,6 +59,11 @@ def get_provider_info() -> dict:
         "operators": [
             {"integration-name": "Conduit pipelines on Spark", "python-modules": ["airflow_conduit.operators.pipeline"]}
         ],
+        # The hook uses the Spark provider's ``spark`` connection type and form (no fields of its own), so it is
+        # listed under "hooks" only: a "connection-types" entry for ``spark`` would clash with the Spark provider's.
+        "hooks": [
+            {"integration-name": "Conduit pipelines on Spark", "python-modules": ["airflow_conduit.hooks.spark_pipeline"]}
+        ],
         "sensors": [
             {"integration-name": "Conduit pipelines on Spark", "python-modules": ["airflow_conduit.sensors.pipeline"]}
         ],

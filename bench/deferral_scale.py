@@ -3,7 +3,7 @@
 A (deferred): one process that imports Airflow and this package, as a
 triggerer does, runs N ``SparkPipelineTrigger`` instances in one asyncio loop,
 each polling a fake running job every ``poll`` seconds through the real code
-path (``LocalLauncher.status`` - process table + exit file - and
+path (``LocalBackend.status`` - process table + exit file - and
 ``RunReport.read``, both in worker threads). The fake jobs are real ``sleep``
 processes (a pool shared by the handles) with a real run report each. Trigger
 starts are spread over one poll interval, as deferrals arrive over time.
@@ -18,7 +18,7 @@ the cost of N jobs is extrapolated as N x the median per process. Airflow 3
 also keeps a supervisor process per running task; it is not counted, so B is
 an underestimate.
 
-Also measured: the ``airflow_conduit.launchers.detached`` wrapper that the
+Also measured: the ``airflow_conduit.hooks.backends.detached`` wrapper that the
 local launcher keeps per running job (stdlib only; the standalone launcher
 keeps none).
 
@@ -92,18 +92,18 @@ def _memory(proc) -> dict[str, float]:
 async def _watch_all(n: int, poll: float, jobs_dir: Path, pids: list[tuple[int, float]]) -> dict[str, Any]:
     import psutil
 
-    from airflow_conduit.launchers import local
+    from airflow_conduit.hooks.backends import local
     from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 
     polls = 0
-    original_status = local.LocalLauncher.status
+    original_status = local.LocalBackend.status
 
     def counting_status(self, handle):
         nonlocal polls
         polls += 1
         return original_status(self, handle)
 
-    local.LocalLauncher.status = counting_status
+    local.LocalBackend.status = counting_status
     proc = psutil.Process()
     baseline = _memory(proc)
     handles = []
@@ -267,11 +267,11 @@ def measure_workers(k: int, window: float, work: Path) -> dict[str, Any]:
 
 
 def measure_detached_wrapper(work: Path) -> dict[str, Any]:
-    """The stdlib wrapper the local launcher keeps per running job (airflow_conduit.launchers.detached)."""
+    """The stdlib wrapper the local launcher keeps per running job (airflow_conduit.hooks.backends.detached)."""
     import psutil
 
     exit_file = work / "wrapper-exit.json"
-    proc = subprocess.Popen([sys.executable, "-m", "airflow_conduit.launchers.detached", str(exit_file), "--", "sleep", "60"],
+    proc = subprocess.Popen([sys.executable, "-m", "airflow_conduit.hooks.backends.detached", str(exit_file), "--", "sleep", "60"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         time.sleep(1.5)

@@ -283,7 +283,7 @@ def section_restart(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
 {r['records']:,} records (the bench 1 data and spec: 1% bad, Parquet lake, Parquet DLQ, nack window), one file
 of {r['per_batch']:,} records per micro-batch, real spark-submit (local[2]) through the local launcher.
 {len(kills)} times, once a batch was in flight (its offsets in the checkpoint, its commit not), the driver's
-process group got SIGKILL (`LocalLauncher.kill(graceful=False)`) a random 0.1–1.5 s later, so at a different point
+process group got SIGKILL (`LocalBackend.kill(graceful=False)`) a random 0.1–1.5 s later, so at a different point
 of the batch each time (or, when that batch had already finished, between two batches), and the pipeline was re-submitted at once with the same state directory (detection and backoff are measured in
 bench 2). The last run then went to the end: `{r['final_status']}`, exit code {r['final_exit_code']}.
 
@@ -350,7 +350,7 @@ def section_deferral(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
 
 **A, deferred** (this project): one process that has Airflow and this package loaded, as a triggerer has, runs
 N `SparkPipelineTrigger` instances in one asyncio event loop. Each polls a fake running job every
-{r['poll_interval']:g} s{" (the operator's default)" if r['poll_interval'] == 5 else ""} through the real code: `LocalLauncher.status` (process table,
+{r['poll_interval']:g} s{" (the operator's default)" if r['poll_interval'] == 5 else ""} through the real code: `LocalBackend.status` (process table,
 exit file) and `RunReport.read` of a real report file, each in a worker thread. The fake jobs are {r['fake_jobs']}
 real `sleep` processes shared by the handles. Trigger starts are spread over one poll interval. Measured once
 all have started, over one poll interval: RSS at the end, CPU time of the process, polls done vs expected, and
@@ -368,7 +368,7 @@ A is not Airflow's triggerer process itself (whose trigger runner adds per-trigg
 trigger and database round trips for events); it is the part this project controls: the triggers, their polls
 and their I/O in one loop. Not counted on either side: the Spark job itself (the same in both). Counted against A where it applies: the
 local launcher keeps a small stdlib wrapper process per running job to record the exit code
-(`airflow_conduit.launchers.detached`: RSS {r['detached_wrapper']['rss_mb']:.1f} MB, USS
+(`airflow_conduit.hooks.backends.detached`: RSS {r['detached_wrapper']['rss_mb']:.1f} MB, USS
 {r['detached_wrapper']['uss_mb']:.1f} MB each); the standalone-cluster launcher keeps none.
 
 {r['reps']} repetitions, each measuring B once and A for every N in a rotated order; ratios per repetition,

@@ -4,7 +4,7 @@ A pipeline (the bench 1 spec: JSON lines with 1% bad records -> Parquet lake
 + Parquet DLQ, one input file per micro-batch) runs under real spark-submit
 through the local launcher. While a batch is in flight (its offsets are in
 the checkpoint, its commit is not), the driver's whole process group gets
-SIGKILL (``LocalLauncher.kill(graceful=False)``) at a different point of the
+SIGKILL (``LocalBackend.kill(graceful=False)``) at a different point of the
 batch each time. The same pipeline is re-submitted at once (backoff and
 detection are bench 2's subject) and the next kill waits until the new run
 has processed again. After the last kill the pipeline runs to the end.
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="conduit-bench-restart-"))
     isolated_airflow_home(work)
     os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
-    from airflow_conduit.launchers.local import LocalLauncher
+    from airflow_conduit.hooks.backends.local import LocalBackend
 
     rng = random.Random(args.seed)
     try:
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = work / "pipeline.yaml"
         spec.write_text(runner_spec(work / "data", work / "lake", work / "dlq", 1, 10_000, 1_000), encoding="utf-8")
         state = work / "state"
-        launcher = LocalLauncher("spark_default")
+        launcher = LocalBackend("spark_default")
         kills: list[dict[str, Any]] = []
         run_no = 1
         handle = launcher.submit(str(spec), f"run-{run_no:02d}", str(state))

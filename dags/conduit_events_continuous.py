@@ -71,6 +71,7 @@ with DAG(
         task_id="events_pipeline",
         spec=EVENTS_SPEC,
         state_dir=str(STATE_ROOT / "events"),
+        conn_id="conduit_local",  # Spark embedded on the worker (local[*]); name your spark connection here
         max_retries=-1,  # Conduit's default: restart forever on transient errors
         max_delay="10m",
         poll_interval=10,

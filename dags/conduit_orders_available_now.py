@@ -45,7 +45,7 @@ with DAG(
         task_id="orders_pipeline",
         spec="{{ params.spec }}",
         state_dir="{{ params.state_dir }}",
-        conn_id="spark_default",  # local[*] when the connection does not exist
+        conn_id="conduit_local",  # Spark embedded on the worker (local[*]); name your spark connection here
         min_delay="1s",
         backoff_factor=2,
         max_delay="1m",

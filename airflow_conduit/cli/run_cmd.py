@@ -1,15 +1,16 @@
 """``airflow-conduit run PIPELINE.yaml --state-dir DIR``: run a pipeline locally, recovering like the operator.
 
 Same pieces as RecoveringSparkPipelineOperator, without Airflow scheduling:
-the local launcher (spark-submit, ``local[*]`` unless --master/--conn-id say
+the hook's local backend (spark-submit, ``local[*]`` unless --master/--conn-id say
 otherwise), the same watcher (SparkPipelineTrigger, run in-process), the same
 recovery engine decisions (``recovery.session.apply_event``), real sleeping for
 the backoff delays. Prints the recovery timeline; keeps
 ``STATE_DIR/recovery.json`` up to date (read by PipelineStateSensor).
 
-Exit codes: 0 the pipeline finished (stopped), 2 the spec or an option was
-refused (nothing started), 3 the pipeline is degraded, 130 interrupted (the job
-was stopped).
+Exit codes: 0 the pipeline finished (stopped), 2 the spec, an option or the
+connection was refused (nothing started), 3 the pipeline is degraded, 4 another
+driver holds the state dir's lease (nothing started), 130 interrupted or SIGTERM
+(the job was stopped).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from datetime import datetime, timezone
 EXIT_OK = 0
 EXIT_SPEC_REFUSED = 2  # the spec or an option (state dir, recovery options, --faults) was refused
 EXIT_DEGRADED = 3
+EXIT_LEASE_HELD = 4
 EXIT_INTERRUPTED = 130
 CLI_CONN_ID = "conduit_cli_master"
 MAX_POLL_INTERVAL = 3600.0
@@ -51,14 +53,25 @@ def _options(args: argparse.Namespace):
     return RecoveryOptions.from_mapping({name: value for name, value in values.items() if value is not None})
 
 
-def _launcher(args: argparse.Namespace):
-    from airflow_conduit.launchers.local import LocalLauncher
+def _hook(args: argparse.Namespace):
+    """The hook of --conn-id, or of --master as a spark connection of this process (no Airflow DB needed)."""
+    from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
 
     conn_id = args.conn_id
-    if conn_id is None:  # no Airflow needed: the master comes from --master as a spark connection env var
+    if conn_id is None:
         os.environ[f"AIRFLOW_CONN_{CLI_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": args.master})
         conn_id = CLI_CONN_ID
-    return LocalLauncher(conn_id)
+    return SparkPipelineHook(conn_id, backend="local")
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the pipeline like Ctrl-C does (the job is stopped, recovery.json says stopped)."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> dict:
@@ -100,11 +113,19 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}; nothing was started", file=sys.stderr)
         return EXIT_SPEC_REFUSED
 
-    from airflow_conduit.hooks.state_dir import StateDir
-    from airflow_conduit.launchers.factory import launcher_for_handle
+    from airflow_conduit.hooks.backends.base import PreviousRunAlive
+    from airflow_conduit.hooks.backends.lease import LeaseHeld
+    from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
+    from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
+    from airflow_conduit.pipeline.state_store import StateDir
 
     state_dir = StateDir(args.state_dir)
-    launcher = _launcher(args)
+    hook = _hook(args)
+    try:
+        hook.get_conn()
+    except SparkConnectionError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return EXIT_SPEC_REFUSED
     prefix = "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
 
@@ -113,9 +134,10 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
     _say(f"pipeline {spec.id}: state dir {args.state_dir}; recovery options {json.dumps(options.to_dict())}")
     handle = None
+    _stop_on_sigterm()
     try:
         while True:
-            handle = launcher.submit(args.spec, session.next_run_id(), args.state_dir, faults)
+            handle = hook.submit_job(args.spec, session.next_run_id(), args.state_dir, faults, previous=handle)
             session.current = handle
             _say(session.submitted_line(handle))
             persist()
@@ -137,10 +159,16 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 return EXIT_DEGRADED
             time.sleep(step.decision.delay_seconds)
             session.engine.on_restarted()
+    except (LeaseHeld, PreviousRunAlive) as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        session.current = None
+        session.engine.stop(f"not submitted: {exc}")
+        persist()
+        return EXIT_LEASE_HELD
     except KeyboardInterrupt:
         if handle is not None and session.current is not None:
             _say(f"interrupted: stopping run {handle['run_id']}")
-            launcher_for_handle(handle).kill(handle, graceful=True)
+            SparkPipelineHook.kill_job(handle, graceful=True)
         session.current = None
         session.engine.stop("stopped by user (interrupted)")
         persist()
@@ -174,8 +202,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="run a pipeline on local Spark, restarting it on transient failures",
         description="Run a pipeline through spark-submit on this machine with the recovery engine deciding restarts "
-        "(backoff, windowed retry budget) like the Airflow operator does. Exit codes: 0 finished, 2 spec refused, "
-        "3 degraded, 130 interrupted.",
+        "(backoff, windowed retry budget) like the Airflow operator does. Exit codes: 0 finished, 2 spec or "
+        "connection refused, 3 degraded, 4 another driver holds the state dir, 130 interrupted.",
     )
     parser.add_argument("spec", metavar="PIPELINE.yaml", help="pipeline spec file")
     parser.add_argument("--state-dir", required=True, help="the pipeline's state directory (kept across runs)")

@@ -7,12 +7,13 @@ execute_complete:
   failed    ─► engine.on_failure ─► degrade: AirflowFailException (no Airflow retry)
                                  └► restart: defer(DateTimeTrigger, backoff delay) ─► resubmit ─► defer(watcher)
 
-Every decision comes from the recovery engine (airflow_conduit.recovery). The
-recovery state travels in defer/trigger kwargs and is persisted at every
-transition in the ``task_state_store`` (Airflow 3.3) and in
-``STATE_DIR/recovery.json``, so an Airflow retry, a worker crash or a
-triggerer restart neither resets the retry window nor loses the audit log;
-``pipeline_state`` and ``audit_log`` are pushed to XCom at every transition.
+Every decision comes from the recovery engine (airflow_conduit.recovery); the
+job is submitted, watched and stopped through ``SparkPipelineHook``. The
+recovery state is persisted at every transition in the ``task_state_store``
+(Airflow 3.3) and in ``STATE_DIR/recovery.json`` (trigger kwargs and events
+carry ids only), so an Airflow retry, a worker crash or a triggerer restart
+neither resets the retry window nor loses the audit log; ``pipeline_state``
+and ``audit_log`` are pushed to XCom at every transition.
 """
 
 from __future__ import annotations
@@ -24,15 +25,21 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_conduit.hooks.config import resolve_recovery_options
+from airflow_conduit.hooks.backends.base import PreviousRunAlive
+from airflow_conduit.hooks.backends.lease import LeaseHeld
+from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
+from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
+from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, safe_run_id
-from airflow_conduit.hooks.state_dir import StateDir
-from airflow_conduit.launchers.factory import launcher_for_connection, launcher_for_handle, launcher_kind_for_connection
+from airflow_conduit.utils.recovery_config import resolve_recovery_options
 from airflow_conduit.operators.links import XCOM_DLQ, XCOM_JOB, DeadLetterQueueLink, SparkUILink, dlq_location
-from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
+from airflow_conduit.recovery import codes
+from airflow_conduit.recovery.errors import StructuredError
+from airflow_conduit.triggers.pipeline import EVENT_STATUSES, SparkPipelineTrigger, record_stopped
+from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable
 
 STORE_KEY = "conduit_recovery"  # task_state_store key of the session carry
 XCOM_STATE = "pipeline_state"
@@ -44,9 +51,10 @@ class RecoveringSparkPipelineOperator(BaseOperator):
     """Run a pipeline spec on Spark; restart it with backoff on transient errors, degrade on fatal ones.
 
     :param spec: path of a pipeline YAML file, or the YAML text itself (inline; written to the state dir)
-    :param conn_id: Spark connection (``spark_default``): host ``local[*]`` (also when it does not exist),
-        ``spark://host:7077`` with extra ``deploy-mode: cluster`` for a standalone cluster (REST submission),
-        or any master spark-submit knows (YARN, Kubernetes)
+    :param conn_id: Spark connection (``spark_default``): host ``local[*]``, ``spark://host:7077`` with extra
+        ``deploy-mode: cluster`` for a standalone cluster (REST submission), or any master spark-submit knows
+        (YARN, Kubernetes); ``conduit_local`` asks for Spark embedded on the worker. A connection that does
+        not exist fails the task, naming it
     :param state_dir: the pipeline's state directory (checkpoints, commits, run reports, recovery.json)
     :param min_delay/max_delay/backoff_factor/max_retries/max_retries_window/policy: Conduit's recovery
         options; unset ones come from the Airflow Variable named by ``[conduit] variable``, then ``[conduit]``
@@ -54,7 +62,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
     :param poll_interval: seconds between two looks at the running job
     :param faults: fault injection for tests and demos (docs/architecture.md): a dict, or JSON text
         (templated, e.g. ``"{{ params.faults | tojson }}"``; ``null``/empty = none)
-    :param launcher: force ``local`` or ``standalone`` instead of deriving it from the connection
+    :param launcher: force the ``local`` or ``standalone`` backend instead of deriving it from the connection
     :param spark_conf: extra Spark properties
     """
 
@@ -107,12 +115,22 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def _recovery_options(self):
+    def _recovery_options(self, carried: dict | None = None):
+        """Options merged from [conduit] < Variable < arguments.
+
+        A Variable that cannot be read fails the task when the pipeline starts (``carried`` is None);
+        once it runs, a warning is logged and the options it started with (``carried``) are kept.
+        """
         from airflow_conduit.recovery import RecoveryOptions
         from airflow_conduit.recovery.errors import RecoveryConfigError
 
         try:
             return RecoveryOptions.from_mapping(resolve_recovery_options(self.recovery_arguments))
+        except RecoveryVariableUnreadable as exc:
+            if carried is None:
+                raise AirflowException(f"{exc}; nothing was submitted") from exc
+            self.log.warning("%s; keeping the recovery options this pipeline started with", exc)
+            return RecoveryOptions.from_mapping(carried)
         except (RecoveryConfigError, ValueError) as exc:
             raise AirflowFailException(f"invalid recovery options: {exc}") from exc
 
@@ -144,11 +162,19 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         ti = context["ti"]
         return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": ti.map_index}
 
-    def _launcher(self):
+    def get_hook(self) -> SparkPipelineHook:
+        """The hook of this task's connection; a connection that does not exist or cannot be read fails the task."""
         options = dict(self.launcher_options)
         if self.spark_conf:
             options["conf"] = self.spark_conf
-        return launcher_for_connection(self.conn_id, kind=self.launcher, **options)
+        hook = SparkPipelineHook(self.conn_id, backend=self.launcher, backend_options=options)
+        try:
+            hook.get_conn()
+        except SparkConnectionNotFound as exc:
+            raise AirflowFailException(f"{exc}; nothing was submitted") from exc
+        except SparkConnectionError as exc:
+            raise AirflowException(str(exc)) from exc
+        return hook
 
     # -- persistence: defer kwargs / trigger carry first, then task_state_store, then recovery.json ---
 
@@ -166,6 +192,15 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         ti.xcom_push(key=XCOM_AUDIT, value=session.audit())
 
     def _load_carry(self, context: Any) -> dict | None:
+        """This task's recovery state: the task_state_store, else recovery.json (when this task owns it).
+
+        A ``stopped`` recovery.json of this task wins over the store: a stop recorded by the trigger's or
+        the operator's ``on_kill`` (no task context there) is written to the file only.
+        """
+        record = StateDir(self.state_dir).read_recovery()
+        owned = record if record and record.get("owner") == self._owner(context) else None
+        if owned and owned.get("pipeline_state") == "stopped" and owned.get("carry"):
+            return owned["carry"]
         store = context.get("task_state_store")
         if store is not None:
             try:
@@ -174,16 +209,13 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                     return carry
             except Exception as exc:
                 self.log.warning("task_state_store unavailable (%s); reading recovery.json", exc)
-        record = StateDir(self.state_dir).read_recovery()
-        if record and record.get("owner") == self._owner(context):
-            return record.get("carry")
-        return None
+        return owned.get("carry") if owned else None
 
-    def _session(self, context: Any, carry: dict | None) -> RecoverySession:
-        carry = carry or self._load_carry(context)
+    def _session(self, context: Any) -> RecoverySession:
+        carry = self._load_carry(context)
         if carry is None:
             raise AirflowFailException(f"recovery state lost: nothing in task_state_store nor {self.state_dir}/recovery.json")
-        return RecoverySession.from_carry(carry, self._recovery_options())
+        return RecoverySession.from_carry(carry, self._recovery_options(carried=carry.get("options")))
 
     # -- the task ----------------------------------------------------------------------------------
 
@@ -191,6 +223,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         spec_path, spec = self._validated_spec()
         self._conduit_dlq = dlq_location(spec)
         context["ti"].xcom_push(key=XCOM_DLQ, value=self._conduit_dlq)
+        hook = self.get_hook()  # a connection that does not exist fails here, before anything runs
         options = self._recovery_options()
         session = None
         carry = self._load_carry(context)
@@ -213,18 +246,30 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             prefix = safe_run_id(f"{ti.run_id}-{ti.task_id}{mapped}-t{ti.try_number}")  # unique per try
             session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
             self.log.info(
-                "pipeline %s: recovery options %s; launcher %s (connection %s)",
+                "pipeline %s: recovery options %s; %s backend (connection %s)",
                 spec.id,
-                options.to_dict(),
-                self.launcher or launcher_kind_for_connection(self.conn_id),
+                json.dumps(options.to_dict()),
+                hook.backend_kind,
                 self.conn_id,
             )
-        return self._submit(context, session, spec_path)
+        return self._submit(context, session, spec_path, hook=hook)
 
-    def _submit(self, context: Any, session: RecoverySession, spec_path: str | None = None) -> None:
+    def _submit(self, context: Any, session: RecoverySession, spec_path: str | None = None, *,
+                hook: SparkPipelineHook | None = None, previous: dict | None = None) -> None:
+        """Submit the next run (after making sure ``previous`` is gone) and defer to its watcher.
+
+        A submission that cannot happen for now (the previous driver not confirmed gone, the state dir's
+        lease held, the cluster unreachable) is a failure like any other: the engine restarts or degrades.
+        """
         spec_path = spec_path or self._validated_spec()[0]
+        hook = hook or self.get_hook()
         run_id = session.next_run_id()
-        handle = self._launcher().submit(spec_path, run_id, self.state_dir, self._faults())
+        try:
+            handle = hook.submit_job(spec_path, run_id, self.state_dir, self._faults(), previous=previous)
+        except (PreviousRunAlive, LeaseHeld, OSError, RuntimeError) as exc:
+            self.log.error("run %s could not be submitted: %s", run_id, exc)
+            event = submission_failed_event(run_id, exc)
+            return self._handle_event(context, session, event, previous or {"run_id": run_id})
         session.current = handle
         self._conduit_handle = handle
         self.log.info(session.submitted_line(handle))
@@ -234,15 +279,16 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     def _watch(self, context: Any, session: RecoverySession, handle: dict) -> None:
         """Defer to the watcher; while recovering it also reports the first records written (-> recovered)."""
-        trigger = SparkPipelineTrigger(
-            handle, poll_interval=self.poll_interval, report_progress=session.awaiting_first_record, carry=session.carry()
-        )
+        trigger = SparkPipelineTrigger(handle, poll_interval=self.poll_interval, report_progress=session.awaiting_first_record)
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict | None = None, **kwargs: Any) -> Any:
-        event = event or {}
-        session = self._session(context, event.get("carry"))
+        session = self._session(context)
+        validate_event(event, session.current)
         handle = event.get("handle") or session.current
+        return self._handle_event(context, session, event, handle)
+
+    def _handle_event(self, context: Any, session: RecoverySession, event: dict, handle: dict) -> Any:
         self._conduit_handle = handle
         step = apply_event(session, event)
         for line in step.lines:
@@ -256,7 +302,8 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             report = event.get("report")
             return {
                 "pipeline_id": session.pipeline_id or (report or {}).get("pipeline_id"),
-                "status": "succeeded",
+                "status": event["status"],  # "succeeded", or "stopped" (asked to stop; see stop_reason)
+                "stop_reason": (report or {}).get("stop_reason"),
                 "pipeline_state": session.pipeline_state,
                 "run_id": handle["run_id"],
                 "submissions": session.submissions,
@@ -269,24 +316,46 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         self.defer(
             trigger=_backoff_timer(step.decision.delay_seconds),
             method_name="resubmit",
-            kwargs={"carry": session.carry()},
+            kwargs={"previous": handle if handle and handle.get("launcher") else None},
         )
 
-    def resubmit(self, context: Any, event: Any = None, carry: dict | None = None, **kwargs: Any) -> None:
-        """After the backoff delay: tell the engine, submit the next run, watch it."""
-        session = self._session(context, carry)
+    def resubmit(self, context: Any, event: Any = None, previous: dict | None = None, **kwargs: Any) -> None:
+        """After the backoff delay: tell the engine, submit the next run (the previous one confirmed gone), watch it."""
+        session = self._session(context)
         session.engine.on_restarted()
-        return self._submit(context, session)
+        return self._submit(context, session, previous=previous)
 
     def on_kill(self) -> None:
-        """Marking the task failed or clearing it stops the Spark job (gracefully where the launcher can)."""
+        """Marking the task failed or clearing it stops the Spark job (gracefully where it can) and records ``stopped``."""
         handle = self._conduit_handle
         if handle is None:
             record = StateDir(self.state_dir).read_recovery() or {}
             handle = record.get("current")
         if handle:
             self.log.info("stopping run %s", handle["run_id"])
-            launcher_for_handle(handle).kill(handle, graceful=True)
+            try:
+                SparkPipelineHook.kill_job(handle, graceful=True)
+            finally:
+                record_stopped(handle, "stopped by user (task killed)")
+
+
+def validate_event(event: Any, current: dict | None) -> None:
+    """A watcher event as SparkPipelineTrigger yields it, about the run this task is watching."""
+    if not isinstance(event, dict) or event.get("status") not in EVENT_STATUSES or not event.get("run_id"):
+        raise AirflowException(f"unexpected trigger event (expected a SparkPipelineTrigger event): {event!r}"[:500])
+    if current is not None and event["run_id"] != current.get("run_id"):
+        raise AirflowException(
+            f"trigger event for run {event['run_id']!r}, but this task watches run {current.get('run_id')!r}"
+        )
+
+
+def submission_failed_event(run_id: str, exc: BaseException) -> dict[str, Any]:
+    """A failure event for a run that could not be submitted (transient: infrastructure)."""
+    error = StructuredError(
+        code=codes.INFRASTRUCTURE, fatal=False, message=f"not submitted: {type(exc).__name__}: {exc}",
+        stage="submit", extra={},
+    ).to_dict()
+    return {"status": "failed", "run_id": run_id, "handle": None, "exit_code": None, "error": error, "report": None}
 
 
 def _backoff_timer(delay_seconds: float):

@@ -6,7 +6,7 @@ session: submit, watch, ask the engine, restart or degrade. Decisions come
 from ``airflow_conduit.recovery``; this module keeps the bookkeeping and
 writes the plain timeline lines the task log and the CLI print.
 
-``carry()`` is the JSON that travels (defer kwargs, trigger kwargs, the
+``carry()`` is the JSON that is persisted (the
 ``task_state_store`` and ``STATE_DIR/recovery.json``).
 """
 
@@ -192,6 +192,10 @@ def apply_event(session: RecoverySession, event: dict[str, Any]) -> Step:
         return Step(Action.WATCH, [line])
 
     session.current = None  # this run's outcome is handled here
+    if status == "stopped":  # the job was asked to stop (its report has a stop_reason): not a success, not a failure
+        reason = (report or {}).get("stop_reason") or "stopped on request"
+        session.engine.stop(f"run {run_id} stopped: {reason}")
+        return Step(Action.DONE, [f"stopped: run {run_id} ({reason}), {session.counts_line(report)}"])
     if status == "succeeded":
         lines = []
         was_recovering = session.pipeline_state == "recovering"

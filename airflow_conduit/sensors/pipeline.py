@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_conduit.hooks.state_dir import StateDir
+from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.recovery.clock import parse_iso
 from airflow_conduit.triggers.state_dir import DeadLetterQueueTrigger, PipelineStateTrigger
 

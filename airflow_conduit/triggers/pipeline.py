@@ -1,10 +1,19 @@
 """The trigger that watches one run of a Spark pipeline job while the operator is deferred.
 
-It only polls (launcher status + the run report the job writes) and never
+It only polls (the hook's job status + the run report the job writes) and never
 submits: a triggerer restart that re-creates it from ``serialize()`` watches
-the same job again and cannot start a second one. All I/O is non-blocking for
-the event loop (HTTP through httpx.AsyncClient, files and the process table in
-a worker thread).
+the same job again and cannot start a second one. Its kwargs are ids and paths
+(the job handle): the recovery state lives in the task state store and
+``STATE_DIR/recovery.json``, not here.
+
+It survives blips: a status call is retried by the backend (tenacity), and a
+watch round that still fails is tolerated ``STATUS_FAILURES_TOLERATED`` times in
+a row; after that the job is unobservable, and the trigger says so with a
+transient infrastructure error that goes through the recovery engine like any
+failure (before the next submission the hook makes sure the old driver is gone).
+
+All I/O is non-blocking for the event loop (HTTP through httpx.AsyncClient,
+files and the process table in a worker thread).
 """
 
 from __future__ import annotations
@@ -15,12 +24,17 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_conduit.launchers.base import FAILED, RUNNING, SUCCEEDED, JobStatus, structured_failure, tail_text
-from airflow_conduit.launchers.factory import launcher_for_handle
+from airflow_conduit.hooks.backends.base import FAILED, RUNNING, SUCCEEDED, JobStatus, structured_failure, tail_text
+from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
 from airflow_conduit.pipeline.report import RunReport, totals_text
+from airflow_conduit.recovery import codes
+from airflow_conduit.recovery.errors import StructuredError
 
 LOG_TAIL_CHARS = 4000
-KILL_GRACE_SECONDS = 20.0
+KILL_GRACE_SECONDS = 20.0  # below the triggerer's on_kill bound ([triggerer] on_kill_timeout, 30 s)
+STATUS_FAILURES_TOLERATED = 3
+STOPPED = "stopped"  # the job ended because it was asked to (its report has a stop_reason)
+EVENT_STATUSES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
 
 
 def report_summary(report: RunReport | None) -> dict[str, Any] | None:
@@ -37,6 +51,7 @@ def report_summary(report: RunReport | None) -> dict[str, Any] | None:
         "totals": report.totals,
         "counters": report.counters,
         "batches": len(report.batches),
+        "stop_reason": report.stop_reason,
     }
 
 
@@ -44,47 +59,64 @@ def progress_line(report: RunReport) -> str:
     return "running: " + totals_text(report.totals)
 
 
+def _read_report(path: str) -> RunReport | None:
+    try:
+        return RunReport.read(path)
+    except (OSError, ValueError):  # unreadable for a moment: the next round reads it again
+        return None
+
+
+def unobservable_error(run_id: str, exc: BaseException, rounds: int) -> dict[str, Any]:
+    return StructuredError(
+        code=codes.INFRASTRUCTURE,
+        fatal=False,
+        message=f"the watcher cannot observe run {run_id}: {rounds} status rounds failed, last: {type(exc).__name__}: {exc}",
+        stage="watcher",
+        extra={"unobservable": True},
+    ).to_dict()
+
+
 class SparkPipelineTrigger(BaseTrigger):
     """Wait for a pipeline job to finish and yield one event: its status, structured error and counts.
 
-    :param handle: the launcher's job handle (JSON)
+    :param handle: the job handle (ids and paths: run id, state dir, pid or driver id, report path)
     :param poll_interval: seconds between two looks at the job
     :param report_progress: also yield (once) a ``running`` event as soon as the job has written a record
         end to end; the operator uses it to mark a recovering pipeline as recovered
-    :param carry: opaque JSON echoed in the event (the operator's recovery state)
     """
 
-    def __init__(
-        self,
-        handle: dict[str, Any],
-        poll_interval: float = 5.0,
-        report_progress: bool = False,
-        carry: dict[str, Any] | None = None,
-    ):
+    def __init__(self, handle: dict[str, Any], poll_interval: float = 5.0, report_progress: bool = False):
         super().__init__()
         self.handle = handle
         self.poll_interval = float(poll_interval)
         self.report_progress = bool(report_progress)
-        self.carry = carry or {}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "handle": self.handle,
-                "poll_interval": self.poll_interval,
-                "report_progress": self.report_progress,
-                "carry": self.carry,
-            },
+            {"handle": self.handle, "poll_interval": self.poll_interval, "report_progress": self.report_progress},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        launcher = launcher_for_handle(self.handle)
         run_id = self.handle["run_id"]
         last_line = None
+        failures = 0
         while True:
-            status = await launcher.status_async(self.handle)
-            report = await asyncio.to_thread(RunReport.read, self.handle["report_path"])
+            try:
+                status = await SparkPipelineHook.aget_job_status(self.handle)
+                failures = 0
+            except Exception as exc:  # noqa: BLE001 - any failure to observe is a blip until proven otherwise
+                failures += 1
+                self.log.warning("%s: status unavailable (%d of %d tolerated): %s", run_id, failures,
+                                 STATUS_FAILURES_TOLERATED, exc)
+                if failures > STATUS_FAILURES_TOLERATED:
+                    report = await asyncio.to_thread(_read_report, self.handle["report_path"])
+                    status = JobStatus(FAILED, message=str(exc))
+                    yield TriggerEvent(self._event(FAILED, status, report, error=unobservable_error(run_id, exc, failures)))
+                    return
+                await asyncio.sleep(self.poll_interval)
+                continue
+            report = await asyncio.to_thread(_read_report, self.handle["report_path"])
             if report is not None and report.last_progress_at:
                 line = progress_line(report)
                 if line != last_line:
@@ -99,18 +131,20 @@ class SparkPipelineTrigger(BaseTrigger):
             await asyncio.sleep(self.poll_interval)
 
     async def on_kill(self) -> None:
-        """The user marked the deferred task failed/success or cleared it: stop the Spark job.
+        """The user marked the deferred task failed/success or cleared it: stop the Spark job, record ``stopped``.
 
         Gracefully first (SIGTERM to the local driver's process group: Spark stops; REST kill on a
-        standalone master), forcefully when the graceful stop does not finish in time. A triggerer
-        restart does not call this: the job keeps running and the re-created trigger watches it.
+        standalone master), forcefully when the graceful stop does not finish in time. Airflow calls
+        this on a user action only: a triggerer restart or a trigger moved to another triggerer does
+        not, so the job keeps running and the re-created trigger watches it.
         """
-        launcher = launcher_for_handle(self.handle)
         self.log.info("stopping run %s", self.handle["run_id"])
         try:
-            await asyncio.wait_for(asyncio.to_thread(launcher.kill, self.handle, True), KILL_GRACE_SECONDS)
+            await asyncio.wait_for(asyncio.to_thread(SparkPipelineHook.kill_job, self.handle, True), KILL_GRACE_SECONDS)
         except asyncio.TimeoutError:
-            await asyncio.to_thread(launcher.kill, self.handle, False)
+            await asyncio.to_thread(SparkPipelineHook.kill_job, self.handle, False)
+        finally:
+            await asyncio.to_thread(record_stopped, self.handle, "stopped by user (task marked or cleared)")
 
     def _event(self, state: str, status: JobStatus, report: RunReport | None, **more: Any) -> dict[str, Any]:
         return {
@@ -123,18 +157,38 @@ class SparkPipelineTrigger(BaseTrigger):
             "error": None,
             "stderr_tail": None,
             "report": report_summary(report),
-            "carry": self.carry,
             **more,
         }
 
     async def _final_event(self, status: JobStatus, report: RunReport | None) -> dict[str, Any]:
         # A zero exit with a report that says failed is still a failure (the report is the job's own word).
         failed = status.state == FAILED or (report is not None and report.status == FAILED)
+        stopped = report is not None and bool(report.stop_reason)
         if not failed:
-            return self._event(SUCCEEDED, status, report)
+            return self._event(STOPPED if stopped else SUCCEEDED, status, report)
+        if stopped and report.error is None:  # asked to stop (SIGTERM) and ended by that signal: not a failure
+            return self._event(STOPPED, status, report)
         if status.state != FAILED:
             status = JobStatus(FAILED, status.exit_code, status.driver_state, status.message)
         log_text = await asyncio.to_thread(tail_text, self.handle.get("log_path"))
         error = structured_failure(status, report.error if report else None, log_text)
         self.log.info("%s failed: exit=%s driver_state=%s", self.handle["run_id"], status.exit_code, status.driver_state)
         return self._event(FAILED, status, report, error=error, stderr_tail=log_text[-LOG_TAIL_CHARS:])
+
+
+def record_stopped(handle: dict[str, Any], reason: str) -> None:
+    """Write ``stopped`` to STATE_DIR/recovery.json when the stopped run is still the pipeline's current one."""
+    from airflow_conduit.recovery.session import RecoverySession
+    from airflow_conduit.pipeline.state_store import StateDir
+
+    folder = StateDir(handle["state_dir"])
+    record = folder.read_recovery()
+    if not record or not record.get("carry"):
+        return
+    current = record.get("current") or {}
+    if current.get("run_id") not in (None, handle["run_id"]):
+        return  # a later run owns the state dir now
+    session = RecoverySession.from_carry(record["carry"])
+    session.current = None
+    session.engine.stop(reason)
+    folder.write_recovery(session.recovery_record(record.get("owner") or {}, record.get("last_event")))

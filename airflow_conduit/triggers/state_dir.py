@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_conduit.hooks.state_dir import StateDir
+from airflow_conduit.pipeline.state_store import StateDir
 
 
 class PipelineStateTrigger(BaseTrigger):

@@ -63,6 +63,7 @@ def run_test_dag(dag_id: str, _dag_test: dict | None = None, _plain_task: bool =
     """
     import importlib.util
 
+    operator_kwargs.setdefault("conn_id", "conduit_local")  # Spark embedded on the worker, asked for by name
     os.environ["CONDUIT_TEST_DAG"] = json.dumps({"dag_id": dag_id, "operator": operator_kwargs, "plain_task": _plain_task})
     spec = importlib.util.spec_from_file_location(f"conduit_test_dag_{dag_id}", TEST_DAGS / "conduit_test_dag.py")
     module = importlib.util.module_from_spec(spec)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from airflow_conduit.hooks.config import resolve_recovery_options
+from airflow_conduit.utils.recovery_config import resolve_recovery_options
 from airflow_conduit.recovery import RecoveryOptions
 
 

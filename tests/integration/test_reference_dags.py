@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_conduit.hooks.state_dir import StateDir
+from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.pipeline.report import RunReport
 from conftest import REPO, load_reference_dag, task_instance, xcoms
 

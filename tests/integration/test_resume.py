@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
+from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.recovery.session import RecoverySession
-from airflow_conduit.hooks.state_dir import StateDir
-from airflow_conduit.launchers.local import LocalLauncher
 from airflow_conduit.recovery import RecoveryOptions
 from conftest import REPO, run_test_dag, xcoms
 
@@ -47,13 +47,13 @@ def starts(state_dir: Path) -> list[str]:
 def test_a_new_try_watches_the_job_the_crashed_one_submitted(airflow_db, tmp_path, tiny_job):
     dag_id, state_dir = "resume_after_worker_crash", tmp_path / "state"
     run_after = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-    launcher = LocalLauncher(application=tiny_job, py_files="")
+    hook = SparkPipelineHook("conduit_local", backend_options={"application": tiny_job, "py_files": ""})
     session = RecoverySession(RecoveryOptions.from_mapping({"min-delay": "1s"}), run_prefix="crashed", pipeline_id="orders")
-    session.current = launcher.submit(SPEC, session.next_run_id(), str(state_dir), {"sleep": 4, "progress": 3})
+    session.current = hook.submit_job(SPEC, session.next_run_id(), str(state_dir), {"sleep": 4, "progress": 3})
     earlier_try(dag_id, run_after, state_dir, session)  # the worker died here, before deferring
 
     dr = run_test_dag(dag_id, spec=SPEC, state_dir=str(state_dir), poll_interval=0.5, min_delay="1s",
-                      launcher_options={"application": tiny_job, "py_files": ""},
+                      conn_id="conduit_local", launcher_options={"application": tiny_job, "py_files": ""},
                       _dag_test={"run_after": run_after.isoformat(), "logical_date": run_after.isoformat()})
     assert dr.state == "success"
     summary = xcoms(dag_id, dr.run_id)["return_value"]
@@ -75,7 +75,7 @@ def test_an_airflow_retry_keeps_the_retry_window(airflow_db, tmp_path, tiny_job)
 
     dr = run_test_dag(dag_id, spec=SPEC, state_dir=str(state_dir), poll_interval=0.5, min_delay="1s",
                       max_retries=2, max_retries_window="1h", faults={"exit": 75},
-                      launcher_options={"application": tiny_job, "py_files": ""},
+                      conn_id="conduit_local", launcher_options={"application": tiny_job, "py_files": ""},
                       _dag_test={"run_after": run_after.isoformat(), "logical_date": run_after.isoformat()})
     assert dr.state == "failed"
     assert len(starts(state_dir)) == 1  # one more run, then degraded: the window was not reset

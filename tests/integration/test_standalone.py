@@ -119,20 +119,21 @@ def test_driver_killed_mid_run_is_restarted_and_outputs_stay_exactly_once(airflo
 
 
 def test_kill_stops_a_running_driver(standalone_cluster, orders):
-    from airflow_conduit.launchers.factory import launcher_for_connection, launcher_for_handle
+    from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
 
     spec = orders / "continuous.yaml"
     spec.write_text((orders / "pipeline.yaml").read_text().replace("mode: available-now", "mode: continuous"))
-    launcher = launcher_for_connection(standalone_cluster["conn_id"])
-    handle = launcher.submit(str(spec), "killme", str(orders / "state-kill"))
-    deadline = time.monotonic() + 60
-    while launcher.status(handle).driver_state != "RUNNING":
+    hook = SparkPipelineHook(standalone_cluster["conn_id"])
+    assert hook.backend_kind == "standalone"
+    handle = hook.submit_job(str(spec), "killme", str(orders / "state-kill"))
+    deadline = time.monotonic() + 120
+    while SparkPipelineHook.get_job_status(handle).driver_state != "RUNNING":
         assert time.monotonic() < deadline
         time.sleep(1)
-    watcher = launcher_for_handle(json.loads(json.dumps(handle)))  # as the trigger/on_kill rebuild it
-    watcher.kill(handle)
-    deadline = time.monotonic() + 60
-    while not (status := watcher.status(handle)).finished:
+    stored = json.loads(json.dumps(handle))  # as the trigger/on_kill get it back: ids, no connection lookup
+    SparkPipelineHook.kill_job(stored)
+    deadline = time.monotonic() + 120
+    while SparkPipelineHook.is_job_active(status := SparkPipelineHook.get_job_status(stored)):
         assert time.monotonic() < deadline, status
         time.sleep(1)
     assert status.state == "failed" and status.driver_state == "KILLED"

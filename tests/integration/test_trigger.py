@@ -1,6 +1,6 @@
 """SparkPipelineTrigger: one event per watch, quiet while the job runs, never submits.
 
-The watched job is real and detached (started by the local launcher's wrapper), but it is a tiny
+The watched job is real and detached (started by the local backend's wrapper), but it is a tiny
 Python stand-in for the Spark entry point (tests/integration/jobs/tiny_job.py, same arguments,
 report and exit codes): these tests are about watching, and a spark-submit costs ~25 s here.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_conduit.launchers.local import LocalLauncher
+from airflow_conduit.hooks.backends.local import LocalBackend
 from airflow_conduit.recovery import classify, codes
 from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 
@@ -25,7 +25,7 @@ from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 def start_tiny_job(tiny_job: str, state_dir: Path, run_id: str, faults: dict) -> dict:
     cmd = [sys.executable, tiny_job, "--spec", "unused.yaml", "--run-id", run_id, "--state-dir", str(state_dir),
            "--faults", json.dumps(faults)]
-    return LocalLauncher().launch(cmd, run_id, str(state_dir))
+    return LocalBackend().launch(cmd, run_id, str(state_dir))
 
 
 def starts(state_dir: Path) -> list[str]:
@@ -39,9 +39,10 @@ async def first_event(trigger: SparkPipelineTrigger, timeout: float = 30):
 
 def test_serialize_round_trips_through_the_classpath(tmp_path):
     handle = {"launcher": "local", "run_id": "r1", "report_path": str(tmp_path / "r.json"), "pid": 1}
-    trigger = SparkPipelineTrigger(handle, poll_interval=0.5, report_progress=True, carry={"state": {"a": [1]}})
+    trigger = SparkPipelineTrigger(handle, poll_interval=0.5, report_progress=True)
     classpath, kwargs = trigger.serialize()
     json.dumps(kwargs)  # must survive the trigger table
+    assert set(kwargs) == {"handle", "poll_interval", "report_progress"}  # ids, not the recovery state
     module, _, name = classpath.rpartition(".")
     rebuilt = getattr(__import__(module, fromlist=[name]), name)(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
@@ -50,12 +51,12 @@ def test_serialize_round_trips_through_the_classpath(tmp_path):
 
 async def test_success_event_carries_the_report_counts(tmp_path, tiny_job):
     handle = start_tiny_job(tiny_job, tmp_path, "ok", {"progress": 7})
-    event = await first_event(SparkPipelineTrigger(handle, poll_interval=0.2, carry={"k": "v"}))
+    event = await first_event(SparkPipelineTrigger(handle, poll_interval=0.2))
     payload = event.payload
     assert payload["status"] == "succeeded"
     assert payload["exit_code"] == 0 and payload["error"] is None
     assert payload["report"]["totals"] == {"read": 9, "filtered": 1, "dlq": 1, "written": {"out": 7}}
-    assert payload["carry"] == {"k": "v"} and payload["run_id"] == "ok"
+    assert payload["run_id"] == "ok" and "carry" not in payload
 
 
 @pytest.mark.parametrize("exit_code, fatal, code", [(75, False, codes.INJECTED_TRANSIENT), (70, True, codes.INJECTED_FATAL)])
@@ -112,7 +113,7 @@ async def test_stays_quiet_while_the_job_runs_and_keeps_the_event_loop_free(tmp_
     events = trigger.run()
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(asyncio.shield(pending := asyncio.ensure_future(anext(events))), 2.5)
-    assert LocalLauncher().status(handle).state == "running"  # quiet because it is running, not because it died
+    assert LocalBackend().status(handle).state == "running"  # quiet because it is running, not because it died
     event = await asyncio.wait_for(pending, 20)
     tick.cancel()
     assert event.payload["status"] == "succeeded"
@@ -124,7 +125,7 @@ async def test_progress_event_when_asked_for(tmp_path, tiny_job):
     payload = (await first_event(SparkPipelineTrigger(handle, poll_interval=0.2, report_progress=True))).payload
     assert payload["status"] == "running"
     assert payload["report"]["totals"]["written"] == {"out": 3}
-    assert LocalLauncher().status(handle).state == "running"
+    assert LocalBackend().status(handle).state == "running"
 
 
 async def test_recreated_trigger_watches_the_same_job_without_a_second_submission(tmp_path, tiny_job):
@@ -147,7 +148,7 @@ async def test_on_kill_stops_the_job(tmp_path, tiny_job):
     trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
     await asyncio.sleep(0.5)
     await trigger.on_kill()  # what the triggerer calls when a user marks the deferred task failed
-    status = LocalLauncher().status(handle)
+    status = LocalBackend().status(handle)
     assert status.state == "failed" and status.exit_code == 143  # SIGTERM: a graceful stop
 
 

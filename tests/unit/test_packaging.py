@@ -68,3 +68,11 @@ def test_spark_layer_imports_no_airflow():
     modules = _modules_under("spark")
     result = _import_with_blocked(modules, ["airflow"])
     assert result.returncode == 0, result.stderr
+
+
+def test_driver_wrapper_starts_without_airflow():
+    """``python -m airflow_conduit.hooks.backends.detached`` runs once per job: it must not pull in Airflow."""
+    modules = ["airflow_conduit.hooks.backends.detached", "airflow_conduit.hooks.backends.lease",
+               "airflow_conduit.pipeline.state_store"]
+    result = _import_with_blocked(modules, ["airflow", "pyspark"])
+    assert result.returncode == 0, result.stderr

@@ -3,7 +3,9 @@
 Used by the trigger and launcher tests, which are about watching a job, not about pipelines.
 It runs with plain Python (trigger tests) or under spark-submit (launcher smoke test, --spark).
 --faults: {"exit": 0|70|75, "sleep": seconds, "error": {...structured error...}, "progress": n,
-           "transient_first_runs": N (exit 75 on the first N starts in this state dir)}
+           "transient_first_runs": N (exit 75 on the first N starts in this state dir),
+           "stop_on_sigterm": true (like the real job: SIGTERM ends it cleanly, report stop_reason, exit 0),
+           "orphan": PIDFILE (start a long-lived child, as the JVM starts the Python driver; its pid goes to PIDFILE)}
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -50,6 +54,16 @@ def main() -> int:
         "counters": {}, "error": None,
     }
     write(report_path, report)
+    if faults.get("stop_on_sigterm"):
+        def stop(signum, frame):
+            report.update(status="succeeded", ended_at=now(), stop_reason="signal SIGTERM")
+            write(report_path, report)
+            sys.exit(0)
+
+        signal.signal(signal.SIGTERM, stop)
+    if faults.get("orphan"):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        Path(faults["orphan"]).write_text(str(child.pid))
     if args.spark:
         from pyspark.sql import SparkSession
 

@@ -6,18 +6,22 @@
 3. the operator's arguments.
 
 The recovery engine validates the merged mapping (``RecoveryOptions.from_mapping``).
+
+A Variable that exists but cannot be read (API server or secrets backend
+unreachable, no permission) is not ignored: ``RecoveryVariableUnreadable``
+names it. The operator fails the task with it when a pipeline starts, and
+warns and keeps the options it started with when the pipeline is already
+running (docs/operator.md, configuration).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any, Mapping
 
 from airflow_conduit.get_provider_info import RECOVERY_CONFIG_OPTIONS
 from airflow_conduit.recovery.options import canonical_key
 
-log = logging.getLogger(__name__)
 
 SECTION = "conduit"
 # The recovery options the [conduit] section carries ("variable" names the Variable, it is not an option).
@@ -46,6 +50,10 @@ def variable_name() -> str:
     return _conf().get(SECTION, "variable", fallback=RECOVERY_CONFIG_OPTIONS["variable"][1])
 
 
+class RecoveryVariableUnreadable(RuntimeError):
+    """The Airflow Variable of recovery options exists or may exist, but could not be read."""
+
+
 def options_from_variable(name: str | None = None) -> dict[str, Any]:
     """The JSON object in the Airflow Variable (empty when the Variable does not exist)."""
     from airflow.sdk import Variable
@@ -55,9 +63,11 @@ def options_from_variable(name: str | None = None) -> dict[str, Any]:
         return {}
     try:
         raw = Variable.get(name, default=None)
-    except Exception as exc:  # no Variable backend reachable (e.g. the CLI without a metadata DB)
-        log.debug("Variable %s not readable: %s", name, exc)
-        return {}
+    except Exception as exc:  # API server / metadata DB / secrets backend unreachable, or refused
+        raise RecoveryVariableUnreadable(
+            f"Airflow Variable {name!r} (recovery options, [conduit] variable) could not be read: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     if raw is None or raw == "":
         return {}
     value = json.loads(raw) if isinstance(raw, str) else raw

@@ -1,16 +1,16 @@
-"""Local launcher: spark-submit on this machine, the driver detached from the Airflow worker.
+"""Local backend: spark-submit on this machine, the driver detached from the Airflow worker.
 
-The command line is built by the Spark provider's ``SparkSubmitHook`` from a
-``spark`` connection (host = master, extras ``deploy-mode``, ``spark-binary``),
-so the same path serves ``local[*]`` (the embedded default), and YARN or
-Kubernetes masters in client or cluster mode (documented, not tested here).
-The driver runs in its own session under ``detached.py``, which records the
-exit code: the worker defers and the job lives on without it.
+The command line is built by the Spark provider (through ``hooks.spark_submit_adapter``)
+from a ``spark`` connection (host = master, extras ``deploy-mode``, ``spark-binary``),
+so the same path serves ``local[*]``, a standalone master in client mode, and YARN or
+Kubernetes masters (documented; their argv is pinned by the adapter's contract test).
+The driver runs in its own session under ``detached.py``, which holds the state
+dir's driver lease and records the exit code: the worker defers and the job lives
+on without it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -21,14 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_conduit.launchers import detached
-from airflow_conduit.launchers.base import (
+from airflow_conduit.hooks.backends import detached, lease
+from airflow_conduit.hooks.backends.base import (
     FAILED,
     RUNNING,
     SUCCEEDED,
+    JobBackend,
     JobHandle,
     JobStatus,
-    Launcher,
+    PreviousRunAlive,
     entrypoint_arguments,
     job_files,
     run_dir,
@@ -36,30 +37,12 @@ from airflow_conduit.launchers.base import (
 from airflow_conduit.pipeline.report import read_json, utc_now_iso
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
-# Connection used when the requested one does not exist: Spark embedded on this machine.
-EMBEDDED_CONN_ID = "conduit_embedded_local"
-EMBEDDED_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
 GRACEFUL_STOP_SECONDS = 30.0
+LEASE_WAIT_SECONDS = 15.0  # a wrapper that just recorded its exit lets go of the lease a moment later
+GONE_WAIT_SECONDS = 60.0
 
 # Children this process started: polled so that a finished wrapper is reaped instead of lingering as a zombie.
 _children: dict[int, subprocess.Popen] = {}
-
-
-def connection_exists(conn_id: str) -> bool:
-    """True when Airflow (metadata DB, AIRFLOW_CONN_* env var or a secrets backend) knows the connection."""
-    from airflow.sdk import BaseHook
-
-    try:
-        BaseHook.get_connection(conn_id)
-        return True
-    except Exception:  # AirflowNotFoundException, or no Airflow context at all (CLI without a DB)
-        return False
-
-
-def use_embedded_connection() -> str:
-    """Register the embedded ``local[*]`` connection as an env var connection and return its id."""
-    os.environ.setdefault(f"AIRFLOW_CONN_{EMBEDDED_CONN_ID.upper()}", json.dumps(EMBEDDED_CONNECTION))
-    return EMBEDDED_CONN_ID
 
 
 def free_port() -> int:
@@ -77,14 +60,18 @@ def _resolve_binary(binary: str) -> str:
     return str(beside) if beside.exists() else binary
 
 
-class LocalLauncher(Launcher):
-    """spark-submit on this machine; status from the wrapper's exit file and the process table."""
+class LocalBackend(JobBackend):
+    """spark-submit on this machine; status from the wrapper's exit file and the process table.
+
+    ``conn_id`` is only read at submit time (by the Spark provider, to build the command line):
+    status, kill and ensure_gone work from the handle alone.
+    """
 
     kind = "local"
 
     def __init__(
         self,
-        conn_id: str = "spark_default",
+        conn_id: str | None = None,
         *,
         conf: dict[str, Any] | None = None,
         application: str | None = None,
@@ -93,7 +80,7 @@ class LocalLauncher(Launcher):
         env: dict[str, str] | None = None,
         graceful_stop_seconds: float = GRACEFUL_STOP_SECONDS,
     ):
-        self.requested_conn_id = conn_id  # resolved at submit time: status and kill need no connection
+        self.conn_id = conn_id
         self.conf = dict(conf or {})
         self.application = application  # default: airflow_conduit.spark.packaging.entrypoint_path()
         self.py_files = py_files  # default: a zip built by build_py_files_archive()
@@ -103,14 +90,6 @@ class LocalLauncher(Launcher):
 
     # -- submit ----------------------------------------------------------------------------------
 
-    @property
-    def conn_id(self) -> str:
-        """The requested connection, or the embedded local[*] one when it does not exist."""
-        if not hasattr(self, "_conn_id"):
-            wanted = self.requested_conn_id
-            self._conn_id = wanted if connection_exists(wanted) else use_embedded_connection()
-        return self._conn_id
-
     def _spark_conf(self, ui_port: int) -> dict[str, Any]:
         conf: dict[str, Any] = {"spark.ui.port": str(ui_port)}
         if os.path.exists(POSTGRESQL_JAR):
@@ -119,22 +98,19 @@ class LocalLauncher(Launcher):
         return conf
 
     def build_command(self, application: str, py_files: str, args: list[str], conf: dict, name: str) -> list[str]:
-        """The spark-submit command line, built by the Spark provider's hook from the connection."""
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+        """The spark-submit command line, built by the Spark provider from the connection."""
+        from airflow_conduit.hooks.spark_submit_adapter import spark_submit_argv
 
-        hook = SparkSubmitHook(
-            conn_id=self.conn_id,
-            conf=conf,
-            py_files=py_files or None,
-            name=name,
-            application_args=args,
+        if self.conn_id is None:
+            raise ValueError("the local backend needs a Spark connection to submit (status and kill do not)")
+        cmd = spark_submit_argv(
+            self.conn_id, application, application_args=args, conf=conf, py_files=py_files, name=name,
             driver_memory=self.driver_memory,
         )
-        cmd = hook._build_spark_submit_command(application)
         cmd[0] = _resolve_binary(cmd[0])
         return cmd
 
-    def _environment(self) -> dict[str, str]:
+    def _environment(self, marker: str) -> dict[str, str]:
         env = dict(os.environ)
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         env.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -143,6 +119,7 @@ class LocalLauncher(Launcher):
         if bin_dir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
         env.update(self.env)
+        env[lease.RUN_MARKER_ENV] = marker  # inherited by spark-submit, the JVM and the Python driver
         return env
 
     def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None) -> JobHandle:
@@ -156,13 +133,23 @@ class LocalLauncher(Launcher):
         return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")
 
     def launch(self, cmd: list[str], run_id: str, state_dir: str, spark_ui: str | None = None) -> JobHandle:
-        """Start ``cmd`` detached (new session) under the exit-code wrapper; output to driver.log."""
+        """Start ``cmd`` detached (new session) under the lease-holding wrapper; output to driver.log.
+
+        Refuses (``LeaseHeld``) while another driver holds the state dir's lease.
+        """
         folder = run_dir(state_dir, run_id)
         folder.mkdir(parents=True, exist_ok=True)
         log_path, exit_path = folder / "driver.log", folder / "exit.json"
         if exit_path.exists():  # its exit record would be read as this job's: never reuse a run id
             raise ValueError(f"run {run_id} already ran in {state_dir}: a run id is used once")
-        wrapper = [sys.executable, "-m", "airflow_conduit.launchers.detached", str(exit_path), "--", *cmd]
+        lease_file = lease.lease_path(state_dir)
+        if not lease.wait_released(lease_file, LEASE_WAIT_SECONDS):
+            raise lease.LeaseHeld(lease.held_message(lease_file))
+        marker = lease.run_marker(state_dir, run_id)
+        wrapper = [
+            sys.executable, "-m", "airflow_conduit.hooks.backends.detached", str(exit_path),
+            "--lease", str(lease_file.absolute()), "--run", run_id, "--", *cmd,
+        ]
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 wrapper,
@@ -170,7 +157,7 @@ class LocalLauncher(Launcher):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own session and process group: survives the worker, killable as a group
-                env=self._environment(),
+                env=self._environment(marker),
                 cwd=folder,
             )
         _children[proc.pid] = proc
@@ -181,6 +168,7 @@ class LocalLauncher(Launcher):
             "report_path": str((folder / "report.json").absolute()),
             "log_path": str(log_path.absolute()),
             "exit_path": str(exit_path.absolute()),
+            "lease_path": str(lease_file.absolute()),
             "pid": proc.pid,
             "pid_started": _process_start_time(proc.pid),
             "submitted_at": utc_now_iso(),
@@ -206,22 +194,38 @@ class LocalLauncher(Launcher):
     # -- kill ------------------------------------------------------------------------------------
 
     def kill(self, handle: JobHandle, graceful: bool = True) -> None:
-        if not _alive(handle):
+        """SIGTERM the run's process group (Spark stops gracefully), SIGKILL what is left after the grace period."""
+        pgid, marker = handle["pid"], _marker(handle)
+        if not lease.run_processes(pgid, marker):
             return
-        pgid = handle["pid"]  # session leader: its pid is the process group id
         if graceful:
             _signal_group(pgid, signal.SIGTERM)
             deadline = time.monotonic() + self.graceful_stop_seconds
             while time.monotonic() < deadline:
                 if _read_exit(handle["exit_path"]) is not None or not _alive(handle):
-                    return
+                    break
                 time.sleep(0.5)
-        _signal_group(pgid, signal.SIGKILL)
+        lease.kill_run(pgid, marker)
         if _read_exit(handle["exit_path"]) is None:
             detached.write_exit_file(handle["exit_path"], 128 + signal.SIGKILL, note="killed by the launcher")
         child = _children.pop(pgid, None)
         if child is not None:
             child.wait(timeout=10)
+
+    def ensure_gone(self, handle: JobHandle) -> None:
+        """Kill whatever is left of the run (wrapper, spark-submit, Python driver) and wait for the lease."""
+        if not lease.kill_run(handle["pid"], _marker(handle), timeout=GONE_WAIT_SECONDS):
+            raise PreviousRunAlive(f"run {handle['run_id']} still has processes after SIGKILL; not submitting another")
+        child = _children.pop(handle["pid"], None)
+        if child is not None:
+            child.wait(timeout=10)
+        lease_file = handle.get("lease_path")
+        if lease_file and not lease.wait_released(lease_file, GONE_WAIT_SECONDS):
+            raise PreviousRunAlive(lease.held_message(lease_file))
+
+
+def _marker(handle: JobHandle) -> str:
+    return lease.run_marker(handle["state_dir"], handle["run_id"])
 
 
 def _read_exit(path: str) -> dict | None:

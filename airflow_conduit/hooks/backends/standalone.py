@@ -1,4 +1,4 @@
-"""Spark standalone cluster launcher: the master's REST submission API (create, status, kill).
+"""Spark standalone cluster backend: the master's REST submission API (create, status, kill).
 
 A PySpark driver is submitted with ``mainClass``
 ``org.apache.spark.deploy.SparkSubmit``: the worker starts a driver JVM that
@@ -12,35 +12,68 @@ The connection follows the Spark provider's conventions: host
 The spec, the ``--py-files`` zip and the state directory must be on storage
 the workers see at the same path (loopback here; a shared file system on a
 real cluster).
+
+Every REST call is retried with tenacity (bounded, exponential backoff) on
+transport errors and 5xx answers: a master that blips does not fail the
+pipeline. ``create`` is retried only when the request never reached the master
+(connect errors), so a lost answer cannot submit a second driver.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 from urllib.parse import urlparse
 
 import httpx
+import tenacity
 
-from airflow_conduit.launchers.base import (
+from airflow_conduit.hooks.backends.base import (
     FAILED,
     RUNNING,
     SUCCEEDED,
+    JobBackend,
     JobHandle,
     JobStatus,
-    Launcher,
+    PreviousRunAlive,
     entrypoint_arguments,
     job_files,
     run_dir,
 )
-from airflow_conduit.launchers.local import POSTGRESQL_JAR
+from airflow_conduit.hooks.backends.local import POSTGRESQL_JAR
 from airflow_conduit.pipeline.report import utc_now_iso
 
 SPARK_SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 FINISHED_OK = ("FINISHED",)
 FINISHED_BAD = ("FAILED", "ERROR", "KILLED")
+# Read as still running, as the Spark provider's SparkSubmitOperator does (is_job_active):
+# RELAUNCHING = the driver is being restarted; UNKNOWN = the master is recovering its state.
+STILL_RUNNING = ("SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN")
 HTTP_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+REST_ATTEMPTS = 5
+REST_WAIT_MIN, REST_WAIT_MAX = 1.0, 10.0  # seconds between attempts (exponential)
+GONE_WAIT_SECONDS = 60.0
+
+
+class MasterUnavailable(RuntimeError):
+    """The master's REST API answered with a server error (retried)."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, (httpx.TransportError, MasterUnavailable))
+
+
+def rest_retry(only_connect_errors: bool = False, attempts: int = REST_ATTEMPTS) -> dict[str, Any]:
+    """tenacity arguments for one REST call: bounded attempts, exponential backoff (1 s .. 10 s)."""
+    retry_on = (lambda exc: isinstance(exc, httpx.ConnectError)) if only_connect_errors else _retryable
+    return {
+        "retry": tenacity.retry_if_exception(retry_on),
+        "stop": tenacity.stop_after_attempt(attempts),
+        "wait": tenacity.wait_exponential(multiplier=REST_WAIT_MIN, min=REST_WAIT_MIN, max=REST_WAIT_MAX),
+        "reraise": True,
+    }
 
 
 class RestSubmissionError(RuntimeError):
@@ -53,38 +86,34 @@ def rest_endpoint_from_master(master: str, scheme: str = "http", port: int = 606
     return f"{scheme}://{host}:{port}"
 
 
-class StandaloneLauncher(Launcher):
+class StandaloneBackend(JobBackend):
     """Submit the pipeline's driver to a standalone master over REST; poll and kill it there."""
 
     kind = "standalone"
 
     def __init__(
         self,
-        conn_id: str = "spark_default",
+        conn_id: str | None = None,
         *,
+        connection: dict[str, Any] | None = None,
+        master_ui_port: int = 8080,
         conf: dict[str, Any] | None = None,
         application: str | None = None,
         py_files: str | None = None,
         python: str | None = None,
     ):
-        self.conn_id = conn_id  # read at submit time only: status and kill use the handle
+        """``connection``: the Spark provider's reading of ``conn_id`` (needed to submit; status and kill use the handle)."""
+        self.conn_id = conn_id
         self.conf = dict(conf or {})
         self.application = application
         self.py_files = py_files
         self.python = python or sys.executable
-
-    def _resolve_connection(self) -> None:
-        """Master URL, REST endpoint and master UI from the connection, read the Spark provider's way."""
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-        from airflow.sdk import BaseHook
-
-        connection = SparkSubmitHook(conn_id=self.conn_id)._connection
-        self.master = connection["master"]
-        self.rest_endpoint = connection["rest_endpoint"] or rest_endpoint_from_master(
-            self.master, connection["rest_scheme"], connection["rest_port"]
-        )
-        extra = BaseHook.get_connection(self.conn_id).extra_dejson
-        self.master_ui = f"http://{urlparse(self.master).hostname}:{int(extra.get('master-ui-port', 8080))}"
+        if connection is not None:
+            self.master = connection["master"]
+            self.rest_endpoint = connection["rest_endpoint"] or rest_endpoint_from_master(
+                self.master, connection["rest_scheme"], connection["rest_port"]
+            )
+            self.master_ui = f"http://{urlparse(self.master).hostname}:{int(master_ui_port)}"
 
     def create_request(self, application: str, py_files: str, args: list[str], name: str) -> dict[str, Any]:
         """The CreateSubmissionRequest body (Spark's RestSubmissionClient format).
@@ -94,7 +123,8 @@ class StandaloneLauncher(Launcher):
         ``--master`` there, SparkSubmit falls back to local[*] and the cluster's executors sit idle.
         """
         import pyspark
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        from airflow_conduit.hooks.spark_submit_adapter import spark_submit_argv
 
         conf: dict[str, Any] = {
             "spark.pyspark.python": self.python,
@@ -103,11 +133,10 @@ class StandaloneLauncher(Launcher):
         if os.path.exists(POSTGRESQL_JAR):
             conf["spark.jars"] = POSTGRESQL_JAR
         conf.update({k: str(v) for k, v in self.conf.items()})
-        hook = SparkSubmitHook(
-            conn_id=self.conn_id, conf=conf, py_files=py_files or None, name=name, application_args=args,
+        inner = spark_submit_argv(
+            self.conn_id, application, application_args=args, conf=conf, py_files=py_files, name=name,
             deploy_mode="client",  # inside the cluster: the driver is already where it should be
-        )
-        inner = hook._build_spark_submit_command(application)[1:]
+        )[1:]
         properties = {
             "spark.master": self.master,
             "spark.app.name": name,
@@ -126,14 +155,14 @@ class StandaloneLauncher(Launcher):
         }
 
     def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None) -> JobHandle:
-        self._resolve_connection()
         folder = run_dir(state_dir, run_id)
         folder.mkdir(parents=True, exist_ok=True)
         application, py_files = job_files(self.application, self.py_files, folder)
         args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults)
         body = self.create_request(os.path.abspath(application), py_files, args, f"conduit-{run_id}")
-        response = httpx.post(f"{self.rest_endpoint}/v1/submissions/create", json=body, timeout=HTTP_TIMEOUT)
-        answer = _json(response)
+        answer = tenacity.Retrying(**rest_retry(only_connect_errors=True))(
+            _post, f"{self.rest_endpoint}/v1/submissions/create", body
+        )
         if not answer.get("success") or not answer.get("submissionId"):
             raise RestSubmissionError(f"master {self.rest_endpoint} refused the submission: {answer.get('message') or answer}")
         return {
@@ -153,18 +182,52 @@ class StandaloneLauncher(Launcher):
     # -- status ----------------------------------------------------------------------------------
 
     def status(self, handle: JobHandle) -> JobStatus:
-        response = httpx.get(_status_url(handle), timeout=HTTP_TIMEOUT)
-        return status_from_answer(_json(response))
+        return status_from_answer(tenacity.Retrying(**rest_retry())(_get, _status_url(handle)))
 
     async def status_async(self, handle: JobHandle) -> JobStatus:
-        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
-            response = await client.get(_status_url(handle))
-        return status_from_answer(_json(response))
+        async for attempt in tenacity.AsyncRetrying(**rest_retry()):
+            with attempt:
+                async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
+                    response = await client.get(_status_url(handle))
+                answer = _checked_json(response)
+        return status_from_answer(answer)
 
     def kill(self, handle: JobHandle, graceful: bool = True) -> None:
         """Ask the master to kill the driver (the worker stops the driver process; there is no softer way)."""
-        url = f"{handle['rest_endpoint']}/v1/submissions/kill/{handle['driver_id']}"
-        httpx.post(url, timeout=HTTP_TIMEOUT)
+        tenacity.Retrying(**rest_retry())(_post, f"{handle['rest_endpoint']}/v1/submissions/kill/{handle['driver_id']}", None)
+
+    def ensure_gone(self, handle: JobHandle) -> None:
+        """The previous driver is finished on the master, or killed there and seen finished."""
+        deadline = time.monotonic() + GONE_WAIT_SECONDS
+        killed = False
+        while True:
+            try:
+                if self.status(handle).finished:
+                    return
+                if not killed:
+                    self.kill(handle)
+                    killed = True
+            except (httpx.HTTPError, MasterUnavailable, RestSubmissionError) as exc:
+                raise PreviousRunAlive(
+                    f"cannot confirm that driver {handle['driver_id']} (run {handle['run_id']}) is gone: {exc}"
+                ) from exc
+            if time.monotonic() > deadline:
+                raise PreviousRunAlive(f"driver {handle['driver_id']} (run {handle['run_id']}) still runs after a kill")
+            time.sleep(1.0)
+
+
+def _get(url: str) -> dict[str, Any]:
+    return _checked_json(httpx.get(url, timeout=HTTP_TIMEOUT))
+
+
+def _post(url: str, body: dict | None) -> dict[str, Any]:
+    return _checked_json(httpx.post(url, json=body, timeout=HTTP_TIMEOUT))
+
+
+def _checked_json(response: httpx.Response) -> dict[str, Any]:
+    if response.status_code >= 500:
+        raise MasterUnavailable(f"{response.request.url}: HTTP {response.status_code}: {response.text[:300]}")
+    return _json(response)
 
 
 def _status_url(handle: JobHandle) -> str:
@@ -179,13 +242,13 @@ def _json(response: httpx.Response) -> dict[str, Any]:
 
 
 def status_from_answer(answer: dict[str, Any]) -> JobStatus:
-    """Map a SubmissionStatusResponse to a JobStatus (FINISHED = the driver exited 0)."""
+    """Map a SubmissionStatusResponse to a JobStatus (FINISHED = the driver exited 0; UNKNOWN is still running)."""
     state = answer.get("driverState")
-    if not answer.get("success", False) and state in (None, "UNKNOWN", "NOT_FOUND"):
+    if state == "NOT_FOUND" or (state is None and not answer.get("success", False)):
         return JobStatus(FAILED, driver_state=state, message=answer.get("message") or "driver unknown to the master")
     if state in FINISHED_OK:
         return JobStatus(SUCCEEDED, exit_code=0, driver_state=state)
     if state in FINISHED_BAD:
         message = answer.get("message") or ""
         return JobStatus(FAILED, driver_state=state, message=message)
-    return JobStatus(RUNNING, driver_state=state)
+    return JobStatus(RUNNING, driver_state=state)  # STILL_RUNNING, or a state this version does not know

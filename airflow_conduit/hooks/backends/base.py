@@ -1,4 +1,4 @@
-"""The launcher interface, the job handle and the job status shared by every launcher."""
+"""The backend interface (a strategy of ``SparkPipelineHook``), the job handle and the job status."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from typing import Any
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 
-# Job states as the launchers report them (the Spark job's own view is in its run report).
+# Job states as the backends report them (the Spark job's own view is in its run report).
 RUNNING = "running"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 JOB_STATES = (RUNNING, SUCCEEDED, FAILED)
 
-# A job handle is a plain dict (JSON-serialisable: it travels through defer kwargs and XCom).
-# Keys every launcher sets:
-#   launcher     "local" | "standalone"
+# A job handle is a plain dict of ids and paths (JSON-serialisable: it travels in trigger kwargs and XCom).
+# Keys every backend sets:
+#   launcher     "local" | "standalone" (the backend's kind; the key keeps its name for stored handles)
 #   run_id       the Spark job's --run-id
 #   state_dir    the pipeline's state directory
 #   report_path  STATE_DIR/runs/<run-id>/report.json
@@ -33,7 +33,7 @@ JobHandle = dict
 
 @dataclass
 class JobStatus:
-    """What a launcher knows about a job: its state, and how it ended when it did."""
+    """What a backend knows about a job: its state, and how it ended when it did."""
 
     state: str  # one of JOB_STATES
     exit_code: int | None = None  # process exit code (local launcher), None when unknown
@@ -48,7 +48,7 @@ class JobStatus:
         return asdict(self)
 
 
-class Launcher(ABC):
+class JobBackend(ABC):
     """Submit a pipeline job, report its status, stop it. Implementations keep no state outside the handle."""
 
     kind: str = ""
@@ -67,7 +67,18 @@ class Launcher(ABC):
 
     @abstractmethod
     def kill(self, handle: JobHandle, graceful: bool = True) -> None:
-        """Stop the job: gracefully (let Spark stop) where the launcher can, forcefully otherwise."""
+        """Stop the job: gracefully (let Spark stop) where the backend can, forcefully otherwise."""
+
+    @abstractmethod
+    def ensure_gone(self, handle: JobHandle) -> None:
+        """Make sure the job of ``handle`` runs no more (stop it if it does): called before the next submission.
+
+        Raises ``PreviousRunAlive`` when that cannot be confirmed: two drivers must never share a state dir.
+        """
+
+
+class PreviousRunAlive(RuntimeError):
+    """The previous run of a pipeline may still be running: the next one is not submitted."""
 
 
 def run_dir(state_dir: str | os.PathLike[str], run_id: str) -> Path:

@@ -1,0 +1,164 @@
+"""SparkPipelineHook: the Spark connection of a pipeline, and its job (submit, status, kill).
+
+It reads a ``spark`` connection the Spark provider's way (host = master, extras
+``deploy-mode``, ``spark-binary``, ``rest-port``...) and picks a backend
+strategy from it (``backends/``):
+
+- ``standalone``: ``spark://HOST:PORT`` with ``deploy-mode: cluster``: REST submission to the master;
+- ``local``: everything else: spark-submit on this machine (``local[*]``, a standalone master in
+  client mode, YARN, Kubernetes).
+
+Method names follow Airflow 3.3's ``ResumableJobMixin`` vocabulary (``submit_job``,
+``get_job_status``, ``is_job_active``); docs/architecture.md says why the operator does not
+use the mixin itself. No silent fallbacks: a connection that does not exist or cannot be read
+fails with ``SparkConnectionError`` naming it; the Spark embedded on the worker (``local[*]``)
+runs only when asked for with ``conn_id="conduit_local"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from airflow_conduit.hooks.backends.base import JobBackend, JobHandle, JobStatus
+from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError, resolved_connection
+
+BACKEND_KINDS = ("local", "standalone")
+# The Spark embedded on the worker, when asked for by name (a built-in id: it is not a stored connection,
+# so `airflow connections list` does not show it; a stored connection of that id wins over it).
+EMBEDDED_LOCAL_CONN_ID = "conduit_local"
+EMBEDDED_LOCAL_CONNECTION = {"conn_type": "spark", "host": "local[*]"}
+
+
+class SparkConnectionNotFound(SparkConnectionError):
+    """The connection id names no connection Airflow knows."""
+
+
+def _connection_extra(conn_id: str) -> dict[str, Any]:
+    """The connection's extras; raises SparkConnectionError naming it when it is missing or unreadable."""
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        return BaseHook.get_connection(conn_id).extra_dejson
+    except AirflowNotFoundException:
+        raise SparkConnectionNotFound(
+            f"Spark connection {conn_id!r} does not exist: define it (airflow connections add, AIRFLOW_CONN_"
+            f"{conn_id.upper()}, or a secrets backend), or use conn_id={EMBEDDED_LOCAL_CONN_ID!r} to run on "
+            "Spark embedded on the worker (local[*])"
+        ) from None
+    except Exception as exc:  # metadata DB / API server / secrets backend unreachable
+        raise SparkConnectionError(f"Spark connection {conn_id!r} could not be read: {type(exc).__name__}: {exc}") from exc
+
+
+def register_embedded_local() -> None:
+    """Make ``conduit_local`` readable by the Spark provider (an env var connection of this process and its children)."""
+    os.environ.setdefault(f"AIRFLOW_CONN_{EMBEDDED_LOCAL_CONN_ID.upper()}", json.dumps(EMBEDDED_LOCAL_CONNECTION))
+
+
+def backend_kind_for(connection: dict[str, Any]) -> str:
+    """``standalone`` for spark://host:port in cluster deploy mode (REST submission); ``local`` otherwise."""
+    if connection["master"].startswith("spark://") and connection["deploy_mode"] == "cluster":
+        return "standalone"
+    return "local"
+
+
+def make_backend(kind: str, conn_id: str | None = None, connection: dict | None = None, extra: dict | None = None,
+                 **options: Any) -> JobBackend:
+    if kind == "local":
+        from airflow_conduit.hooks.backends.local import LocalBackend
+
+        return LocalBackend(conn_id, **options)
+    if kind == "standalone":
+        from airflow_conduit.hooks.backends.standalone import StandaloneBackend
+
+        ui_port = int((extra or {}).get("master-ui-port", 8080))
+        return StandaloneBackend(conn_id, connection=connection, master_ui_port=ui_port, **options)
+    raise ValueError(f"unknown backend {kind!r}: expected one of {', '.join(BACKEND_KINDS)}")
+
+
+class SparkPipelineHook(BaseHook):
+    """Submit a pipeline's Spark job through a ``spark`` connection, watch it, stop it.
+
+    :param conn_id: the Spark connection (``spark_default``); ``conduit_local`` = Spark embedded on the worker
+    :param backend: force ``local`` or ``standalone`` instead of deriving it from the connection
+    :param backend_options: passed to the backend (``conf``, ``application``, ``py_files``, ``env``...)
+    """
+
+    conn_name_attr = "conn_id"
+    default_conn_name = "spark_default"
+    conn_type = "spark"  # the Spark provider's connection type and form: no fields of our own
+    hook_name = "Conduit pipeline on Spark"
+
+    def __init__(self, conn_id: str = default_conn_name, *, backend: str | None = None,
+                 backend_options: dict[str, Any] | None = None):
+        super().__init__()
+        self.conn_id = conn_id
+        self.requested_backend = backend
+        self.backend_options = dict(backend_options or {})
+        self._connection: dict[str, Any] | None = None
+        self._backend: JobBackend | None = None
+
+    # -- the connection ------------------------------------------------------------------------
+
+    def get_conn(self) -> dict[str, Any]:
+        """The connection as the Spark provider reads it (master, deploy_mode, rest_endpoint...), checked to exist."""
+        if self._connection is None:
+            try:
+                self._extra = _connection_extra(self.conn_id)
+            except SparkConnectionNotFound:
+                if self.conn_id != EMBEDDED_LOCAL_CONN_ID:
+                    raise
+                register_embedded_local()
+                self._extra = {}
+            self._connection = resolved_connection(self.conn_id)
+        return self._connection
+
+    @property
+    def backend_kind(self) -> str:
+        return self.requested_backend or backend_kind_for(self.get_conn())
+
+    @property
+    def backend(self) -> JobBackend:
+        if self._backend is None:
+            connection = self.get_conn()
+            self._backend = make_backend(self.backend_kind, self.conn_id, connection, self._extra, **self.backend_options)
+        return self._backend
+
+    @classmethod
+    def backend_for_handle(cls, handle: JobHandle) -> JobBackend:
+        """A backend able to poll, stop and confirm the end of an existing job: from the handle alone, no connection."""
+        return make_backend(handle["launcher"])
+
+    # -- the job (ResumableJobMixin vocabulary) -------------------------------------------------
+
+    def submit_job(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None, *,
+                   previous: JobHandle | None = None) -> JobHandle:
+        """Start one run; first make sure the ``previous`` run of this pipeline is gone (one driver per state dir)."""
+        backend = self.backend
+        if previous:
+            self.backend_for_handle(previous).ensure_gone(previous)
+        handle = backend.submit(spec_path, run_id, state_dir, faults)
+        return handle
+
+    @classmethod
+    def get_job_status(cls, handle: JobHandle) -> JobStatus:
+        return cls.backend_for_handle(handle).status(handle)
+
+    @classmethod
+    async def aget_job_status(cls, handle: JobHandle) -> JobStatus:
+        return await cls.backend_for_handle(handle).status_async(handle)
+
+    @staticmethod
+    def is_job_active(status: JobStatus) -> bool:
+        return not status.finished
+
+    @staticmethod
+    def is_job_succeeded(status: JobStatus) -> bool:
+        return status.state == "succeeded"
+
+    @classmethod
+    def kill_job(cls, handle: JobHandle, graceful: bool = True) -> None:
+        cls.backend_for_handle(handle).kill(handle, graceful)

@@ -1,0 +1,1 @@
+"""Provider utilities: recovery options from the provider config and an Airflow Variable."""

@@ -1,0 +1,162 @@
+"""SparkPipelineHook: the connection (named errors, no silent fallback), its backends, one driver per state dir.
+
+The drivers here are real detached processes under the real wrapper (``hooks/backends/detached.py``),
+running the tiny stand-in job (tests/integration/jobs/tiny_job.py); the processes, signals, locks and
+the process table are real. One test runs real spark-submit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from airflow_conduit.hooks.backends import lease
+from airflow_conduit.hooks.backends.local import LocalBackend
+from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
+
+DEADLINE = 120  # seconds: generous, the machine is shared
+
+
+def tiny(tiny_job: str, state_dir: Path, run_id: str, faults: dict) -> dict:
+    cmd = [sys.executable, tiny_job, "--spec", "unused.yaml", "--run-id", run_id, "--state-dir", str(state_dir),
+           "--faults", json.dumps(faults)]
+    return LocalBackend().launch(cmd, run_id, str(state_dir))
+
+
+def wait_for(condition, what: str, timeout: float = DEADLINE):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+    return value
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def job_pid(handle: dict) -> int:
+    """The wrapper's child: spark-submit in production, the tiny job here."""
+    return wait_for(lambda: (psutil.Process(handle["pid"]).children() or [None])[0], "the job to start").pid
+
+
+# -- the connection ------------------------------------------------------------------------------
+
+
+def test_a_missing_connection_is_a_named_error_not_local_spark(monkeypatch):
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_TYPO", raising=False)
+    with pytest.raises(SparkConnectionNotFound, match=r"'spark_typo' does not exist.*conduit_local"):
+        SparkPipelineHook("spark_typo").get_conn()
+
+
+def test_the_operator_fails_on_a_missing_connection_before_submitting(tmp_path):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
+
+    operator = RecoveringSparkPipelineOperator(task_id="p", spec="unused.yaml", state_dir=str(tmp_path), conn_id="spark_typo")
+    with pytest.raises(AirflowFailException, match=r"'spark_typo' does not exist.*nothing was submitted"):
+        operator.get_hook()
+
+
+def test_embedded_local_spark_only_by_name():
+    hook = SparkPipelineHook("conduit_local")
+    assert hook.get_conn()["master"] == "local[*]" and hook.backend_kind == "local"
+
+
+@pytest.mark.parametrize(
+    "connection, kind",
+    [
+        ({"conn_type": "spark", "host": "local[2]"}, "local"),
+        ({"conn_type": "spark", "host": "spark://127.0.0.1", "port": 7077}, "local"),  # client mode: spark-submit here
+        ({"conn_type": "spark", "host": "spark://127.0.0.1", "port": 7077, "extra": {"deploy-mode": "cluster"}}, "standalone"),
+        ({"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}, "local"),
+    ],
+)
+def test_backend_follows_the_connection(monkeypatch, connection, kind):
+    monkeypatch.setenv("AIRFLOW_CONN_HOOK_BACKEND", json.dumps(connection))
+    assert SparkPipelineHook("hook_backend").backend_kind == kind
+
+
+def test_provider_info_declares_the_hook():
+    from airflow_conduit.get_provider_info import get_provider_info
+
+    [group] = get_provider_info()["hooks"]
+    assert group["python-modules"] == ["airflow_conduit.hooks.spark_pipeline"]
+    assert SparkPipelineHook.conn_name_attr == "conn_id" and SparkPipelineHook.default_conn_name == "spark_default"
+
+
+# -- one driver per state dir --------------------------------------------------------------------
+
+
+def test_a_second_driver_on_a_leased_state_dir_refuses_to_start(tmp_path, tiny_job, monkeypatch):
+    from airflow_conduit.hooks.backends import local
+
+    monkeypatch.setattr(local, "LEASE_WAIT_SECONDS", 1.0)
+    first = tiny(tiny_job, tmp_path, "first", {"sleep": 60})
+    wait_for(lambda: lease.is_held(lease.lease_path(tmp_path)), "the first driver to take the lease")
+    with pytest.raises(lease.LeaseHeld, match=r"leased by run first .*still running"):
+        tiny(tiny_job, tmp_path, "second", {})
+    assert not (tmp_path / "runs" / "second" / "exit.json").exists()
+    LocalBackend(graceful_stop_seconds=5).kill(first)
+
+
+def test_killing_the_wrapper_kills_the_driver_and_frees_the_lease(tmp_path, tiny_job):
+    handle = tiny(tiny_job, tmp_path, "r1", {"sleep": 300})
+    driver = job_pid(handle)
+    wait_for(lambda: lease.is_held(lease.lease_path(tmp_path)), "the lease to be taken")
+    os.kill(handle["pid"], signal.SIGKILL)  # kill -9 the wrapper, as in issue 10
+    wait_for(lambda: not pid_alive(driver), "the driver to die with its wrapper")
+    wait_for(lambda: not lease.is_held(lease.lease_path(tmp_path)), "the lease to be released")
+    status = LocalBackend().status(handle)
+    assert status.state == "failed" and status.exit_code is None  # vanished: the engine classifies it (1400)
+    second = tiny(tiny_job, tmp_path, "r2", {})  # the next run starts: nobody holds the state dir
+    wait_for(lambda: LocalBackend().status(second).finished, "the second run to finish")
+    assert LocalBackend().status(second).state == "succeeded"
+
+
+def test_processes_left_by_the_driver_do_not_outlive_it(tmp_path, tiny_job):
+    """The JVM starts the Python driver; if the JVM dies, the wrapper stops what it left behind."""
+    pidfile = tmp_path / "orphan.pid"
+    handle = tiny(tiny_job, tmp_path, "r1", {"sleep": 300, "orphan": str(pidfile)})
+    orphan = int(wait_for(lambda: pidfile.exists() and pidfile.read_text(), "the driver's child"))
+    os.kill(job_pid(handle), signal.SIGKILL)  # the "JVM" dies; its child is orphaned
+    wait_for(lambda: LocalBackend().status(handle).finished, "the wrapper to record the exit")
+    assert not pid_alive(orphan)
+    assert LocalBackend().status(handle).exit_code == 137
+
+
+def test_before_the_next_run_the_previous_one_is_made_gone(tmp_path, tiny_job):
+    """Wrapper killed: its child dies with it, but a grandchild (the Python driver) is orphaned outside it."""
+    pidfile = tmp_path / "orphan.pid"
+    previous = tiny(tiny_job, tmp_path, "r1", {"sleep": 300, "orphan": str(pidfile)})
+    orphan = int(wait_for(lambda: pidfile.exists() and pidfile.read_text(), "the driver's child"))
+    os.kill(previous["pid"], signal.SIGKILL)
+    time.sleep(1.0)
+    assert pid_alive(orphan)  # reparented away from the dead wrapper: only the run's marker finds it now
+    LocalBackend().ensure_gone(json.loads(json.dumps(previous)))
+    assert not pid_alive(orphan)
+    assert not lease.is_held(lease.lease_path(tmp_path))
+
+
+def test_the_hook_submits_through_spark_submit_and_confirms_the_previous_run_gone(tmp_path, tiny_job):
+    """Real spark-submit (local[*]) of the tiny job, twice on one state dir: the second waits for the first."""
+    hook = SparkPipelineHook("conduit_local", backend_options={"application": tiny_job, "py_files": ""})
+    first = hook.submit_job("unused.yaml", "s01", str(tmp_path), {"sleep": 600})
+    wait_for(lambda: lease.is_held(lease.lease_path(tmp_path)), "spark-submit to hold the lease")
+    processes = wait_for(lambda: lease.run_processes(first["pid"], lease.run_marker(tmp_path, "s01"))[2:] and
+                         lease.run_processes(first["pid"], lease.run_marker(tmp_path, "s01")), "spark-submit and its job")
+    second = hook.submit_job("unused.yaml", "s02", str(tmp_path), {}, previous=first)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in processes)
+    wait_for(lambda: SparkPipelineHook.get_job_status(second).finished, "the second run to finish", timeout=300)
+    assert SparkPipelineHook.is_job_succeeded(SparkPipelineHook.get_job_status(second))
