@@ -24,11 +24,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Sequence
 
+import httpx
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_conduit.hooks.backends.base import PreviousRunAlive
 from airflow_conduit.hooks.backends.lease import LeaseHeld
+from airflow_conduit.hooks.backends.standalone import MasterUnavailable, RestSubmissionError
 from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
 from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
 from airflow_conduit.pipeline.state_store import StateDir
@@ -38,9 +40,11 @@ from airflow_conduit.utils.recovery_config import resolve_recovery_options
 from airflow_conduit.operators.links import XCOM_DLQ, XCOM_JOB, DeadLetterQueueLink, SparkUILink, dlq_location
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
-from airflow_conduit.triggers.pipeline import EVENT_STATUSES, SparkPipelineTrigger, record_stopped
+from airflow_conduit.triggers.pipeline import EVENT_STATUSES, BackoffTrigger, SparkPipelineTrigger, record_stopped
 from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable
 
+# A submission that could not happen now: retried by the recovery engine like a failed run.
+SUBMISSION_FAILURES = (PreviousRunAlive, LeaseHeld, RestSubmissionError, MasterUnavailable, httpx.HTTPError, OSError)
 STORE_KEY = "conduit_recovery"  # task_state_store key of the session carry
 XCOM_STATE = "pipeline_state"
 XCOM_AUDIT = "audit_log"
@@ -176,7 +180,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             raise AirflowException(str(exc)) from exc
         return hook
 
-    # -- persistence: defer kwargs / trigger carry first, then task_state_store, then recovery.json ---
+    # -- persistence: task_state_store and recovery.json ------------------------------------------------
 
     def _persist(self, context: Any, session: RecoverySession, *, event: dict | None = None) -> None:
         carry = session.carry()
@@ -266,7 +270,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         run_id = session.next_run_id()
         try:
             handle = hook.submit_job(spec_path, run_id, self.state_dir, self._faults(), previous=previous)
-        except (PreviousRunAlive, LeaseHeld, OSError, RuntimeError) as exc:
+        except SUBMISSION_FAILURES as exc:
             self.log.error("run %s could not be submitted: %s", run_id, exc)
             event = submission_failed_event(run_id, exc)
             return self._handle_event(context, session, event, previous or {"run_id": run_id})
@@ -314,7 +318,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         if step.action == Action.DEGRADE:
             raise AirflowFailException(degraded_message(session, step.decision, step.error, AUDIT_IN_MESSAGE))
         self.defer(
-            trigger=_backoff_timer(step.decision.delay_seconds),
+            trigger=_backoff_timer(step.decision.delay_seconds, self.state_dir),
             method_name="resubmit",
             kwargs={"previous": handle if handle and handle.get("launcher") else None},
         )
@@ -358,7 +362,7 @@ def submission_failed_event(run_id: str, exc: BaseException) -> dict[str, Any]:
     return {"status": "failed", "run_id": run_id, "handle": None, "exit_code": None, "error": error, "report": None}
 
 
-def _backoff_timer(delay_seconds: float):
-    from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
+def _backoff_timer(delay_seconds: float, state_dir: str) -> BackoffTrigger:
+    from airflow.sdk import timezone
 
-    return TimeDeltaTrigger(timedelta(seconds=max(0.0, float(delay_seconds))))
+    return BackoffTrigger(timezone.utcnow() + timedelta(seconds=max(0.0, float(delay_seconds))), os.path.abspath(state_dir))

@@ -22,6 +22,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_conduit.hooks.backends.base import FAILED, RUNNING, SUCCEEDED, JobStatus, structured_failure, tail_text
@@ -176,17 +177,38 @@ class SparkPipelineTrigger(BaseTrigger):
         return self._event(FAILED, status, report, error=error, stderr_tail=log_text[-LOG_TAIL_CHARS:])
 
 
+class BackoffTrigger(DateTimeTrigger):
+    """The wait before a restart (a ``DateTimeTrigger``) that records ``stopped`` when the user stops the task.
+
+    Without it, stopping a task during its backoff wait would leave recovery.json at ``recovering``.
+    """
+
+    def __init__(self, moment: Any, state_dir: str, end_from_trigger: bool = False):
+        super().__init__(moment, end_from_trigger=end_from_trigger)
+        self.state_dir = state_dir
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}", {"moment": self.moment, "state_dir": self.state_dir})
+
+    async def on_kill(self) -> None:
+        await asyncio.to_thread(record_stopped, {"state_dir": self.state_dir, "run_id": None},
+                                "stopped by user during the backoff wait")
+
+
 def record_stopped(handle: dict[str, Any], reason: str) -> None:
-    """Write ``stopped`` to STATE_DIR/recovery.json when the stopped run is still the pipeline's current one."""
-    from airflow_conduit.recovery.session import RecoverySession
+    """Write ``stopped`` to STATE_DIR/recovery.json when the stopped run is still the pipeline's current one.
+
+    ``handle["run_id"]`` None: no run is current (stopped while waiting to restart).
+    """
     from airflow_conduit.pipeline.state_store import StateDir
+    from airflow_conduit.recovery.session import RecoverySession
 
     folder = StateDir(handle["state_dir"])
     record = folder.read_recovery()
     if not record or not record.get("carry"):
         return
-    current = record.get("current") or {}
-    if current.get("run_id") not in (None, handle["run_id"]):
+    current = (record.get("current") or {}).get("run_id")
+    if current is not None and current != handle["run_id"]:
         return  # a later run owns the state dir now
     session = RecoverySession.from_carry(record["carry"])
     session.current = None

@@ -157,3 +157,137 @@ async def test_a_run_id_is_used_once(tmp_path, tiny_job):
     await first_event(SparkPipelineTrigger(handle, poll_interval=0.2))
     with pytest.raises(ValueError, match="already ran"):
         start_tiny_job(tiny_job, tmp_path, "once", {})  # its old exit record would pass for the new job's
+
+
+# -- blips: the watcher tolerates its dependencies --------------------------------------------------
+
+
+class FlakyMaster:
+    """A stand-in for a standalone master's REST status endpoint on loopback, answering from a script."""
+
+    def __init__(self, answers: list):
+        import http.server
+        import threading
+
+        self.answers = list(answers)
+        self.requests = 0
+        master = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                master.requests += 1
+                answer = master.answers.pop(0) if len(master.answers) > 1 else master.answers[0]
+                if isinstance(answer, int):
+                    self.send_response(answer)
+                    self.end_headers()
+                    self.wfile.write(b"master busy")
+                    return
+                body = json.dumps({"action": "SubmissionStatusResponse", "success": True, "driverState": answer}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def standalone_handle(tmp_path, port: int) -> dict:
+    return {"launcher": "standalone", "run_id": "s1", "state_dir": str(tmp_path), "report_path": str(tmp_path / "r.json"),
+            "log_path": None, "driver_id": "driver-1", "rest_endpoint": f"http://127.0.0.1:{port}"}
+
+
+@pytest.fixture
+def quick_rest_retries(monkeypatch):
+    from airflow_conduit.hooks.backends import standalone
+
+    monkeypatch.setattr(standalone, "REST_WAIT_MIN", 0.01)
+    monkeypatch.setattr(standalone, "REST_WAIT_MAX", 0.05)
+
+
+async def test_status_blips_and_unknown_driver_states_do_not_end_the_watch(tmp_path, quick_rest_retries):
+    # 5xx twice (retried inside one status call), then the master's own words for "not finished yet".
+    master = FlakyMaster([500, 503, "SUBMITTED", "RUNNING", "UNKNOWN", "RELAUNCHING", "RUNNING", "FINISHED"])
+    try:
+        payload = (await first_event(SparkPipelineTrigger(standalone_handle(tmp_path, master.port), poll_interval=0.05))).payload
+    finally:
+        master.close()
+    assert payload["status"] == "succeeded" and payload["driver_state"] == "FINISHED"
+    assert master.requests == 8
+
+
+async def test_a_job_that_cannot_be_observed_becomes_a_classified_failure(tmp_path, quick_rest_retries):
+    from airflow_conduit.hooks.backends.local import free_port
+
+    handle = standalone_handle(tmp_path, free_port())  # nothing listens there: the master is gone
+    payload = (await first_event(SparkPipelineTrigger(handle, poll_interval=0.05), timeout=120)).payload
+    assert payload["status"] == "failed"
+    assert payload["error"]["code"] == codes.INFRASTRUCTURE and payload["error"]["fatal"] is False
+    assert payload["error"]["extra"]["unobservable"] is True
+    assert "cannot observe run s1" in payload["error"]["message"]
+    assert not classify(payload["error"]).fatal  # the engine restarts it like any transient failure
+
+
+# -- stopping: the state says stopped, not succeeded or recovering -----------------------------------
+
+
+async def test_a_run_stopped_on_request_is_reported_stopped(tmp_path, tiny_job):
+    handle = start_tiny_job(tiny_job, tmp_path, "stopme", {"sleep": 60, "stop_on_sigterm": True})
+    trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
+    watching = asyncio.ensure_future(anext(trigger.run()))
+    await asyncio.sleep(1.5)
+    await asyncio.to_thread(LocalBackend().kill, handle, True)  # SIGTERM: the job stops cleanly, exit 0
+    payload = (await asyncio.wait_for(watching, 60)).payload
+    assert payload["exit_code"] == 0 and payload["report"]["stop_reason"] == "signal SIGTERM"
+    assert payload["status"] == "stopped"
+
+
+async def test_on_kill_records_stopped_for_the_sensors(tmp_path, tiny_job):
+    from airflow_conduit.pipeline.state_store import StateDir
+    from airflow_conduit.recovery import RecoveryOptions
+    from airflow_conduit.recovery.session import RecoverySession
+    from airflow_conduit.sensors.pipeline import PipelineStateSensor
+
+    handle = start_tiny_job(tiny_job, tmp_path, "running", {"sleep": 60})
+    session = RecoverySession(RecoveryOptions.from_mapping({}), pipeline_id="tiny")
+    session.engine.on_failure({"code": 1100, "fatal": False, "message": "connection refused"})
+    session.engine.on_restarted()  # a recovering pipeline, as in issue 10
+    session.current = handle
+    StateDir(tmp_path).write_recovery(session.recovery_record({"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1}))
+    assert StateDir(tmp_path).pipeline_state() == "recovering"
+
+    await SparkPipelineTrigger(handle, poll_interval=0.2).on_kill()  # the user marked the task failed
+
+    record = StateDir(tmp_path).read_recovery()
+    assert record["pipeline_state"] == "stopped" and record["current"] is None
+    assert record["carry"]["recovery"]["audit"][-1]["event"] == "stopped"
+    assert record["owner"]["task_id"] == "t"
+    assert PipelineStateSensor(task_id="s", state_dir=str(tmp_path), target_states=["stopped"]).poke({})
+    assert LocalBackend().status(handle).finished
+
+
+async def test_stopping_during_the_backoff_wait_records_stopped(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from airflow_conduit.pipeline.state_store import StateDir
+    from airflow_conduit.recovery import RecoveryOptions
+    from airflow_conduit.recovery.session import RecoverySession
+    from airflow_conduit.triggers.pipeline import BackoffTrigger
+
+    session = RecoverySession(RecoveryOptions.from_mapping({}), pipeline_id="tiny")
+    session.engine.on_failure({"code": 1100, "fatal": False, "message": "connection refused"})  # restart pending
+    StateDir(tmp_path).write_recovery(session.recovery_record({"cli": True}))
+    assert StateDir(tmp_path).pipeline_state() == "recovering"
+    timer = BackoffTrigger(datetime.now(timezone.utc) + timedelta(minutes=5), str(tmp_path))
+    classpath, kwargs = timer.serialize()
+    assert classpath.endswith("BackoffTrigger") and set(kwargs) == {"moment", "state_dir"}
+    await BackoffTrigger(**kwargs).on_kill()
+    assert StateDir(tmp_path).pipeline_state() == "stopped"
