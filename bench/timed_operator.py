@@ -12,7 +12,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-import airflow_conduit.triggers.pipeline as trigger_module
+from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
 from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
 from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 
@@ -34,23 +34,16 @@ def epoch(iso: str | None) -> float | None:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-_launcher_for_handle = trigger_module.launcher_for_handle
+_aget_job_status = SparkPipelineHook.aget_job_status
 
 
-def _timed_launcher_for_handle(handle):
-    """The trigger's launcher, with a mark at each status poll (to split detection into wait and reads)."""
-    launcher = _launcher_for_handle(handle)
-    status_async = launcher.status_async
-
-    async def timed_status_async(h):
-        mark("poll", run_id=h["run_id"])
-        return await status_async(h)
-
-    launcher.status_async = timed_status_async
-    return launcher
+async def _timed_aget_job_status(handle):
+    """The trigger's status call, with a mark at each poll (to split detection into wait and reads)."""
+    mark("poll", run_id=handle["run_id"])
+    return await _aget_job_status(handle)
 
 
-trigger_module.launcher_for_handle = _timed_launcher_for_handle  # this benchmark's process only
+SparkPipelineHook.aget_job_status = staticmethod(_timed_aget_job_status)  # this benchmark's process only
 
 
 class TimedPipelineTrigger(SparkPipelineTrigger):
@@ -70,9 +63,9 @@ class TimedPipelineOperator(RecoveringSparkPipelineOperator):
         mark("execute_complete", run_id=(event or {}).get("run_id"), status=(event or {}).get("status"))
         return super().execute_complete(context, event, **kwargs)
 
-    def resubmit(self, context, event=None, carry=None, **kwargs):
+    def resubmit(self, context, event=None, previous=None, **kwargs):
         mark("resubmit")
-        return super().resubmit(context, event, carry=carry, **kwargs)
+        return super().resubmit(context, event, previous=previous, **kwargs)
 
     def defer(self, *, trigger, method_name, kwargs=None, timeout=None):
         moment = getattr(trigger, "moment", None)
@@ -82,9 +75,9 @@ class TimedPipelineOperator(RecoveringSparkPipelineOperator):
              moment=moment.timestamp() if moment is not None else None)
         return super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
 
-    def _launcher(self):
-        launcher = super()._launcher()
-        submit = launcher.submit
+    def get_hook(self):
+        hook = super().get_hook()
+        submit = hook.submit_job
 
         def timed_submit(*args, **kw):
             mark("submit_begin")
@@ -92,5 +85,5 @@ class TimedPipelineOperator(RecoveringSparkPipelineOperator):
             mark("submit_end", run_id=handle["run_id"], submitted_at=epoch(handle.get("submitted_at")))
             return handle
 
-        launcher.submit = timed_submit
-        return launcher
+        hook.submit_job = timed_submit
+        return hook
