@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -160,3 +161,42 @@ def test_the_hook_submits_through_spark_submit_and_confirms_the_previous_run_gon
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in processes)
     wait_for(lambda: SparkPipelineHook.get_job_status(second).finished, "the second run to finish", timeout=300)
     assert SparkPipelineHook.is_job_succeeded(SparkPipelineHook.get_job_status(second))
+
+
+# -- no silent fallbacks in the CLI and the recovery Variable ------------------------------------
+
+
+def test_cli_with_a_missing_connection_names_it_and_starts_nothing(tmp_path):
+    from conftest import REPO
+
+    cli = str(Path(sys.executable).parent / "airflow-conduit")
+    result = subprocess.run([cli, "run", str(REPO / "examples" / "orders" / "pipeline.yaml"), "--state-dir",
+                             str(tmp_path / "state"), "--conn-id", "spark_typo"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert "Spark connection 'spark_typo' does not exist" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "state" / "runs").exists()
+
+
+def test_an_unreadable_recovery_variable_fails_a_start_and_is_warned_about_later(tmp_path, monkeypatch, capsys, caplog):
+    """Variable.get raising stands in for an unreachable API server or secrets backend."""
+    from airflow.sdk import Variable
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
+    from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable, resolve_recovery_options
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("secrets backend unreachable")
+
+    monkeypatch.setattr(Variable, "get", unreachable)
+    with pytest.raises(RecoveryVariableUnreadable, match=r"Variable 'conduit_recovery'.*ConnectionError"):
+        resolve_recovery_options({})
+    operator = RecoveringSparkPipelineOperator(task_id="p", spec="unused.yaml", state_dir=str(tmp_path), min_delay="3s")
+    with pytest.raises(AirflowException, match=r"'conduit_recovery'.*nothing was submitted"):
+        operator._recovery_options()  # the pipeline starts: fail, naming the Variable
+    carried = {"min-delay": "7s", "max-retries": 4}
+    options = operator._recovery_options(carried=carried)  # the pipeline runs: keep what it started with
+    assert (options.min_delay, options.max_retries) == (7.0, 4)
+    captured = capsys.readouterr()
+    logged = captured.out + captured.err + caplog.text  # structlog or stdlib logging, as configured
+    assert "warning" in logged.lower() and "'conduit_recovery'" in logged and "keeping the recovery options" in logged

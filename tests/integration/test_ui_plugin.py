@@ -66,13 +66,13 @@ def ui_runs(airflow_db, tmp_path_factory):
         session.flush()
         bundle = session.get(DagBundleModel, "conduit-tests")
         bundle.teams.append(session.get(Team, "red"))
-        session.add(Connection(conn_id="spark_default", conn_type="spark", host="local[*]", password=CONN_SECRET))
+        session.add(Connection(conn_id="conduit_local", conn_type="spark", host="local[*]", password=CONN_SECRET))
     yield {"recovered": recovered, "degraded": degraded, "orders": orders, "root": root}
     with create_session() as session:
         bundle = session.get(DagBundleModel, "conduit-tests")
         bundle.teams.clear()
         session.query(Team).filter(Team.name.in_(["red", "blue"])).delete()
-        session.query(Connection).filter(Connection.conn_id == "spark_default").delete()
+        session.query(Connection).filter(Connection.conn_id == "conduit_local").delete()
 
 
 @pytest.fixture
