@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from airflow_conduit.hooks.backends import lease
-from conftest import dlq_lines, lake_ids
 
 pytestmark = pytest.mark.integration
 CLI = str(Path(sys.executable).parent / "airflow-conduit")
@@ -34,6 +33,23 @@ def wait_for(condition, what: str, proc: subprocess.Popen, timeout: float = DEAD
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.5)
     return value
+
+
+def committed_lake_ids(folder: Path) -> list[int] | None:
+    """Ids in the lake's committed files, as a Spark reader sees them: paths under ``_temporary`` (a writer
+    killed mid-batch, or one still writing) are not data. None while a file is being written."""
+    import pyarrow.parquet as pq
+
+    files = sorted(f for f in folder.rglob("*.parquet") if not any(part.startswith("_") for part in f.relative_to(folder).parts))
+    try:
+        return sorted(i for f in files for i in pq.read_table(f).column("id").to_pylist())
+    except (OSError, ValueError):  # pyarrow.ArrowInvalid is a ValueError
+        return None
+
+
+def committed_dlq_records(folder: Path) -> list[dict]:
+    files = sorted(f for f in folder.rglob("*.json") if not any(part.startswith("_") for part in f.relative_to(folder).parts))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
 
 
 def current_handle(state_dir: Path) -> dict | None:
@@ -62,7 +78,9 @@ def test_a_killed_wrapper_never_leaves_two_drivers_and_a_stop_is_recorded(orders
         wait_for(lambda: len(lease.run_processes(second["pid"], lease.run_marker(state_dir, second["run_id"]))) >= 3,
                  "run s02's driver", cli)
         expected = json.loads((orders / "expected.json").read_text())
-        wait_for(lambda: lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"]), "every record in the lake", cli)
+        wait_for(lambda: committed_lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])
+                 and len(committed_dlq_records(orders / "out" / "dlq")) == len(expected["dlq"]),
+                 "every record in the lake and every bad one in the DLQ", cli)
         assert len(lease.run_processes(first["pid"], s01)) == 0
 
         cli.send_signal(signal.SIGTERM)  # a user stop
@@ -77,5 +95,5 @@ def test_a_killed_wrapper_never_leaves_two_drivers_and_a_stop_is_recorded(orders
     assert record["submissions"] == 2
     assert lease.run_processes(second["pid"], lease.run_marker(state_dir, second["run_id"])) == []
     assert not lease.is_held(lease.lease_path(state_dir))
-    assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])  # nothing twice
-    assert len(dlq_lines(orders / "out" / "dlq")) == len(expected["dlq"])
+    assert committed_lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])  # nothing twice
+    assert len(committed_dlq_records(orders / "out" / "dlq")) == len(expected["dlq"])
