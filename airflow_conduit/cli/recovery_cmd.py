@@ -107,6 +107,8 @@ def simulate_from_args(args: argparse.Namespace):
             mapping["error-rules"] = json.loads(args.error_rules)
         except ValueError as exc:
             raise ValueError(f"--error-rules: not JSON ({exc})") from None
+        except RecursionError:
+            raise ValueError("--error-rules: nested too deeply to read") from None
     options = RecoveryOptions.from_mapping(mapping)
 
     start = parse_time(args.start or preset.get("start", "00:00"), SIMULATION_DATE)

@@ -196,8 +196,9 @@ def load_yaml(text: str) -> YamlDocument:
     """
     if len(text) > MAX_SPEC_CHARS:
         raise YamlLimitError(f"the spec is {len(text):,} characters long; the limit is {MAX_SPEC_CHARS:,}", None)
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters (NUL) at once
         _check_depth(text)
         node = loader.get_single_node()
         if node is not None:
@@ -212,10 +213,14 @@ def load_yaml(text: str) -> YamlDocument:
         line = mark.line + 1 if mark else None
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise YamlSyntaxError(f"not valid YAML{where}: {problem}{context}", line) from exc
+    except yaml.reader.ReaderError as exc:  # no mark: the position is a character offset
+        line = text.count("\n", 0, exc.position) + 1
+        raise YamlSyntaxError(f"not valid YAML at line {line}: control character #x{exc.character:04x} is not allowed", line) from exc
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(f"not valid YAML: {exc}", None) from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     doc = YamlDocument(data)
     if node is not None:
         _walk(node, (), doc)

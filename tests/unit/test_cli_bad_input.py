@@ -81,6 +81,7 @@ def test_run_refuses_bad_options_before_starting_anything(folder, flags, fragmen
 def test_simulate_refuses_bad_input_by_name(folder):
     refused(cli("recovery", "simulate", "--min-delay", "", "--failures", "15:10", cwd=folder), "min-delay")
     refused(cli("recovery", "simulate", "--consecutive", "100000000", cwd=folder), "--consecutive")
+    refused(cli("recovery", "simulate", "--failures", "15:10", "--error-rules", "[" * 100_000, cwd=folder), "--error-rules")
     refused(cli("recovery", "simulate", "--start", "9999-12-31T23:00:00+00:00", "--failures", "+8784h", cwd=folder))
 
 

@@ -73,3 +73,8 @@ def test_ordinary_anchors_and_aliases_still_work():
     text = MINIMAL.replace("path: data/in", "path: &inbox data/in") + "  description: *inbox\n"
     spec = load_pipeline_from_string(text, "spec.yaml", env={})
     assert spec.description == "data/in"
+
+
+def test_a_control_character_is_a_named_problem_not_a_crash():
+    problem = only_problem('version: "1"\npipeline:\n  id: "a\x00b"\n')
+    assert problem.line == 3 and "control character #x0000 is not allowed" in problem.message
