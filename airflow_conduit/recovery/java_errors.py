@@ -12,6 +12,9 @@ readers, both pure (no py4j import; duck typing):
 
 ``root_cause`` picks the cause to report: the deepest one carrying a SQLSTATE (the JDBC driver's
 exception, whose message names the server and the reason), else the deepest one.
+``is_spark_start_failure`` recognises Spark that could not start at all (classify.py, code 2700).
+``java_exception`` is py4j's documented attribute; tests/spark/test_error_causes.py pins the
+reading against real py4j and PostgreSQL.
 """
 
 from __future__ import annotations
