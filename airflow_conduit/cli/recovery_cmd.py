@@ -43,6 +43,7 @@ _OPTION_FLAGS = (
     ("--reset-on-first-record", "reset-on-first-record", "true/false: the first record end to end resets the backoff (default true)"),
     ("--jitter", "jitter", "random +/- fraction of each delay, 0-1 (default 0)"),
     ("--jitter-seed", "jitter-seed", "seed that makes the jitter reproducible"),
+    ("--crash-loop-limit", "crash-loop-limit", "degrade when the same error ends N runs in a row with no record processed; -1 off (default)"),
 )
 
 
@@ -139,4 +140,6 @@ def _shown_options(options: RecoveryOptions) -> dict[str, Any]:
         del shown["error-rules"]
     if not options.jitter:
         shown.pop("jitter-seed")
+    if options.crash_loop_limit < 0:
+        shown.pop("crash-loop-limit")
     return shown

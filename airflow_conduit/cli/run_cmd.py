@@ -38,6 +38,7 @@ OPTION_FLAGS = (
     ("--max-retries", "max_retries", "Conduit max-retries: restarts within the window; -1 infinite (default), 0 none"),
     ("--max-retries-window", "max_retries_window", "Conduit max-retries-window (default 5m)"),
     ("--policy", "policy", "backoff policy: exponential (default), strimzi, fixed"),
+    ("--crash-loop-limit", "crash_loop_limit", "degrade when the same error ends N runs in a row with no record; -1 off (default)"),
 )
 
 

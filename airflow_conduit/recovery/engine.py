@@ -23,6 +23,7 @@ Rules (docs/recovery.md):
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable
@@ -125,10 +126,15 @@ class RecoveryEngine:
         state.last_restart_at = now  # a start is where the health period is measured from
         state.records_since_restart = 0
         state.degraded_reason = None
+        state.same_failures = 0  # a person restarted it: the crash-loop count starts again
+        state.last_failure_signature = None
         self._audit(AuditEventType.STARTED, "pipeline started", at=now, previous_state=previous.value)
 
-    def on_failure(self, error: Any = None, *, exit_code: int | None = None) -> Decision:
-        """The job failed with ``error`` (exception, StructuredError, dict, JSON or stderr text)."""
+    def on_failure(self, error: Any = None, *, exit_code: int | None = None, records: int = 0) -> Decision:
+        """The job failed with ``error`` (exception, StructuredError, dict, JSON or stderr text).
+
+        ``records``: records the failed run processed end to end (its report), for the crash-loop guard.
+        """
         state = self.state
         if state.pipeline_state not in (PipelineState.RUNNING, PipelineState.RECOVERING):
             raise InvalidTransition(
@@ -147,6 +153,7 @@ class RecoveryEngine:
             at=now,
             classification=classification.to_dict(),
         )
+        self._count_same_failure(classification, progressed=records > 0 or state.records_since_restart > 0)
         self._expire_window(now)
         counted = self._restarts_counted_now()
         attempt = state.attempt + 1
@@ -156,6 +163,13 @@ class RecoveryEngine:
             return self._degrade(now, classification, attempt, counted, f"fatal error, no restart: {classification.reason}")
         if not self.options.recovery_enabled:
             return self._degrade(now, classification, attempt, counted, "recovery is disabled (max-retries 0)")
+        limit = self.options.crash_loop_limit
+        if limit > 0 and state.same_failures >= limit:
+            return self._degrade(
+                now, classification, attempt, counted,
+                f"crash loop: the same error ended {state.same_failures} runs in a row with no record processed "
+                f"(crash-loop-limit {limit})",
+            )
         if not self.options.retries_unlimited and counted >= max_retries:
             return self._degrade(now, classification, attempt, counted, self._max_retries_reason(counted))
 
@@ -322,6 +336,16 @@ class RecoveryEngine:
             previous_attempt=previous,
             restarts_counted=self.restarts_counted(at),
         )
+
+    def _count_same_failure(self, classification: Classification, *, progressed: bool) -> None:
+        """Crash-loop bookkeeping: runs in a row ended by the same error (code and message, digits ignored)."""
+        state = self.state
+        signature = f"{classification.code}|{re.sub(r'[0-9]+', '#', classification.message or '')[:300]}"
+        if not progressed and signature == state.last_failure_signature:
+            state.same_failures += 1
+        else:
+            state.same_failures = 1
+        state.last_failure_signature = signature
 
     def _restarts_counted_now(self) -> int:
         """At a failure, after ``_expire_window``: every restart still in the window (a pending one too), or since the reset."""

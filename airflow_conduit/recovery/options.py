@@ -37,6 +37,7 @@ class RecoveryOptions:
     reset_on_first_record: bool = True  # design doc: the first record processed end to end also resets it
     jitter: float = 0.0  # fraction of the delay, +/-; 0 = off
     jitter_seed: int | None = None  # fixes the jitter sequence (reproducible runs and tests)
+    crash_loop_limit: int = -1  # degrade when the same error ends this many runs in a row, no record between; -1 off (Conduit)
     error_rules: tuple[ClassificationRule, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -83,6 +84,7 @@ class RecoveryOptions:
             "reset-on-first-record": self.reset_on_first_record,
             "jitter": self.jitter,
             "jitter-seed": self.jitter_seed,
+            "crash-loop-limit": self.crash_loop_limit,
             "error-rules": [rule.to_dict() for rule in self.error_rules],
         }
 
@@ -129,6 +131,10 @@ class RecoveryOptions:
             raise RecoveryConfigError("jitter", self.jitter, "must be a fraction between 0 and 1 (0.1 = +/-10%)")
         if self.jitter_seed is not None and (isinstance(self.jitter_seed, bool) or not isinstance(self.jitter_seed, int)):
             raise RecoveryConfigError("jitter-seed", self.jitter_seed, "expected an integer or null")
+        if isinstance(self.crash_loop_limit, bool) or not isinstance(self.crash_loop_limit, int) or not (
+            self.crash_loop_limit == -1 or self.crash_loop_limit >= 2
+        ):
+            raise RecoveryConfigError("crash-loop-limit", self.crash_loop_limit, "must be -1 (off) or 2 or more")
         if not isinstance(self.reset_on_first_record, bool):
             raise RecoveryConfigError("reset-on-first-record", self.reset_on_first_record, "expected true or false")
 
@@ -152,7 +158,7 @@ def _convert(key: str, value: Any) -> Any:
             return parse_duration(value, option=key)
         except ValueError as exc:
             raise RecoveryConfigError(key, value, str(exc).split(": ", 1)[-1]) from None
-    if key in ("max-retries", "jitter-seed"):
+    if key in ("max-retries", "jitter-seed", "crash-loop-limit"):
         if value is None and key == "jitter-seed":
             return None
         if isinstance(value, str):

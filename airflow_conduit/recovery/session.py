@@ -208,7 +208,7 @@ def apply_event(session: RecoverySession, event: dict[str, Any]) -> Step:
         return Step(Action.DONE, lines)
 
     error = event.get("error") or event.get("stderr_tail") or f"job ended with status {status!r} and no error"
-    decision = session.engine.on_failure(error, exit_code=event.get("exit_code"))
+    decision = session.engine.on_failure(error, exit_code=event.get("exit_code"), records=written)
     lines = [f"run {run_id} {session.failed_line(decision)} (exit {event.get('exit_code')}, {session.counts_line(report)})"]
     if decision.action == Action.DEGRADE:
         lines.append(session.degraded_line(decision))

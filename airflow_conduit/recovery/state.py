@@ -130,6 +130,8 @@ class RecoveryState:
     jitter_draws: int = 0
     last_classification: Classification | None = None
     degraded_reason: str | None = None
+    same_failures: int = 0  # runs in a row ended by the same error with no record processed (crash-loop-limit)
+    last_failure_signature: str | None = None
     audit: list[AuditEvent] = field(default_factory=list)
     audit_dropped: int = 0
 
@@ -157,6 +159,8 @@ class RecoveryState:
             "jitter_draws": self.jitter_draws,
             "last_classification": None if self.last_classification is None else self.last_classification.to_dict(),
             "degraded_reason": self.degraded_reason,
+            "same_failures": self.same_failures,
+            "last_failure_signature": self.last_failure_signature,
             "audit": [event.to_dict() for event in self.audit],
             "audit_dropped": self.audit_dropped,
         }
@@ -182,6 +186,8 @@ class RecoveryState:
             jitter_draws=int(data.get("jitter_draws", 0)),
             last_classification=None if classification is None else Classification.from_dict(classification),
             degraded_reason=data.get("degraded_reason"),
+            same_failures=int(data.get("same_failures", 0)),
+            last_failure_signature=data.get("last_failure_signature"),
             audit=[AuditEvent.from_dict(e) for e in data.get("audit", [])],
             audit_dropped=int(data.get("audit_dropped", 0)),
         )

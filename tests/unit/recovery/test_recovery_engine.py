@@ -336,6 +336,53 @@ def test_decision_round_trip_keeps_the_action_enum_and_reads_old_dicts(clock):
     assert Decision.from_dict(old).restarts_counted == 1
 
 
+def test_crash_loop_guard_is_off_by_default_as_in_conduit(clock):
+    engine = started(RecoveryOptions(), clock)
+    for _ in range(20):
+        decision = engine.on_failure("java.io.IOException: disk quota exceeded on /data/part-0001")
+        assert decision.restart
+        clock.advance(decision.delay_seconds)
+        engine.on_restarted()
+
+
+def test_crash_loop_guard_degrades_on_the_same_error_n_runs_in_a_row(clock):
+    engine = started(RecoveryOptions(crash_loop_limit=3), clock)
+    for run in range(2):
+        decision = engine.on_failure(f"java.io.IOException: disk quota exceeded on /data/part-000{run}")  # digits vary
+        assert decision.restart
+        clock.advance(decision.delay_seconds)
+        engine.on_restarted()
+    third = engine.on_failure("java.io.IOException: disk quota exceeded on /data/part-0009")
+    assert third.action == "degrade"
+    assert third.reason == "crash loop: the same error ended 3 runs in a row with no record processed (crash-loop-limit 3)"
+
+
+def test_crash_loop_count_restarts_on_progress_or_another_error(clock):
+    engine = started(RecoveryOptions(crash_loop_limit=2), clock)
+
+    def fail(error: str, records: int = 0) -> str:
+        decision = engine.on_failure(error, records=records)
+        if decision.restart:
+            clock.advance(decision.delay_seconds)
+            engine.on_restarted()
+        return decision.action
+
+    assert fail("source unavailable") == "restart"
+    assert fail("source unavailable", records=5) == "restart"  # that run processed records: not a loop
+    assert fail("connection refused") == "restart"  # another error
+    engine.on_progress(1)  # records end to end after the restart
+    assert fail("connection refused") == "restart"
+    assert fail("connection refused") == "degrade"
+    engine.start()  # a person restarts it: counting starts again
+    assert fail("connection refused") == "restart"
+
+
+def test_crash_loop_limit_is_validated():
+    with pytest.raises(ValueError, match="crash-loop-limit"):
+        RecoveryOptions(crash_loop_limit=1)
+    assert RecoveryOptions.from_mapping({"crash-loop-limit": "5"}).crash_loop_limit == 5
+
+
 # --- states and transitions -------------------------------------------------------------------------------------
 
 

@@ -41,6 +41,7 @@ def recovery_options(draw, limited: bool | None = None, policies: tuple[str, ...
         reset_on_first_record=draw(st.booleans()),
         jitter=draw(st.sampled_from([0, 0, 0.1, 0.5, 1])),
         jitter_seed=draw(st.integers(0, 1000)),
+        crash_loop_limit=draw(st.sampled_from([-1, -1, 2, 3])),
     )
 
 
