@@ -135,17 +135,49 @@ class SparkPipelineTrigger(BaseTrigger):
         """The user marked the deferred task failed/success or cleared it: stop the Spark job, record ``stopped``.
 
         Gracefully first (SIGTERM to the local driver's process group: Spark stops; REST kill on a
-        standalone master), forcefully when the graceful stop does not finish in time. Airflow calls
-        this on a user action only: a triggerer restart or a trigger moved to another triggerer does
-        not, so the job keeps running and the re-created trigger watches it.
+        standalone master), forcefully when the graceful stop does not finish in time.
+
+        Airflow 3.3 also calls ``on_kill`` when the trigger is moved to another triggerer (a trigger no
+        longer assigned to this one is cancelled like a user action: apache/airflow#73454). A move must
+        never stop the job, so the task's state decides: still ``deferred`` means the trigger was moved
+        (the other triggerer watches the same job); anything else means the user acted.
         """
-        self.log.info("stopping run %s", self.handle["run_id"])
+        run_id = self.handle["run_id"]
+        verdict = await self._task_state_after_cancel()
+        if verdict == "deferred":
+            self.log.info("run %s: trigger moved to another triggerer; the job keeps running", run_id)
+            return
+        if verdict == "unknown":
+            self.log.warning("run %s: cannot tell a user stop from a trigger move (task state unreadable): the job "
+                             "keeps running; mark the task again to stop it", run_id)
+            return
+        self.log.info("stopping run %s", run_id)
         try:
             await asyncio.wait_for(asyncio.to_thread(SparkPipelineHook.kill_job, self.handle, True), KILL_GRACE_SECONDS)
         except asyncio.TimeoutError:
             await asyncio.to_thread(SparkPipelineHook.kill_job, self.handle, False)
         finally:
             await asyncio.to_thread(record_stopped, self.handle, "stopped by user (task marked or cleared)")
+
+    async def _task_state_after_cancel(self) -> str:
+        """``deferred`` (trigger moved), ``unknown`` (unreadable), or ``stopped`` (the user acted; also when no
+        task instance is attached: a trigger driven outside a triggerer, as in tests and the CLI)."""
+        ti = getattr(self, "task_instance", None)
+        if ti is None:
+            return STOPPED
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+            states = await asyncio.to_thread(
+                RuntimeTaskInstance.get_task_states, dag_id=ti.dag_id, map_index=ti.map_index,
+                task_ids=[ti.task_id], run_ids=[ti.run_id],
+            )
+        except Exception as exc:  # noqa: BLE001 - the API server may be unreachable for a moment
+            self.log.warning("task state unreadable: %s", exc)
+            return "unknown"
+        key = ti.task_id if ti.map_index is None or ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
+        state = (states.get(ti.run_id) or {}).get(key)
+        return "deferred" if getattr(state, "value", state) == "deferred" else STOPPED
 
     def _event(self, state: str, status: JobStatus, report: RunReport | None, **more: Any) -> dict[str, Any]:
         return {

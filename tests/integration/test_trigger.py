@@ -291,3 +291,41 @@ async def test_stopping_during_the_backoff_wait_records_stopped(tmp_path):
     assert classpath.endswith("BackoffTrigger") and set(kwargs) == {"moment", "state_dir"}
     await BackoffTrigger(**kwargs).on_kill()
     assert StateDir(tmp_path).pipeline_state() == "stopped"
+
+
+@pytest.mark.parametrize("task_state, job_stopped", [("deferred", False), ("failed", True), ("success", True), (None, True)])
+async def test_on_kill_stops_the_job_only_when_the_user_acted(tmp_path, tiny_job, monkeypatch, task_state, job_stopped):
+    """Airflow 3.3 cancels a trigger moved to another triggerer like a user action and calls on_kill
+    (apache/airflow#73454): the task's state tells the two apart. The Execution API's answer is stood in
+    for (no API server here); the job, its kill and the state dir are real."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    asked = []
+
+    def task_states(**query):
+        asked.append(query)
+        return {"manual_1": {"pipeline": task_state}}
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(task_states))
+    handle = start_tiny_job(tiny_job, tmp_path, "moved", {"sleep": 60})
+    trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
+    trigger.task_instance = SimpleNamespace(dag_id="d", run_id="manual_1", task_id="pipeline", map_index=-1)
+    await trigger.on_kill()
+    assert asked == [{"dag_id": "d", "map_index": -1, "task_ids": ["pipeline"], "run_ids": ["manual_1"]}]
+    assert LocalBackend().status(handle).finished is job_stopped
+    if not job_stopped:
+        LocalBackend(graceful_stop_seconds=5).kill(handle)
+
+
+async def test_on_kill_leaves_the_job_running_when_the_task_state_is_unreadable(tmp_path, tiny_job):
+    from types import SimpleNamespace
+
+    handle = start_tiny_job(tiny_job, tmp_path, "unsure", {"sleep": 60})
+    trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
+    # No triggerer around: the Execution API cannot be asked, so a move cannot be ruled out.
+    trigger.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="pipeline", map_index=-1)
+    await trigger.on_kill()
+    assert LocalBackend().status(handle).state == "running"
+    LocalBackend(graceful_stop_seconds=5).kill(handle)
