@@ -54,7 +54,7 @@ STILL_RUNNING = ("SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN")
 HTTP_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 REST_ATTEMPTS = 5
 REST_WAIT_MIN, REST_WAIT_MAX = 1.0, 10.0  # seconds between attempts (exponential)
-GONE_WAIT_SECONDS = 60.0
+GONE_WAIT_SECONDS = 120.0  # a loaded worker can take a while to stop a driver
 
 
 class MasterUnavailable(RuntimeError):
