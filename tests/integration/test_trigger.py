@@ -143,10 +143,18 @@ async def test_recreated_trigger_watches_the_same_job_without_a_second_submissio
     assert starts(tmp_path) == ["watched"]  # one start: the job was never submitted again
 
 
+async def wait_started(state_dir: Path, run_id: str, timeout: float = 120) -> None:
+    """The job itself runs (not only its wrapper): a signal now reaches it."""
+    deadline = time.monotonic() + timeout
+    while run_id not in starts(state_dir):
+        assert time.monotonic() < deadline, f"{run_id} did not start"
+        await asyncio.sleep(0.1)
+
+
 async def test_on_kill_stops_the_job(tmp_path, tiny_job):
     handle = start_tiny_job(tiny_job, tmp_path, "tokill", {"sleep": 60})
     trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
-    await asyncio.sleep(0.5)
+    await wait_started(tmp_path, "tokill")
     await trigger.on_kill()  # what the triggerer calls when a user marks the deferred task failed
     status = LocalBackend().status(handle)
     assert status.state == "failed" and status.exit_code == 143  # SIGTERM: a graceful stop
@@ -243,7 +251,7 @@ async def test_a_run_stopped_on_request_is_reported_stopped(tmp_path, tiny_job):
     handle = start_tiny_job(tiny_job, tmp_path, "stopme", {"sleep": 60, "stop_on_sigterm": True})
     trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
     watching = asyncio.ensure_future(anext(trigger.run()))
-    await asyncio.sleep(1.5)
+    await wait_started(tmp_path, "stopme")  # its SIGTERM handler is installed before it counts its start
     await asyncio.to_thread(LocalBackend().kill, handle, True)  # SIGTERM: the job stops cleanly, exit 0
     payload = (await asyncio.wait_for(watching, 60)).payload
     assert payload["exit_code"] == 0 and payload["report"]["stop_reason"] == "signal SIGTERM"
@@ -257,6 +265,7 @@ async def test_on_kill_records_stopped_for_the_sensors(tmp_path, tiny_job):
     from airflow_conduit.sensors.pipeline import PipelineStateSensor
 
     handle = start_tiny_job(tiny_job, tmp_path, "running", {"sleep": 60})
+    await wait_started(tmp_path, "running")
     session = RecoverySession(RecoveryOptions.from_mapping({}), pipeline_id="tiny")
     session.engine.on_failure({"code": 1100, "fatal": False, "message": "connection refused"})
     session.engine.on_restarted()  # a recovering pipeline, as in issue 10
@@ -310,6 +319,7 @@ async def test_on_kill_stops_the_job_only_when_the_user_acted(tmp_path, tiny_job
 
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(task_states))
     handle = start_tiny_job(tiny_job, tmp_path, "moved", {"sleep": 60})
+    await wait_started(tmp_path, "moved")
     trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
     trigger.task_instance = SimpleNamespace(dag_id="d", run_id="manual_1", task_id="pipeline", map_index=-1)
     await trigger.on_kill()
@@ -323,6 +333,7 @@ async def test_on_kill_leaves_the_job_running_when_the_task_state_is_unreadable(
     from types import SimpleNamespace
 
     handle = start_tiny_job(tiny_job, tmp_path, "unsure", {"sleep": 60})
+    await wait_started(tmp_path, "unsure")
     trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
     # No triggerer around: the Execution API cannot be asked, so a move cannot be ruled out.
     trigger.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="pipeline", map_index=-1)

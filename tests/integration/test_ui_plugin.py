@@ -212,8 +212,12 @@ def test_pipelines_page_lists_every_pipeline_and_degraded_stands_out(client, ui_
     text = client.get("/conduit/pipelines", headers=token("red", "viewer", ["red"])).text
     rows = re.findall(r'<tr class="pipeline ([a-z]+)" data-dag="([^"]+)"', text)
     assert ("degraded", "ui_degraded") in rows and ("stopped", "ui_recovered") in rows
-    assert rows[0] == ("degraded", "ui_degraded")  # listed first, highlighted, and counted in a banner
-    assert 'id="degraded-count">1 degraded pipeline' in text
+    # Degraded pipelines are listed first, highlighted, and counted in a banner. Other test modules' DAGs
+    # share the test bundle (and may be degraded too), so the order is checked over every row.
+    states = [state for state, _ in rows]
+    assert states == sorted(states, key=lambda state: state != "degraded")
+    degraded = states.count("degraded")
+    assert f'id="degraded-count">{degraded} degraded pipeline{"s" if degraded != 1 else ""}' in text
     recovered_row = re.search(r'data-dag="ui_recovered".*?</tr>', text, re.S).group(0)
     dlq = xcoms(ui_runs["recovered"].dag_id, ui_runs["recovered"].run_id)["return_value"]["report"]["totals"]["dlq"]
     assert f'<td class="n">{dlq}</td>' in recovered_row  # DLQ records in the last 24 h
@@ -411,7 +415,7 @@ def _start_backing_off_pipeline(orders: Path, root: Path, tmp_path: Path):
     import sys
 
     params = {"dag_id": "ui_recovering", "plain_task": False, "operator": {
-        "spec": str(orders / "pipeline.yaml"), "state_dir": str(root / "state-recovering"), "min_delay": "5m",
+        "spec": str(orders / "pipeline.yaml"), "state_dir": str(root / "state-recovering"), "conn_id": "conduit_local", "min_delay": "5m",
         "max_retries": 5, "max_retries_window": "1h", "poll_interval": 0.5, "faults": {"transient_first_runs": 1}}}
     env = dict(os.environ, CONDUIT_TEST_DAG=json.dumps(params))
     return subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "dags", "test", "ui_recovering"], env=env,

@@ -22,17 +22,31 @@ Usage: python -m airflow_conduit.hooks.backends.detached EXIT_FILE [--lease LEAS
 
 from __future__ import annotations
 
-import ctypes
-import json
-import os
 import signal
-import subprocess
-import sys
-import time
 
-from airflow_conduit.hooks.backends import lease
-from airflow_conduit.pipeline.report import utc_now_iso, write_json_atomic
-from airflow_conduit.recovery import codes
+
+def _ignore(signum, frame) -> None:
+    """Keep waiting for the child: it received the same signal and decides how to end."""
+
+
+# First thing, before the imports below take their time: the wrapper shares its process group with the
+# job, so a group-wide SIGTERM (graceful kill) reaches spark-submit directly, and the wrapper must outlive
+# it to record how it ended. A handler, not SIG_IGN: ignored dispositions are inherited across exec,
+# handlers are reset to default.
+if __name__ == "__main__":
+    for _sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(_sig, _ignore)
+
+import ctypes  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from airflow_conduit.hooks.backends import lease  # noqa: E402
+from airflow_conduit.pipeline.report import utc_now_iso, write_json_atomic  # noqa: E402
+from airflow_conduit.recovery import codes  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -58,10 +72,6 @@ def _die_with_parent(parent_pid: int):
             os._exit(1)
 
     return preexec
-
-
-def _ignore(signum, frame) -> None:
-    """Keep waiting for the child: it received the same signal and decides how to end."""
 
 
 def stop_leftovers(grace: float = LEFTOVER_GRACE_SECONDS) -> list[int]:
@@ -123,10 +133,7 @@ def main(argv: list[str]) -> int:
             lease_fd = lease.acquire(lease_file, {"run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()})
         except lease.LeaseHeld as exc:
             return refuse(exit_file, str(exc))
-    # The wrapper shares its process group with the job: a group-wide SIGTERM (graceful kill) reaches
-    # spark-submit directly, and the wrapper must outlive it to record how it ended.
-    # A handler, not SIG_IGN: ignored dispositions are inherited across exec, handlers are reset to default.
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # (again, when main() is called directly)
         signal.signal(sig, _ignore)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     try:

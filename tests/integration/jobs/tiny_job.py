@@ -42,18 +42,12 @@ def main() -> int:
     faults = json.loads(args.faults)
     report_path = Path(args.state_dir) / "runs" / args.run_id / "report.json"
     report_path.parent.mkdir(parents=True, exist_ok=True)
-    # Count starts in the state dir, like the real job's fault counters.
-    starts = Path(args.state_dir) / "faults" / "tiny_job_starts"
-    starts.parent.mkdir(parents=True, exist_ok=True)
-    with open(starts, "a") as fh:
-        fh.write(args.run_id + "\n")
     report = {
         "pipeline_id": "tiny", "run_id": args.run_id, "status": "running", "started_at": now(), "ended_at": None,
         "last_progress_at": None, "first_record_written_at": None,
         "totals": {"read": 0, "filtered": 0, "dlq": 0, "written": {}}, "batches": [],
         "counters": {}, "error": None,
     }
-    write(report_path, report)
     if faults.get("stop_on_sigterm"):
         def stop(signum, frame):
             report.update(status="succeeded", ended_at=now(), stop_reason="signal SIGTERM")
@@ -61,6 +55,13 @@ def main() -> int:
             sys.exit(0)
 
         signal.signal(signal.SIGTERM, stop)
+    # Count starts in the state dir, like the real job's fault counters (after the SIGTERM handler: a test
+    # that saw the start can signal the job).
+    starts = Path(args.state_dir) / "faults" / "tiny_job_starts"
+    starts.parent.mkdir(parents=True, exist_ok=True)
+    with open(starts, "a") as fh:
+        fh.write(args.run_id + "\n")
+    write(report_path, report)
     if faults.get("orphan"):
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         Path(faults["orphan"]).write_text(str(child.pid))
