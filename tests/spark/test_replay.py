@@ -1,0 +1,137 @@
+"""DLQ replay on real local Spark: after a schema fix, dead-lettered records reach the lake exactly once.
+
+The crash is the runner's in-process stand-in for a killed driver (``SimulatedCrash`` at a commit point, as in
+the exactly-once tests): the replay is interrupted after the DLQ committed its batch and before the lake's write (done by the
+batch's one pass) was committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from airflow_conduit.spark import faults as faults_mod
+from airflow_conduit.spark.replay import ReplayFilter, replay
+from airflow_conduit.spark.runner import execute
+from spark_helpers import dlq_file, file_dest, file_source, pipeline, read_json_rows, write_lines
+
+pytestmark = pytest.mark.spark
+
+STRICT = "id BIGINT NOT NULL, name STRING, code INT"
+FIXED = "id BIGINT NOT NULL, name STRING, code STRING"  # the fix: codes are not all numbers
+
+
+def _line(i: int, code: str | int = 7) -> str:
+    return json.dumps({"id": i, "name": f"n{i}", "code": code})
+
+
+def _spec(tmp_path, schema):
+    return pipeline("replay", [file_source(tmp_path / "in", schema=schema)], [file_dest(tmp_path / "lake", did="lake")],
+                    dlq=dlq_file(tmp_path / "dlq", size=0))
+
+
+def _crash():
+    raise faults_mod.SimulatedCrash("replay killed")
+
+
+def test_replay_after_a_schema_fix_moves_records_to_the_lake_exactly_once(spark, tmp_path):
+    state = tmp_path / "state"
+    write_lines(tmp_path / "in", "a.json", [_line(1), _line(2, "A2"), _line(3, "B3"), "{broken", _line(5)])
+    code, report = execute(spark, _spec(tmp_path, STRICT), state_dir=state, run_id="r1")
+    assert code == 0 and report.totals["dlq"] == 3
+    lake_ids = lambda: sorted(r["id"] for r in read_json_rows(spark, tmp_path / "lake"))  # noqa: E731
+    assert lake_ids() == [1, 5]
+    fixed = _spec(tmp_path, FIXED)
+
+    # dry run: what would pass and what would still fail, by error; nothing written, nothing marked
+    dry = replay(spark, fixed, state_dir=state, dry_run=True)
+    assert (dry.selected, dry.passed, dry.still_failing) == (3, 2, 1)
+    [(error, n)] = dry.errors.items()
+    assert n == 1 and error.startswith("in: ") and "JSON" in error
+    assert lake_ids() == [1, 5] and len(read_json_rows(spark, tmp_path / "dlq")) == 3
+    assert not (state / "replays" / "1").exists()
+
+    # killed after the DLQ committed the replay's batch, before the lake did; the next replay resumes it
+    with pytest.raises(faults_mod.SimulatedCrash):
+        replay(spark, fixed, state_dir=state,
+               faults={"crash_after_destination": {"destination": "dead-letter-queue", "batch": 1}}, crash=_crash)
+    assert not (state / "replays" / "1" / "commits" / "lake" / "-1").exists()  # the lake's write not committed
+    resumed = replay(spark, fixed, state_dir=state, filters=ReplayFilter(stages=("processor",)))
+    assert resumed.resumed and resumed.batch_id == -1
+    assert lake_ids() == [1, 2, 3, 5]  # each record once
+    dlq = read_json_rows(spark, tmp_path / "dlq")
+    [back] = [r for r in dlq if r["batch_id"] == -1]
+    assert len(dlq) == 4  # the DLQ row of the replay written once, not once per attempt
+    assert (back["record"], back["source_position"], back["replay_count"]) == ("{broken", 4, 1)
+
+    # a second replay never takes the replayed records again: only the one that went back to the DLQ
+    second = replay(spark, fixed, state_dir=state)
+    assert (second.selected, second.passed, second.still_failing) == (1, 0, 1)
+    assert second.skipped == {"already replayed": 3}
+    assert lake_ids() == [1, 2, 3, 5]
+    again = [r for r in read_json_rows(spark, tmp_path / "dlq") if r["batch_id"] == -2]
+    assert [r["replay_count"] for r in again] == [2]
+
+    # filters: only what matches is taken (nothing here: every record was replayed)
+    nothing = replay(spark, dataclasses.replace(fixed), state_dir=state, filters=ReplayFilter(components=("nope",)))
+    assert nothing.replay is None and nothing.selected == 0
+
+
+def _cli(spec, state, *extra):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_conduit.cli.main", "dlq", "replay", str(spec), "--state-dir", str(state), *extra],
+        capture_output=True, text=True, timeout=900,
+    )
+
+
+def test_cli_dry_run_then_a_replay_killed_with_sigkill_and_resumed_writes_each_record_once(spark, tmp_path):
+    dlq = tmp_path / "dlq" / "batch_id=0"
+    dlq.mkdir(parents=True)
+    base = {"pipeline_id": "replay", "run_id": "r1", "batch_id": 0, "source_id": "in", "source_file": "file:/data/a.json",
+            "source_split_start": 0, "stage": "source", "component_id": "in", "component_type": "file", "attempt": 1,
+            "time_of_error": "2026-01-01T00:00:00.000000Z"}
+    rows = [
+        {**base, "source_position": 2, "exception_class": "airflow_conduit.spark.WrongTypeError",
+         "exception_message": "record has field(s) of the wrong type: code", "record": _line(2, "A2")},
+        {**base, "source_position": 4, "exception_class": "airflow_conduit.spark.MalformedRecordError",
+         "exception_message": "not JSON", "record": "{broken"},
+    ]
+    (dlq / "part-00000.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "pipeline.yaml"
+    spec.write_text(f"""version: "1"
+pipeline:
+  id: replay
+  sources:
+    - {{id: in, plugin: file, settings: {{path: {tmp_path / 'in'}, format: json, schema: "{FIXED}"}}}}
+  destinations:
+    - {{id: lake, plugin: file, settings: {{path: {tmp_path / 'lake'}}}}}
+  dead-letter-queue: {{plugin: file, settings: {{path: {tmp_path / 'dlq'}}}, window-size: 0}}
+""")
+    state = tmp_path / "state"
+    assert _cli(spec, state, "--dry-run").returncode == 2  # not the state dir of a pipeline that ran
+    state.mkdir()
+
+    out = _cli(spec, state, "--dry-run")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert "DRY RUN: 2 record(s) would be replayed: 1 would pass, 0 filtered, 1 would still fail" in lines[0], out.stdout
+    assert lines[1:] == ["  would still fail: 1  in: malformed JSON record: not a JSON object"], out.stdout
+    assert not (tmp_path / "lake").exists() and not (state / "replays" / "1").exists()
+
+    # SIGKILL right after the DLQ committed the replay's batch (the lake's write not committed yet)
+    crash = json.dumps({"crash_after_destination": {"destination": "dead-letter-queue", "batch": 1}})
+    out = _cli(spec, state, "--faults", crash)
+    assert out.returncode in (-9, 137), (out.returncode, out.stderr[-3000:])
+    assert not (state / "replays" / "1" / "commits" / "lake" / "-1").exists()
+
+    out = _cli(spec, state)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("replay 1 (batch -1, resumed): 2 record(s): written[lake=1]"), out.stdout
+    assert [r["id"] for r in read_json_rows(spark, tmp_path / "lake")] == [2]
+    back = [r for r in read_json_rows(spark, tmp_path / "dlq") if r["batch_id"] == -1]
+    assert [(r["record"], r["replay_count"]) for r in back] == [("{broken", 1)]
