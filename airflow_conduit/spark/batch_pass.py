@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
-from airflow_conduit.spark.dlq import dlq_record, record_position
+from airflow_conduit.spark.dlq import dlq_record
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.sources import POSITION_MASK
 
@@ -90,7 +90,7 @@ class BatchPass:
                 metrics.append(F.min_by(F.col(C.SEQ), nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
             metrics.append(F.histogram_numeric(_partition_of(F.col(C.SEQ)), F.lit(PARTITION_BINS)).alias("partitions"))
         if self.runner.rules:
-            metrics += expectations.metrics(self.runner.rules, record_position(self.runner.plans))
+            metrics += expectations.metrics(self.runner.rules)
         for plan in self.runner.plans:
             if plan.records is not None:
                 metrics.append(F.max(F.when(F.col(C.SOURCE_ID) == F.lit(plan.id), F.col(C.POSITION))).alias(f"g{plan.index}"))
@@ -111,6 +111,8 @@ class BatchPass:
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
             entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"))
             status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
+        if r.rules:
+            status = status.withColumns(expectations.offender_columns(r.rules, r.plans))
         observed = status.observe(observation, *self._metrics(dlq_needed))
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]

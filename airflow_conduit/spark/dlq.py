@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import PipelineSpec
 from airflow_conduit.pipeline.secrets import redact
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.sources import SourcePlan, position
+from airflow_conduit.spark.sources import SourcePlan, origin_file, origin_position, origin_split
 
 
 def component_configs(spec: PipelineSpec) -> dict[str, str]:
@@ -51,15 +51,6 @@ def _original_record(spec: PipelineSpec, plans: list[SourcePlan], keep_originals
     return F.coalesce(F.col(C.RAW), as_read) if as_read is not None else F.col(C.RAW)
 
 
-def record_position(plans: list[SourcePlan]) -> Column:
-    """The record's position in its source (see ``sources.position``), whichever source it came from."""
-    out = None
-    for plan in plans:
-        cond = F.col(C.SOURCE_INDEX) == F.lit(plan.index)
-        out = F.when(cond, position(plan)) if out is None else out.when(cond, position(plan))
-    return out
-
-
 def dlq_record(
     spec: PipelineSpec, plans: list[SourcePlan], *, run_id: str, batch_id: int, time_of_error: str, keep_originals: bool
 ) -> Column:
@@ -70,9 +61,9 @@ def dlq_record(
         F.lit(run_id).alias("run_id"),
         F.lit(batch_id).cast("long").alias("batch_id"),
         F.col(C.SOURCE_ID).alias("source_id"),
-        F.col(C.FILE).alias("source_file"),
-        record_position(plans).alias("source_position"),
-        F.col(C.SPLIT).alias("source_split_start"),
+        origin_file(plans).alias("source_file"),
+        origin_position(plans).alias("source_position"),
+        origin_split(plans).alias("source_split_start"),
         err["stage"].alias("stage"),
         err["component_id"].alias("component_id"),
         err["component_type"].alias("component_type"),

@@ -29,6 +29,7 @@ from airflow_conduit.pipeline.model import PipelineSpec, ProcessorSpec
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError, ProcessorError
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.sources import SourcePlan, origin_file, origin_position
 
 PLUGIN = "expect"
 ACTIONS = ("warn", "drop", "fail")
@@ -169,7 +170,27 @@ def _check_boolean(df: DataFrame, proc: ProcessorSpec, rules: list[Rule], condit
 # -- counting (in the batch pass's observation) ----------------------------------------------------------
 
 
-def metrics(rules: list[Rule], position: Column) -> list[Column]:
+def _offender(rule: Rule) -> str:
+    return f"__ac_x{rule.index}_first"
+
+
+def offender_columns(rules: list[Rule], plans: list[SourcePlan]) -> dict[str, Column]:
+    """Per fail rule, where a failing record came from (NULL for the others): added to the batch before the
+    observation (file and position are read from the reading task, which an aggregate cannot do)."""
+    out: dict[str, Column] = {}
+    for rule in rules:
+        if rule.action == "fail":
+            where = F.struct(
+                F.col(C.SEQ).alias("seq"),
+                F.col(C.SOURCE_ID).alias("source_id"),
+                origin_file(plans).alias("file"),
+                origin_position(plans).alias("position"),
+            )
+            out[_offender(rule)] = F.when(F.col(rule.column), where)
+    return out
+
+
+def metrics(rules: list[Rule]) -> list[Column]:
     """Observation metrics: per rule the records that passed / failed it; per fail rule its first offender."""
     out: list[Column] = []
     for rule in rules:
@@ -177,13 +198,7 @@ def metrics(rules: list[Rule], position: Column) -> list[Column]:
         out.append(F.count_if(~verdict).alias(f"x{rule.index}p"))
         out.append(F.count_if(verdict).alias(f"x{rule.index}f"))
         if rule.action == "fail":
-            where = F.struct(
-                F.col(C.SEQ).alias("seq"),
-                F.col(C.SOURCE_ID).alias("source_id"),
-                F.col(C.FILE).alias("file"),
-                position.alias("position"),
-            )
-            out.append(F.min_by(F.when(verdict, where), F.when(verdict, F.col(C.SEQ))).alias(f"x{rule.index}first"))
+            out.append(F.min_by(F.col(_offender(rule)), F.when(verdict, F.col(C.SEQ))).alias(f"x{rule.index}first"))
     return out
 
 

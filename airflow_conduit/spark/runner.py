@@ -141,6 +141,9 @@ class PipelineRunner:
         dlq = self.spec.dead_letter_queue
         stages = [*(s.processors for s in self.spec.sources), self.spec.processors, *(d.processors for d in self.spec.destinations)]
         self.keep_originals = dlq.include_messages and any(can_fail_records(p) for p in stages)
+        caches = any(p.plugin.removeprefix("builtin:") == "custom" for procs in stages for p in procs)
+        for plan in self.plans:
+            plan.origin_in_columns = caches
         self.dlq = make_destination(self.spark, DEAD_LETTER_QUEUE_ID, dlq.plugin, dlq.settings, secrets)
         for dest in [*self.destinations, self.dlq]:
             if dest.plugin == "jdbc":

@@ -36,6 +36,8 @@ from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import parsing
 
 ONE_FILE_PER_PARTITION = str(1 << 40)  # spark.sql.files.openCostInBytes: no two files share a partition
+FILE = "__ac_file"  # origin columns, only with origin_in_columns
+SPLIT = "__ac_split"
 POSITION_MASK = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | record index in the partition
 
 GENERATOR_MAX_ROWS_PER_BATCH = 10_000
@@ -51,6 +53,9 @@ class SourcePlan:
     parser: str  # json | csv | parquet | generator
     rows_per_batch: int | None = None  # generator only
     records: int | None = None  # generator only
+    # file and split as columns of every record: needed when a stage caches the batch (a custom
+    # processor), after which the reading task (input_file_name) is gone
+    origin_in_columns: bool = False
 
     @property
     def id(self) -> str:
@@ -110,8 +115,6 @@ def read_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     return stream.select(
         F.lit(spec.id).alias(C.SOURCE_ID),
         F.lit(plan.index).alias(C.SOURCE_INDEX),
-        F.col("file").cast("string").alias(C.FILE),
-        F.col("split").cast("long").alias(C.SPLIT),
         F.col("pos").cast("long").alias(C.POSITION),
         F.col("raw").cast("string").alias(C.RAW),
         *fields,
@@ -153,8 +156,6 @@ def _parsed_text_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
         rows = reader.json(_setting(spec, "path"))
     return rows.select(
         *[F.col(C.quote(f.name)) for f in plan.schema.fields],
-        F.col("_metadata.file_path").alias("file"),
-        F.col("_metadata.file_block_start").alias("split"),
         F.lit(None).cast("long").alias("pos"),  # numbered per batch (monotonically_increasing_id is batch-only)
         F.col(parsing.CORRUPT).alias("raw"),
     )
@@ -165,8 +166,6 @@ def _parquet_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     rows = _reader(spark, spec).schema(parsing.nullable(plan.schema)).parquet(_setting(spec, "path"))
     return rows.select(
         *[F.col(C.quote(f.name)) for f in plan.schema.fields],
-        F.col("_metadata.file_path").alias("file"),
-        F.lit(0).alias("split"),
         (F.col("_metadata.row_index") + 1).alias("pos"),
         F.lit(None).cast("string").alias("raw"),
     )
@@ -210,19 +209,61 @@ def _generator_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     bad = F.floor((shifted + F.lit(1.0)) * F.lit(ratio)) > F.floor(shifted * F.lit(ratio))
     raw = F.when(bad, F.concat(F.lit("{broken "), F.substring(record, 2, 1_000_000))).otherwise(record)
     rows = rows.where(offset < F.lit(plan.records))  # later batches are empty: the generator is done
-    return rows.select(
-        F.lit(None).cast("string").alias("file"), F.lit(0).alias("split"), offset.alias("pos"), raw.alias("raw")
-    )
+    return rows.select(offset.alias("pos"), raw.alias("raw"))
 
 
-def position(plan: SourcePlan) -> Column:
-    """The record's position (see the module docstring); for json / csv derived from the read order
-    (``SEQ``), so only the records that need it (the DLQ's) pay for it."""
+def _read_split(plan: SourcePlan) -> Column:
+    return F.input_file_block_start() if plan.parser in ("json", "csv") else F.lit(0).cast("long")
+
+
+def _read_file(plan: SourcePlan) -> Column:
+    if plan.parser == "generator":
+        return F.lit(None).cast("string")
+    # written as Spark's _metadata.file_path writes it (file:/x, not file:///x)
+    return F.regexp_replace(F.input_file_name(), r"^file:///", "file:/")
+
+
+def _split(plan: SourcePlan) -> Column:
+    return F.col(SPLIT) if plan.origin_in_columns else _read_split(plan)
+
+
+def _file(plan: SourcePlan) -> Column:
+    return F.col(FILE) if plan.origin_in_columns else _read_file(plan)
+
+
+def _position(plan: SourcePlan) -> Column:
     if plan.parser not in ("json", "csv"):
         return F.col(C.POSITION)
     header = 1 if plan.parser == "csv" and csv_header(plan.spec) else 0
-    first_line = F.when(F.col(C.SPLIT) == F.lit(0), F.lit(1 + header)).otherwise(F.lit(1))
+    first_line = F.when(_split(plan) == F.lit(0), F.lit(1 + header)).otherwise(F.lit(1))
     return F.col(C.SEQ).bitwiseAND(F.lit(POSITION_MASK)) + first_line
+
+
+def _per_source(plans: list[SourcePlan], of) -> Column:
+    if len(plans) == 1:
+        return of(plans[0])
+    out = None
+    for plan in plans:
+        cond = F.col(C.SOURCE_INDEX) == F.lit(plan.index)
+        out = F.when(cond, of(plan)) if out is None else out.when(cond, of(plan))
+    return out
+
+
+# Where a record came from. Evaluated only where used (the DLQ's rows, under a condition), in the pass
+# that reads the record: the file name comes from the reading task (input_file_name), not from a
+# column every good record would carry.
+def origin_file(plans: list[SourcePlan]) -> Column:
+    return _per_source(plans, _file)
+
+
+def origin_split(plans: list[SourcePlan]) -> Column:
+    """Byte offset of the file split the record was read from (0 unless a big file was split)."""
+    return _per_source(plans, _split)
+
+
+def origin_position(plans: list[SourcePlan]) -> Column:
+    """The record's position (see the module docstring); json / csv: from the read order (``SEQ``)."""
+    return _per_source(plans, _position)
 
 
 def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_originals: bool) -> DataFrame:
@@ -251,12 +292,13 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
         else:  # parquet: typed already; only NOT NULL fields can fail
             error = parsing.json_error(F.lit(None).cast("string"), value_of, F.lit(False), plan.schema, what="record", **where)
     fields = [value_of(f.name).alias(f.name) for f in plan.schema.fields]
+    if plan.origin_in_columns:
+        rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
+        fields += [F.col(FILE), F.col(SPLIT)]
     originals = [value_of(f.name).alias(plan.original_column(f.name)) for f in plan.schema.fields] if keep_originals else []
     return rows.select(
         F.col(C.SOURCE_ID),
         F.col(C.SOURCE_INDEX),
-        F.col(C.FILE),
-        F.col(C.SPLIT),
         F.col(C.POSITION),
         F.col(C.SEQ),
         F.col(C.RAW),
