@@ -296,12 +296,14 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
         rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
         fields += [F.col(FILE), F.col(SPLIT)]
     originals = [value_of(f.name).alias(plan.original_column(f.name)) for f in plan.schema.fields] if keep_originals else []
+    # a line that parsed but breaks the schema (a NOT NULL field missing) keeps its fields as read, for the DLQ
+    as_read = F.when(error.isNotNull(), F.to_json(F.struct(*[value_of(f.name).alias(f.name) for f in plan.schema.fields])))
     return rows.select(
         F.col(C.SOURCE_ID),
         F.col(C.SOURCE_INDEX),
         F.col(C.POSITION),
         F.col(C.SEQ),
-        F.col(C.RAW),
+        F.coalesce(raw, as_read).alias(C.RAW),
         error.alias(C.ERROR),
         F.lit(False).alias(C.FILTERED),
         *originals,

@@ -135,3 +135,19 @@ pipeline:
     assert [r["id"] for r in read_json_rows(spark, tmp_path / "lake")] == [2]
     back = [r for r in read_json_rows(spark, tmp_path / "dlq") if r["batch_id"] == -1]
     assert [(r["record"], r["replay_count"]) for r in back] == [("{broken", 1)]
+
+
+def test_a_record_missing_a_required_field_keeps_its_fields_in_the_dlq_and_replays_once_the_field_is_optional(spark, tmp_path):
+    state = tmp_path / "state"
+    missing = json.dumps({"id": 2, "name": "n2"})
+    write_lines(tmp_path / "in", "a.json", [_line(1), missing])
+    code, _ = execute(spark, _spec(tmp_path, "id BIGINT NOT NULL, name STRING, code INT NOT NULL"), state_dir=state,
+                      run_id="r1")
+    assert code == 0
+    [dead] = read_json_rows(spark, tmp_path / "dlq")
+    assert dead["exception_class"] == "airflow_conduit.spark.MissingFieldError"
+    assert json.loads(dead["record"]) == {"id": 2, "name": "n2"}  # its fields as read (no text kept for a parsed line)
+
+    done = replay(spark, _spec(tmp_path, "id BIGINT NOT NULL, name STRING, code INT"), state_dir=state)
+    assert (done.selected, done.passed) == (1, 1)
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "lake")) == [1, 2]
