@@ -446,6 +446,8 @@ def section_soak(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
         unit = "objects" if key == "python_objects" else "KiB"
         g = grows.get(key)
         verdict = "n/a (too few samples after batch %d)" % late_from if g is None else ("**grows**" if g else "no growth trend")
+        if key == "jvm_rss" and g is not None:
+            verdict = "not judged (" + ("the fit rises" if g else "no trend beyond the noise") + ")"
         start = f"{first[key]:,}" if key == "python_objects" else _mib(first[key])
         end = f"{last[key]:,}" if key == "python_objects" else _mib(last[key])
         mem_rows.append([names[key], start, end, _per_batch(whole, unit), _per_batch(late, unit), verdict])
@@ -467,6 +469,15 @@ def section_soak(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
     mem_keys = ("python_rss", "jvm_heap_used_after_gc")
     mem_ok = None if any(grows.get(k) is None for k in mem_keys) else not any(grows[k] for k in mem_keys)
     iv = r["batch_interval_last_100"]
+    limits = ""
+    lt = [a["memory_late"].get(k) for k in mem_keys]
+    if all(lt):
+        span = lt[0]["to_batch"] - lt[0]["from_batch"]
+        if span > 0:
+            lim = [max(3 * t["noise"], MIB) / span / 1024 for t in lt]
+            limits = (f"Resolution: with the scatter of these samples, growth below about {lim[0]:,.0f} KiB per batch (Python RSS) "
+                      f"or {lim[1]:,.0f} KiB per batch (heap after GC) over batches {lt[0]['from_batch']:.0f}–{lt[0]['to_batch']:.0f} "
+                      "cannot be told from noise; a longer soak narrows this.\n\n")
     text = f"""{title}A `mode: continuous` pipeline runs in one process on a local[2] SparkSession (the runner's own session
 settings, `airflow_conduit.spark.session.build_session`) for **{r['batches']} micro-batches** in
 {last['seconds'] / 60:.1f} min: a `generator` source ({r['rate']:,} records/s at `trigger-interval: {r['interval']}` =
@@ -494,7 +505,7 @@ growth over the late samples exceeds 3× their scatter around the fit and 1 MiB)
 {_table(['measure', f'at batch {first["batches"]}', f'at batch {last["batches"]}', 'growth per batch (all samples)',
          f'growth per batch (from batch {late_from})', 'verdict'], mem_rows)}
 
-JVM RSS is shown, not judged: the JVM takes memory from the OS as its heap and code cache grow and rarely gives it
+{limits}JVM RSS is shown, not judged: the JVM takes memory from the OS as its heap and code cache grow and rarely gives it
 back, so RSS rises towards a plateau without a leak; the heap after GC is the measure of what is retained.
 
 **STATE_DIR** (growth per batch from batch {late_from} on, when every retention window is full: commit markers 100
