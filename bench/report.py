@@ -591,7 +591,7 @@ DLQ write (`createDataFrame` from the collected rows runs a Python stage; `Pytho
 run on this machine). A later batch of 7 records still takes {fmt(lb['batch_seconds']['median'], 1)} s, almost all of it inside the
 runner's `_process_batch` (plan, the pass, the DLQ write, markers, report; bench 1's stage clock splits these for
 big batches, this benchmark does not). The CLI notices the driver's exit at its next poll
-(`--poll-interval`, default 2 s). On this machine and load, a 15-record run is dominated by fixed start-up costs,
+(`--poll-interval`, default 2 s). On this machine and load, a 15-record run is dominated by fixed costs (start-up and per batch),
 not by the records.
 """
     summary_rows = [["6. small run (15 records) wall time", f"median {wall['median']:.1f} s; first batch {fb['batch_seconds']['median']:.1f} s, later {fmt(lb['batch_seconds']['median'], 1)} s",
