@@ -293,7 +293,7 @@ process group got SIGKILL (`LocalBackend.kill(graceful=False)`) a random 0.1–1
 of the batch each time (or, when that batch had already finished, between two batches), and the pipeline was re-submitted at once with the same state directory (detection and backoff are measured in
 bench 2). The last run then went to the end: `{r['final_status']}`, exit code {r['final_exit_code']}.
 
-{_table(['kill', 'batch in flight', 'SIGKILL → running (JVM, SparkSession, query start)', 'first batch (the replay)',
+{_table(['kill', 'batch in flight', 'SIGKILL → running (JVM, SparkSession, query start)', 'first batch of the restarted run (the replay, if one was in flight)',
          '**SIGKILL → processing again**', 'records read twice', 'destinations already committed for it'], rows)}
 
 - Time until processing again: median {fmt_summary(s['to_processing_again'], 1, ' s')}; of which SIGKILL →
@@ -312,8 +312,8 @@ bench 2). The last run then went to the end: `{r['final_status']}`, exit code {r
 What limits the time to processing again: a restart is a fresh spark-submit, so the JVM, the SparkSession and the
 Python driver start again ({s['to_running']['median']:.1f} s to `running`), and the first batch of a fresh driver
 is {'much ' if cold_ratio >= 2 else ''}slower than a steady one ({s['first_batch_seconds']['median']:.1f} s vs
-{r['steady_batch_seconds']['median']:.1f} s; presumably a cold JVM and Python worker - class loading, JIT, the first
-query's file listing and planning - which this benchmark does not break down further). The replay itself is bounded by one batch (`max-files-per-trigger` sets its size), and the commit
+{r['steady_batch_seconds']['median']:.1f} s; a cold JVM and Python driver; section 6 shows what the driver log of a fresh driver's first batch
+contains). The replay itself is bounded by one batch (`max-files-per-trigger` sets its size), and the commit
 markers skip any destination that had already committed the batch. Through the operator, add bench 2's
 overhead and the backoff delay before the re-submission.
 """
