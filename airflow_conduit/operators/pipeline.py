@@ -33,6 +33,7 @@ from airflow_conduit.hooks.backends.lease import LeaseHeld
 from airflow_conduit.hooks.backends.standalone import MasterUnavailable, RestSubmissionError
 from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
 from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
+from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, safe_run_id
@@ -223,7 +224,15 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     # -- the task ----------------------------------------------------------------------------------
 
+    def _resolve_state_dir(self) -> None:
+        """The state dir as an absolute, writable folder: the driver runs in another working directory."""
+        try:
+            self.state_dir = usable_state_dir(self.state_dir, option="state_dir")
+        except StateDirError as exc:
+            raise AirflowFailException(str(exc)) from None
+
     def execute(self, context: Any) -> Any:
+        self._resolve_state_dir()
         spec_path, spec = self._validated_spec()
         self._conduit_dlq = dlq_location(spec)
         context["ti"].xcom_push(key=XCOM_DLQ, value=self._conduit_dlq)
@@ -287,6 +296,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict | None = None, **kwargs: Any) -> Any:
+        self._resolve_state_dir()
         session = self._session(context)
         validate_event(event, session.current)
         handle = event.get("handle") or session.current

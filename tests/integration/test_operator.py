@@ -32,13 +32,15 @@ def at(event: dict) -> datetime:
     return datetime.fromisoformat(event["at"])
 
 
-def test_two_transient_failures_then_success(airflow_db, orders):
+def test_two_transient_failures_then_success(airflow_db, orders, monkeypatch):
     """The reference DAG (dags/conduit_orders_available_now.py: min-delay 1s, backoff-factor 2,
-    max-retries 5 in 5m) on a copy of the sample orders, with the first two runs failing."""
+    max-retries 5 in 5m) on a copy of the sample orders, with the first two runs failing.
+    The state dir is given relative to the worker's working directory (the driver runs elsewhere)."""
     state_dir = orders / "state"
+    monkeypatch.chdir(orders)
     dag = load_reference_dag("conduit_orders_available_now.py")
     dr = dag.test(
-        run_conf={"spec": str(orders / "pipeline.yaml"), "state_dir": str(state_dir), "faults": {"transient_first_runs": 2}}
+        run_conf={"spec": str(orders / "pipeline.yaml"), "state_dir": "state", "faults": {"transient_first_runs": 2}}
     )
     assert dr.state == "success"
     values = xcoms(dr.dag_id, dr.run_id)

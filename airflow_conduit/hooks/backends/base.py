@@ -82,8 +82,8 @@ class PreviousRunAlive(RuntimeError):
 
 
 def run_dir(state_dir: str | os.PathLike[str], run_id: str) -> Path:
-    """STATE_DIR/runs/<run-id> (docs/architecture.md, state directory)."""
-    return Path(state_dir) / "runs" / run_id
+    """STATE_DIR/runs/<run-id> (docs/architecture.md, state directory), absolute: spark-submit runs in it."""
+    return Path(os.path.abspath(state_dir)) / "runs" / run_id
 
 
 def entrypoint_arguments(spec_path: str, run_id: str, state_dir: str, faults: dict | None) -> list[str]:
