@@ -52,7 +52,6 @@ def internal_columns(df: DataFrame) -> list[str]:
     return [c for c in df.columns if is_internal(c)]
 
 
-record_columns = user_columns  # what a destination writes
 
 
 def quote(name: str) -> str:
