@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -16,7 +15,7 @@ import pytest
 
 from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.pipeline.report import RunReport
-from conftest import REPO, load_reference_dag, task_instance, xcoms
+from conftest import load_reference_dag, task_instance, xcoms
 
 pytestmark = pytest.mark.integration
 REFERENCE_DAGS = {"conduit_orders_available_now", "conduit_events_continuous", "conduit_dlq_alert"}
