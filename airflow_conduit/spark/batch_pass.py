@@ -29,7 +29,7 @@ from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark.dlq import dlq_record
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
-from airflow_conduit.spark.sources import POSITION_MASK
+from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
 
 if TYPE_CHECKING:
     from airflow_conduit.spark.runner import PipelineRunner
@@ -41,7 +41,7 @@ DLQ_ENTRY = "__ac_dlq_entry"  # histogram_numeric is exact up to this many disti
 
 def _partition_of(seq):
     """The partition a record was read in (monotonically_increasing_id keeps it in the upper bits)."""
-    return F.shiftright(seq, 33)
+    return F.shiftright(seq, PARTITION_SHIFT)
 
 
 @dataclass
@@ -72,10 +72,7 @@ class BatchPass:
 
     # -- what the pass observes -------------------------------------------------------------------------
 
-    def _window_needed(self) -> bool:
-        return self.spec.dead_letter_queue.window_size > 0 and self.runner.windows.get(self.batch_id) is None
-
-    def _metrics(self, dlq_needed: bool) -> list:
+    def _metrics(self, dlq_needed: bool, *, window_needed: bool) -> list:
         nacked_seq = F.when(F.col(NACKED), F.col(C.SEQ))
         metrics = [
             F.count(F.lit(1)).alias("read"),
@@ -85,7 +82,7 @@ class BatchPass:
         ]
         if dlq_needed:
             metrics.append(F.min_by(F.col(DLQ_ENTRY), nacked_seq, DLQ_COLLECT_LIMIT).alias("dlq"))
-        if self._window_needed():
+        if window_needed and self.spec.dead_letter_queue.window_size > 0:
             if not dlq_needed:
                 metrics.append(F.min_by(F.col(C.SEQ), nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
             metrics.append(F.histogram_numeric(_partition_of(F.col(C.SEQ)), F.lit(PARTITION_BINS)).alias("partitions"))
@@ -102,10 +99,12 @@ class BatchPass:
         r = self.runner
         b = self.batch_id
         dlq_needed = r.commits.get(DEAD_LETTER_QUEUE_ID, b) is None
-        todo = [(d, br) for d, br in zip(r.destinations, self.branches) if r.commits.get(d.id, b) is None]
+        committed = {d.id for d in r.destinations if r.commits.get(d.id, b) is not None}
+        todo = [(d, br) for d, br in zip(r.destinations, self.branches) if d.id not in committed]
         # the pass is carried by a write that runs as one action (a log destination iterates lazily)
         todo.sort(key=lambda pair: not pair[0].carries_a_pass)
-        result = PassResult(counts={}, already=[d.id for d in r.destinations if r.commits.get(d.id, b) is not None])
+        result = PassResult(counts={}, already=[d.id for d in r.destinations if d.id in committed])
+        saved_window = r.windows.get(b)  # read once: the window of a batch an earlier attempt finished
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
         status = self.status
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
@@ -113,7 +112,7 @@ class BatchPass:
             status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
         if r.rules:
             status = status.withColumns(expectations.offender_columns(r.rules, r.plans))
-        observed = status.observe(observation, *self._metrics(dlq_needed))
+        observed = status.observe(observation, *self._metrics(dlq_needed, window_needed=saved_window is None))
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r._where = ("destination", dest.id, dest.plugin)
@@ -131,23 +130,21 @@ class BatchPass:
             result.expectation_failed = expectations.first_failure(r.rules, metrics, b)
 
         r._where = ("dlq", DEAD_LETTER_QUEUE_ID, r.dlq.plugin)
-        result.crossed, result.replayed, window = self._advance_window(metrics, counts)
+        result.crossed, result.replayed, window = self._advance_window(metrics, counts, saved_window)
         if dlq_needed:
             result.dlq_written = self._write_dlq(metrics, counts["nacked"])
         else:
             result.already.append(DEAD_LETTER_QUEUE_ID)
+        written_now: dict[str, int] = {}
         for position, (dest, branch) in enumerate(todo):
             r._where = ("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if (position > 0 or not dest.carries_a_pass) and n:
                 dest.write(branch.rows(self.status), b)
             r.commits.mark(dest.id, b, rows=n, run_id=r.run_id)
-            result.written[dest.id] = n
+            written_now[dest.id] = n
             r.crash_hook(dest.id, b)
-        for dest_id in result.already:
-            result.written.setdefault(dest_id, 0)
-        result.written.pop(DEAD_LETTER_QUEUE_ID, None)
-        result.written = {d.id: result.written.get(d.id, 0) for d in r.destinations}
+        result.written = {d.id: written_now.get(d.id, 0) for d in r.destinations}
         r._where = ("runner", None, None)
         if window is not None:  # saved only once every write of the batch is committed
             r.windows.save(b, window, result.crossed)
@@ -194,16 +191,15 @@ class BatchPass:
         for partition in sorted(sizes):
             offsets[partition] = total
             total += sizes[partition]
-        return sorted(offsets.get(seq >> 33, 0) + (seq & POSITION_MASK) for seq in seqs)
+        return sorted(offsets.get(seq >> PARTITION_SHIFT, 0) + (seq & POSITION_MASK) for seq in seqs)
 
-    def _advance_window(self, metrics: dict[str, Any], counts: dict[str, int]):
+    def _advance_window(self, metrics: dict[str, Any], counts: dict[str, int], saved: dict[str, Any] | None):
         """Advance the nack window over this batch: (index of the crossing record or None, replayed, window).
 
         A batch whose window was saved by an earlier attempt (saved after all its writes) keeps that
         verdict, which that attempt already reported: (crossed, True, None).
         """
         dlq = self.spec.dead_letter_queue
-        saved = self.runner.windows.get(self.batch_id)
         if saved is not None:
             return saved.get("crossed_at_record"), True, None
         window = self.runner.windows.before(self.batch_id, dlq.window_size, dlq.window_nack_threshold)

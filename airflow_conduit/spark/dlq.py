@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import PipelineSpec
 from airflow_conduit.pipeline.secrets import redact
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.sources import SourcePlan, origin_file, origin_position, origin_split
+from airflow_conduit.spark.sources import SourcePlan, origin_file, origin_position, origin_split, per_source
 
 
 def component_configs(spec: PipelineSpec) -> dict[str, str]:
@@ -41,14 +41,10 @@ def _original_record(spec: PipelineSpec, plans: list[SourcePlan], keep_originals
         return F.lit(None).cast("string")
     if not keep_originals:
         return F.col(C.RAW)
-    as_read = None
-    for plan in plans:
-        fields = F.struct(*[F.col(plan.original_column(f.name)).alias(f.name) for f in plan.schema.fields])
-        as_json = F.to_json(fields)
-        as_read = F.when(F.col(C.SOURCE_INDEX) == F.lit(plan.index), as_json) if as_read is None else as_read.when(
-            F.col(C.SOURCE_INDEX) == F.lit(plan.index), as_json
-        )
-    return F.coalesce(F.col(C.RAW), as_read) if as_read is not None else F.col(C.RAW)
+    def as_read(plan: SourcePlan) -> Column:
+        return F.to_json(F.struct(*[F.col(plan.original_column(f.name)).alias(f.name) for f in plan.schema.fields]))
+
+    return F.coalesce(F.col(C.RAW), per_source(plans, as_read))
 
 
 def dlq_record(

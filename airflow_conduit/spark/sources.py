@@ -38,7 +38,8 @@ from airflow_conduit.spark import parsing
 ONE_FILE_PER_PARTITION = str(1 << 40)  # spark.sql.files.openCostInBytes: no two files share a partition
 FILE = "__ac_file"  # origin columns, only with origin_in_columns
 SPLIT = "__ac_split"
-POSITION_MASK = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | record index in the partition
+PARTITION_SHIFT = 33
+POSITION_MASK = (1 << PARTITION_SHIFT) - 1  # monotonically_increasing_id: partition << 33 | record index in the partition
 
 GENERATOR_MAX_ROWS_PER_BATCH = 10_000
 
@@ -239,7 +240,8 @@ def _position(plan: SourcePlan) -> Column:
     return F.col(C.SEQ).bitwiseAND(F.lit(POSITION_MASK)) + first_line
 
 
-def _per_source(plans: list[SourcePlan], of) -> Column:
+def per_source(plans: list[SourcePlan], of) -> Column:
+    """``of(plan)`` for the source each record came from."""
     if len(plans) == 1:
         return of(plans[0])
     out = None
@@ -253,17 +255,17 @@ def _per_source(plans: list[SourcePlan], of) -> Column:
 # that reads the record: the file name comes from the reading task (input_file_name), not from a
 # column every good record would carry.
 def origin_file(plans: list[SourcePlan]) -> Column:
-    return _per_source(plans, _file)
+    return per_source(plans, _file)
 
 
 def origin_split(plans: list[SourcePlan]) -> Column:
     """Byte offset of the file split the record was read from (0 unless a big file was split)."""
-    return _per_source(plans, _split)
+    return per_source(plans, _split)
 
 
 def origin_position(plans: list[SourcePlan]) -> Column:
     """The record's position (see the module docstring); json / csv: from the read order (``SEQ``)."""
-    return _per_source(plans, _position)
+    return per_source(plans, _position)
 
 
 def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_originals: bool) -> DataFrame:
