@@ -29,9 +29,18 @@ _SECRET_SUBSTRINGS = ("password", "passwd", "secret")
 # ... or when it ends with one of these word sequences.
 _SECRET_SUFFIXES = (("key", "file"), ("keyfile",), ("private", "key"), ("api", "key"), ("access", "key"), ("secret", "key"))
 
-# Credentials written inside URLs: user:pass@host and password=... query parameters.
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://[^/:@\s]*):(?P<pw>[^@/\s]+)@")
-_URL_PASSWORD_PARAM = re.compile(r"(?P<k>(?:password|passwd|pwd|token|secret)=)(?P<v>[^&;\s]*)", re.IGNORECASE)
+# Credentials written inside URLs and connection strings, in every form drivers accept:
+# - userinfo: scheme://user:pass@host (the password runs to the authority's last '@': it may hold '@');
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://[^/:@\s]*):(?P<pw>[^/?#\s]+)@")
+# - Oracle: jdbc:oracle:thin:user/pass@host... (also oci; the password runs to the last '@'; ``/@alias`` =
+#   a wallet, no password);
+_ORACLE_USER_PASSWORD = re.compile(r"(?P<k>(?:jdbc:)?oracle:[A-Za-z0-9]+:[^/@\s]*/)(?P<pw>\S+)@", re.IGNORECASE)
+# - key=value properties after ?, &, ; or : (password=, PWD=, sslpassword=, Password = {a;b}), any case.
+_URL_PASSWORD_PARAM = re.compile(
+    r"(?P<k>(?:[A-Za-z0-9_.\-]*(?:password|passwd|pwd|passphrase|token|secret)|(?<![A-Za-z0-9])pass)\s*=\s*)"
+    r"(?P<v>(?:\{[^}]*\}?)?[^&;\s]*)",
+    re.IGNORECASE,
+)
 
 
 class Secret:
@@ -81,13 +90,23 @@ def is_secret_key(key: str) -> bool:
 
 
 def mask_url_credentials(text: str) -> str:
-    """``jdbc:postgresql://u:pw@h/db?password=x`` -> ``jdbc:postgresql://u:***@h/db?password=***``."""
+    """``jdbc:postgresql://u:pw@h/db?password=x`` -> ``jdbc:postgresql://u:***@h/db?password=***``.
+
+    Also ``jdbc:oracle:thin:u/pw@h`` -> ``jdbc:oracle:thin:u/***@h`` and ``;Password={p;w}`` -> ``;Password=***``.
+    """
     text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}:{MASK}@", text)
+    text = _ORACLE_USER_PASSWORD.sub(lambda m: f"{m.group('k')}{MASK}@", text)
     return _URL_PASSWORD_PARAM.sub(lambda m: f"{m.group('k')}{MASK}", text)
 
 
+def uri_has_userinfo_password(text: str) -> bool:
+    """True for ``scheme://user:pass@host...`` (paths: a ``password=`` directory is a partition, not a secret)."""
+    return _URL_USERINFO.search(text) is not None
+
+
 def url_has_credentials(text: str) -> bool:
-    return mask_url_credentials(text) != text
+    """True when ``text`` holds a password in any inline form (even an empty ``password=``)."""
+    return any(p.search(text) for p in (_URL_USERINFO, _ORACLE_USER_PASSWORD, _URL_PASSWORD_PARAM))
 
 
 def redact(settings: Any) -> Any:

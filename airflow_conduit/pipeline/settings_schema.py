@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_conduit.pipeline.ddl import DDLError, parse_ddl, parse_type
-from airflow_conduit.pipeline.secrets import url_has_credentials
+from airflow_conduit.pipeline.secrets import mask_url_credentials, uri_has_userinfo_password, url_has_credentials
 
 FORMATS = ("json", "csv", "parquet")
 LOG_LEVELS = ("info", "warn", "error")
@@ -70,6 +70,11 @@ class PathKind(String):
 
     def coerce(self, value, ctx):
         value = super().coerce(value, ctx)
+        if uri_has_userinfo_password(value):
+            raise ValueError(
+                f"the URI contains a password ({mask_url_credentials(value)!r}): give credentials through "
+                "the file system's own configuration (Spark/Hadoop settings, environment), never in the path"
+            )
         if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://", value) or value.startswith("file:"):
             return value
         return os.path.normpath(os.path.join(ctx.base_dir, os.path.expanduser(value)))
@@ -347,11 +352,15 @@ class JdbcUrl(String):
 
     def coerce(self, value, ctx):
         value = super().coerce(value, ctx)
-        if not re.match(r"jdbc:[a-z0-9]+:", value):
-            raise ValueError(f"expected a JDBC URL such as 'jdbc:postgresql://host:5432/db', got {value!r}")
+        # checked first, and the value is never echoed unmasked: a refused URL must not leak its password
         if url_has_credentials(value):
             raise ValueError(
-                "the URL contains a password: put it in settings.password (use ${ENV_VAR}) so it is never logged"
+                f"the URL contains a password ({mask_url_credentials(value)!r}): remove it and put it in "
+                "settings.password (use ${ENV_VAR}) so it is never printed or logged"
+            )
+        if not re.match(r"jdbc:[a-z0-9]+:", value):
+            raise ValueError(
+                f"expected a JDBC URL such as 'jdbc:postgresql://host:5432/db', got {mask_url_credentials(value)!r}"
             )
         return value
 

@@ -158,3 +158,68 @@ def test_a_wrongly_typed_secret_is_not_echoed_in_the_problem():
     (problem,) = info.value.problems
     assert problem.key_path == "pipeline.destinations[0].settings.password"
     assert "918273645" not in str(info.value) and "expected string" in problem.message
+
+
+INLINE_PASSWORD_URLS = [
+    "jdbc:oracle:thin:scott/Tiger-9x@db.internal:1521/svc",
+    "jdbc:oracle:thin:scott/Tiger-9x@//db.internal:1521/svc",
+    "JDBC:Oracle:OCI:scott/Tiger-9x@tns_alias",
+    "jdbc:postgresql://conduit:Tiger-9x@db.internal/orders",
+    "jdbc:postgresql://conduit:Tig@r-9x@db.internal/orders",
+    "jdbc:postgresql://db.internal/orders?user=conduit&password=Tiger-9x",
+    "jdbc:postgresql://db.internal/orders?user=conduit&PassWord=Tiger-9x",
+    "jdbc:postgresql://db.internal/orders?sslpassword=Tiger-9x",
+    "jdbc:sqlserver://db.internal:1433;databaseName=orders;user=sa;password=Tiger-9x",
+    "jdbc:sqlserver://db.internal;user=sa;Password={Tiger;-9x}",
+    "jdbc:sqlserver://db.internal;user=sa;PWD=Tiger-9x",
+    "jdbc:db2://db.internal:50000/orders:user=conduit;password=Tiger-9x;",
+    "jdbc:h2:tcp://db.internal/orders;USER=sa;PASSWORD=Tiger-9x",
+    "jdbc:mysql://(host=db.internal,user=conduit,password=Tiger-9x)/orders",
+    "oracle:thin:scott/Tiger-9x@db.internal:1521/svc",  # not even a JDBC URL: still never echoed
+]
+
+
+@pytest.mark.parametrize("url", INLINE_PASSWORD_URLS)
+def test_every_inline_password_form_in_a_jdbc_url_is_refused_naming_key_and_file(url):
+    text = SPEC.replace("jdbc:postgresql://${DB_HOST}:5432/orders", url)
+    with pytest.raises(SpecError) as info:
+        load_pipeline_from_string(text, "secrets.yaml", env=ENV)
+    (problem,) = info.value.problems
+    assert problem.file == "secrets.yaml" and problem.key_path == "pipeline.destinations[0].settings.url"
+    assert "contains a password" in problem.message and "settings.password" in problem.message
+    for part in ("Tiger", "9x"):
+        assert part not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "jdbc:oracle:thin:@db.internal:1521/svc",
+        "jdbc:oracle:thin:@//db.internal:1521/svc",
+        "jdbc:oracle:thin:/@wallet_alias",  # Oracle wallet: no password in the URL
+        "jdbc:postgresql://conduit@db.internal/orders",  # a user alone is not a secret
+        "jdbc:postgresql://db.internal/orders?user=conduit&sslmode=require",
+        "jdbc:sqlserver://db.internal:1433;databaseName=orders;encrypt=true",
+        "jdbc:mysql://db.internal/orders?bypassCache=true",
+    ],
+)
+def test_urls_without_a_password_are_accepted(url):
+    spec = load_pipeline_from_string(SPEC.replace("jdbc:postgresql://${DB_HOST}:5432/orders", url), "s.yaml", env=ENV)
+    assert spec.destinations[0].settings["url"] == url
+
+
+def test_a_password_in_a_path_uri_is_refused_but_a_partition_directory_is_not():
+    text = SPEC.replace("path: /data/in", "path: s3a://AKIAEXAMPLE:Tiger-9x@bucket/in")
+    with pytest.raises(SpecError) as info:
+        load_pipeline_from_string(text, "secrets.yaml", env=ENV)
+    (problem,) = info.value.problems
+    assert problem.key_path == "pipeline.sources[0].settings.path" and "contains a password" in problem.message
+    assert "Tiger" not in str(info.value)
+    spec = load_pipeline_from_string(SPEC.replace("path: /data/in", "path: /data/in/pwd=3"), "s.yaml", env=ENV)
+    assert spec.sources[0].settings["path"] == "/data/in/pwd=3"
+
+
+@pytest.mark.parametrize("url", INLINE_PASSWORD_URLS)
+def test_redaction_masks_every_inline_password_form(url):
+    masked = mask_url_credentials(url)
+    assert "Tiger" not in masked and "9x" not in masked and MASK in masked

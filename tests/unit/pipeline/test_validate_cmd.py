@@ -82,3 +82,18 @@ def test_no_file_is_a_usage_error():
     with pytest.raises(SystemExit) as info:
         run(["validate"])
     assert info.value.code == 2
+
+
+def test_print_spec_never_prints_a_password_written_inline_in_a_url(write_spec, capsys):
+    """An inline password is refused (exit 2), and neither the problem nor --print-spec shows it."""
+    text = MINIMAL.replace("  destinations:\n", (
+        "  destinations:\n"
+        "    - id: ora\n"
+        "      plugin: jdbc\n"
+        "      settings: {url: 'jdbc:oracle:thin:scott/Tiger-9x@db:1521/svc', table: t}\n"
+    ))
+    path = write_spec(text)
+    assert run(["validate", "--print-spec", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Tiger" not in err
+    assert "pipeline.destinations[0].settings.url: the URL contains a password" in err and str(path) in err
