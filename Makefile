@@ -20,11 +20,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Chromium for the UI plugin's browser test (headless).
 APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java chromium
 
-.PHONY: help install system-deps test test-unit test-spark test-integration demo bench clean
+.PHONY: help install system-deps test test-unit test-spark test-integration test-deployment demo bench clean
 
 help:
 	@echo "make demo   - run the main job end to end on local Spark and Airflow (SQLite)"
-	@echo "make test   - run all tests (unit, spark, integration)"
+	@echo "make test   - run all tests (unit, spark, integration, deployment)"
 	@echo "make bench  - run the benchmarks and write docs/benchmarks.md"
 
 system-deps:
@@ -51,6 +51,7 @@ test: install
 	$(BIN)/python -m pytest -q tests/unit
 	$(BIN)/python -m pytest -q tests/spark
 	$(BIN)/python -m pytest -q tests/integration
+	$(BIN)/python -m pytest -q tests/deployment
 
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit
@@ -60,6 +61,9 @@ test-spark: install
 
 test-integration: install
 	$(BIN)/python -m pytest -q tests/integration
+
+test-deployment: install
+	$(BIN)/python -m pytest -q tests/deployment
 
 demo: install
 	$(BIN)/python examples/demo.py
