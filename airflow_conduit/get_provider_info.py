@@ -57,7 +57,7 @@ def get_provider_info() -> dict:
             }
         ],
         "operators": [
-            {"integration-name": "Conduit pipelines on Spark", "python-modules": ["airflow_conduit.operators.pipeline"]}
+            {"integration-name": "Conduit pipelines on Spark", "python-modules": ["airflow_conduit.operators.pipeline", "airflow_conduit.operators.replay"]}
         ],
         # The hook uses the Spark provider's ``spark`` connection type and form (no fields of its own), so it is
         # listed under "hooks" only: a "connection-types" entry for ``spark`` would clash with the Spark provider's.

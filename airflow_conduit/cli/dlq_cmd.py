@@ -18,10 +18,6 @@ EXIT_FAILED = 1
 EXIT_REFUSED = 2  # the spec or an option was refused (as `airflow-conduit run`)
 
 
-def _tuple(values: list[str] | None) -> tuple[str, ...]:
-    return tuple(values or ())
-
-
 def run_replay(args: argparse.Namespace) -> int:
     from airflow_conduit.pipeline import SpecError, load_pipeline
     from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
@@ -40,7 +36,8 @@ def run_replay(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
 
     from airflow_conduit.spark import faults as faults_mod
-    from airflow_conduit.spark.replay import ReplayFilter, replay
+    from airflow_conduit.pipeline.replay_request import ReplayFilter, ReplayRequestError
+    from airflow_conduit.spark.replay import replay
     from airflow_conduit.spark.session import build_session
 
     try:
@@ -49,10 +46,15 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"FAILED: --faults: {exc}", file=sys.stderr)
         return EXIT_REFUSED
 
-    filters = ReplayFilter(
-        stages=_tuple(args.stage), components=_tuple(args.component), exception_classes=_tuple(args.error_class),
-        rules=_tuple(args.rule), batch_min=args.batch_min, batch_max=args.batch_max, since=args.since, until=args.until,
-    )
+    try:  # checked before Spark starts: a bad filter is refused naming the option
+        filters = ReplayFilter.from_mapping({
+            "stages": args.stage, "components": args.component, "exception_classes": args.error_class,
+            "rules": args.rule, "batch_min": args.batch_min, "batch_max": args.batch_max, "since": args.since,
+            "until": args.until,
+        }, where="dlq replay")
+    except ReplayRequestError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     spark = build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master)
     try:
         result = replay(spark, spec, state_dir=args.state_dir, filters=filters, dry_run=args.dry_run, faults=faults)

@@ -135,13 +135,17 @@ class SparkPipelineHook(BaseHook):
     # -- the job (ResumableJobMixin vocabulary) -------------------------------------------------
 
     def submit_job(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None, *,
-                   previous: JobHandle | None = None) -> JobHandle:
-        """Start one run; first make sure the ``previous`` run of this pipeline is gone (one driver per state dir)."""
+                   previous: JobHandle | None = None, replay: str | None = None) -> JobHandle:
+        """Start one run; first make sure the ``previous`` run of this pipeline is gone (one driver per state dir).
+
+        ``replay``: a ``ReplayRequest`` as JSON: the run replays the pipeline's DLQ instead of running it.
+        """
         backend = self.backend
         if previous:
             self.backend_for_handle(previous).ensure_gone(previous)
-        handle = backend.submit(spec_path, run_id, state_dir, faults)
-        return handle
+        if replay is not None:
+            return backend.submit(spec_path, run_id, state_dir, faults, replay=replay)
+        return backend.submit(spec_path, run_id, state_dir, faults)
 
     @classmethod
     def get_job_status(cls, handle: JobHandle) -> JobStatus:

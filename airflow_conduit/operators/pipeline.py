@@ -278,7 +278,8 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         hook = hook or self.get_hook()
         run_id = session.next_run_id()
         try:
-            handle = hook.submit_job(spec_path, run_id, self.state_dir, self._faults(), previous=previous)
+            handle = hook.submit_job(spec_path, run_id, self.state_dir, self._faults(), previous=previous,
+                                     **self._submission_options())
         except SUBMISSION_FAILURES as exc:
             self.log.error("run %s could not be submitted: %s", run_id, exc)
             event = submission_failed_event(run_id, exc)
@@ -289,6 +290,10 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         context["ti"].xcom_push(key=XCOM_JOB, value=handle)
         self._persist(context, session)
         return self._watch(context, session, handle)
+
+    def _submission_options(self) -> dict[str, Any]:
+        """Further ``submit_job`` arguments of this kind of run (the DLQ replay operator adds its request)."""
+        return {}
 
     def _watch(self, context: Any, session: RecoverySession, handle: dict) -> None:
         """Defer to the watcher; while recovering it also reports the first records written (-> recovered)."""

@@ -50,6 +50,21 @@ def totals_text(totals: dict[str, Any]) -> str:
     return f"read={totals.get('read', 0)} written[{written}] filtered={totals.get('filtered', 0)} dlq={totals.get('dlq', 0)}"
 
 
+def replay_totals_text(replay: dict[str, Any]) -> str:
+    """A replay's totals on one line, as the task log and the CLI show them."""
+    skipped = replay.get("skipped_already_replayed", 0)
+    if replay.get("dry_run"):
+        return (f"DRY RUN: {replay.get('replayed', 0)} record(s) would be replayed: {replay.get('passed', 0)} would pass, "
+                f"{replay.get('filtered', 0)} filtered, {replay.get('still_failing', 0)} would still fail; "
+                f"{skipped} skipped as already replayed")
+    if replay.get("replay") is None:
+        return f"nothing to replay; {skipped} skipped as already replayed"
+    passing = ", ".join(f"{d}={n}" for d, n in sorted((replay.get("passing") or {}).items())) or "0"
+    return (f"replay {replay['replay']} (batch {replay.get('batch_id')}{', resumed' if replay.get('resumed') else ''}): "
+            f"replayed={replay.get('replayed', 0)} now passing[{passing}] filtered={replay.get('filtered', 0)} "
+            f"still failing={replay.get('still_failing', 0)} skipped as already replayed={skipped}")
+
+
 def _empty_totals() -> dict[str, Any]:
     return {"read": 0, "filtered": 0, "dlq": 0, "written": {}}
 
@@ -76,6 +91,7 @@ class RunReport:
     counters: dict[str, Any] = field(default_factory=_empty_counters)
     error: dict[str, Any] | None = None
     stop_reason: str | None = None  # why a run ended early but cleanly: "signal SIGTERM" (graceful stop)
+    replay: dict[str, Any] | None = None  # a DLQ replay's totals (``replay_totals``); None for a pipeline run
 
     # -- updates -------------------------------------------------------------------------------------
 
@@ -137,7 +153,7 @@ class RunReport:
     # -- (de)serialisation ---------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "pipeline_id": self.pipeline_id,
             "run_id": self.run_id,
             "status": self.status,
@@ -151,6 +167,9 @@ class RunReport:
             "error": self.error,
             "stop_reason": self.stop_reason,
         }
+        if self.replay is not None:  # only a replay's report has the key
+            data["replay"] = self.replay
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunReport":
@@ -171,6 +190,7 @@ class RunReport:
             counters=counters,
             error=data.get("error"),
             stop_reason=data.get("stop_reason"),
+            replay=data.get("replay"),
         )
 
     def write_atomic(self, path: str | os.PathLike[str]) -> None:

@@ -1,7 +1,11 @@
 """The file spark-submit runs: one run of one pipeline.
 
     spark-submit --py-files airflow_conduit.zip airflow_conduit/spark/entrypoint.py \\
-        --spec PIPELINE.yaml --run-id RUN_ID --state-dir STATE_DIR [--faults JSON]
+        --spec PIPELINE.yaml --run-id RUN_ID --state-dir STATE_DIR [--faults JSON] [--replay JSON]
+
+With ``--replay {"filters": {...}, "dry_run": false}`` the run is a DLQ replay
+(``spark/replay.py``) instead of the pipeline: same exit codes, same report
+file, whose ``replay`` key holds the replay's totals.
 
 Exit codes (recovery/codes.py): 0 success (or graceful stop on SIGTERM), 75
 transient failure (restart with backoff), 70 fatal failure (degrade), 78 the
@@ -33,6 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--run-id", required=True, help="id of this run (report folder name)")
     parser.add_argument("--state-dir", required=True, help="the pipeline's state directory (reused across runs)")
     parser.add_argument("--faults", default=None, help="fault injection, JSON (see docs/pipelines.md)")
+    parser.add_argument("--replay", default=None, help='a DLQ replay instead of the pipeline: {"filters": {...}, "dry_run": false}')
     return parser.parse_args(argv)
 
 
@@ -72,6 +77,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return _finish_with_error(report, path, error, codes.EXIT_INVALID_SPEC)
     report.pipeline_id = spec.id
+    from airflow_conduit.pipeline.replay_request import ReplayRequest, ReplayRequestError
+
+    try:
+        request = ReplayRequest.from_json(args.replay) if args.replay is not None else None
+    except ReplayRequestError as exc:
+        error = StructuredError(code=codes.INVALID_SPEC, fatal=True, message=str(exc),
+                                exception_class=type(exc).__name__, stage="runner")
+        return _finish_with_error(report, path, error, codes.EXIT_INVALID_SPEC)
 
     from airflow_conduit.spark.runner import classify, exit_code_for
 
@@ -89,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - no Spark, no run: report why
         error = classify(exc, "runner", None, None)
         return _finish_with_error(report, path, error, exit_code_for(error))
+    if request is not None:
+        try:
+            return run_replay(spark, spec, request, state_dir=state_dir, run_id=args.run_id, faults=faults,
+                              report=report, path=path)
+        finally:
+            _stop(spark)
     runner = PipelineRunner(spark, spec, state_dir=state_dir, run_id=args.run_id, faults=faults)
     install_sigterm_handler(runner)
     try:
@@ -97,11 +116,71 @@ def main(argv: list[str] | None = None) -> int:
         print(failed.error.to_error_line(), file=sys.stderr, flush=True)
         return exit_code_for(failed.error)
     finally:
-        try:
-            spark.stop()
-        except Exception:  # noqa: BLE001 - the JVM may be gone already
-            pass
+        _stop(spark)
     return codes.EXIT_OK
+
+
+def _stop(spark) -> None:
+    try:
+        spark.stop()
+    except Exception:  # noqa: BLE001 - the JVM may be gone already
+        pass
+
+
+def run_replay(spark, spec, request, *, state_dir: Path, run_id: str, faults: dict, report: RunReport, path: Path) -> int:
+    """The replay mode: replay the DLQ (or dry-run it) and write the replay's totals into this run's report.
+
+    The replay batch (counts, expectation counts) is the report's one batch, so the watcher, the UI and
+    the DLQ sensor read a replay run like any run; SIGTERM is not caught: a replay killed mid-way is
+    resumed, exactly once, by the next one.
+    """
+    from airflow_conduit.pipeline.report import STATUS_RUNNING, STATUS_SUCCEEDED, replay_totals_text
+    from airflow_conduit.spark.expectations import ExpectationFailed
+    from airflow_conduit.spark.replay import replay
+    from airflow_conduit.spark.runner import classify, exit_code_for
+
+    report.status = STATUS_RUNNING
+    report.write_atomic(path)
+    try:
+        result = replay(spark, spec, state_dir=state_dir, filters=request.filters, dry_run=request.dry_run,
+                        run_id=run_id, faults=faults)
+    except Exception as exc:  # noqa: BLE001 - classified like a pipeline run's failure
+        rule = getattr(exc, "rule", None) if isinstance(exc, ExpectationFailed) else None
+        where = ("processor", rule.processor_id, "expect") if rule is not None else ("runner", None, None)
+        error = classify(exc, *where)
+        return _finish_with_error(report, path, error, exit_code_for(error))
+    batch = result.batch
+    if batch is not None:
+        report.add_batch(batch["batch_id"], read=batch["read"], filtered=batch["filtered"], dlq=batch["dlq"],
+                         written=batch["written"], at=batch.get("at"))
+        if batch.get("expectations"):
+            report.add_expectations(batch["expectations"])
+        report.counters.update(result.counters)
+    report.replay = replay_totals(result, request)
+    report.status = STATUS_SUCCEEDED
+    report.ended_at = utc_now_iso()
+    report.write_atomic(path)
+    log.info("%s", replay_totals_text(report.replay))
+    return codes.EXIT_OK
+
+
+def replay_totals(result, request) -> dict:
+    """What the run report and XCom show of a replay: replayed, now passing per destination, still failing, skipped."""
+    return {
+        "replay": result.replay,
+        "batch_id": result.batch_id,
+        "dry_run": result.dry_run,
+        "resumed": result.resumed,
+        "filters": request.filters.to_dict(),
+        "replayed": result.selected,
+        "passed": result.passed,
+        "passing": dict(result.written),  # per destination (a dry run writes nothing: see passed)
+        "filtered": result.filtered,
+        "still_failing": result.still_failing,
+        "skipped_already_replayed": int(result.skipped.get("already replayed", 0)),
+        "skipped": dict(result.skipped),
+        "errors": dict(result.errors),  # a dry run: what would still fail, grouped by error
+    }
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
+from airflow_conduit.pipeline.replay_request import ReplayFilter  # noqa: F401 - the filters live with the request (pure Python)
 from airflow_conduit.pipeline.report import STATUS_SUCCEEDED, read_json, utc_now_iso, write_json_atomic
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.destinations import Destination, FileDestination, JdbcDestination, make_destination
@@ -48,41 +49,6 @@ log = logging.getLogger(__name__)
 
 REPLAYS = "replays"
 REPLAY_COUNT = "replay_count"  # DLQ column: how many replays the record went through (NULL: none)
-
-
-@dataclass(frozen=True)
-class ReplayFilter:
-    """Which DLQ records a replay takes; empty tuples / None mean any."""
-
-    stages: tuple[str, ...] = ()
-    components: tuple[str, ...] = ()
-    exception_classes: tuple[str, ...] = ()
-    rules: tuple[str, ...] = ()  # expectation rule names (records an ``expect`` processor dropped)
-    batch_min: int | None = None
-    batch_max: int | None = None
-    since: str | None = None  # time_of_error >= since (ISO-8601 UTC, as the DLQ writes it)
-    until: str | None = None  # time_of_error < until
-
-    def matches(self, row: dict[str, Any]) -> bool:
-        if self.stages and row.get("stage") not in self.stages:
-            return False
-        if self.components and row.get("component_id") not in self.components:
-            return False
-        if self.exception_classes and row.get("exception_class") not in self.exception_classes:
-            return False
-        if self.rules and not any(str(row.get("exception_message") or "").startswith(f"expectation {r!r} ") for r in self.rules):
-            return False
-        batch = row.get("batch_id")
-        if self.batch_min is not None and (batch is None or batch < self.batch_min):
-            return False
-        if self.batch_max is not None and (batch is None or batch > self.batch_max):
-            return False
-        at = str(row.get("time_of_error") or "")
-        if self.since is not None and at < self.since:
-            return False
-        if self.until is not None and at >= self.until:
-            return False
-        return True
 
 
 @dataclass
@@ -98,6 +64,8 @@ class ReplayResult:
     errors: dict[str, int] = field(default_factory=dict)  # dry run: what would still fail, grouped by error
     resumed: bool = False
     dry_run: bool = False
+    batch: dict[str, Any] | None = None  # the replay batch's run report entry (counts, expectation counts)
+    counters: dict[str, Any] = field(default_factory=dict)  # the replay's KIP-298 counters
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -316,6 +284,7 @@ def replay(
         runner.report.status = "running"
         runner._process_batch(batch, batch_id)
     entry = runner.report.batches[-1]
+    result.batch, result.counters = entry, dict(runner.report.counters)
     result.written = dict(entry["written"])
     result.still_failing = int(entry["dlq"])
     result.filtered = int(entry["filtered"])

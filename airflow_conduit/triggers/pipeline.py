@@ -42,7 +42,7 @@ def report_summary(report: RunReport | None) -> dict[str, Any] | None:
     """The part of a run report that travels in the event (counts and times, no per-batch list)."""
     if report is None:
         return None
-    return {
+    summary = {
         "pipeline_id": report.pipeline_id,
         "status": report.status,
         "started_at": report.started_at,
@@ -54,6 +54,12 @@ def report_summary(report: RunReport | None) -> dict[str, Any] | None:
         "batches": len(report.batches),
         "stop_reason": report.stop_reason,
     }
+    by_batch = [{"batch_id": b["batch_id"], "expectations": b["expectations"]} for b in report.batches if b.get("expectations")]
+    if by_batch:  # per-rule counts of each batch (the totals are in totals.expectations); the last 100 batches
+        summary["expectations_by_batch"] = by_batch
+    if report.replay is not None:  # a DLQ replay's totals
+        summary["replay"] = report.replay
+    return summary
 
 
 def progress_line(report: RunReport) -> str:

@@ -54,8 +54,9 @@ class JobBackend(ABC):
     kind: str = ""
 
     @abstractmethod
-    def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None) -> JobHandle:
-        """Start one run of the pipeline and return its handle (the job runs on after this returns)."""
+    def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None,
+               replay: str | None = None) -> JobHandle:
+        """Start one run of the pipeline (or, with ``replay``, a DLQ replay) and return its handle (the job runs on)."""
 
     @abstractmethod
     def status(self, handle: JobHandle) -> JobStatus:
@@ -86,11 +87,17 @@ def run_dir(state_dir: str | os.PathLike[str], run_id: str) -> Path:
     return Path(os.path.abspath(state_dir)) / "runs" / run_id
 
 
-def entrypoint_arguments(spec_path: str, run_id: str, state_dir: str, faults: dict | None) -> list[str]:
-    """The Spark job's command line after the .py file (docs/architecture.md, entry point)."""
+def entrypoint_arguments(spec_path: str, run_id: str, state_dir: str, faults: dict | None,
+                         replay: str | None = None) -> list[str]:
+    """The Spark job's command line after the .py file (docs/architecture.md, entry point).
+
+    ``replay``: a ``ReplayRequest`` as JSON (pipeline/replay_request.py): the job replays the DLQ instead.
+    """
     args = ["--spec", str(spec_path), "--run-id", run_id, "--state-dir", str(state_dir)]
     if faults:
         args += ["--faults", json.dumps(faults, sort_keys=True)]
+    if replay is not None:
+        args += ["--replay", replay]
     return args
 
 

@@ -122,12 +122,13 @@ class LocalBackend(JobBackend):
         env[lease.RUN_MARKER_ENV] = marker  # inherited by spark-submit, the JVM and the Python driver
         return env
 
-    def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None) -> JobHandle:
+    def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None,
+               replay: str | None = None) -> JobHandle:
         folder = run_dir(state_dir, run_id)
         folder.mkdir(parents=True, exist_ok=True)
         application, py_files = job_files(self.application, self.py_files, folder)
         ui_port = free_port()
-        args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults)
+        args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults, replay)
         application = os.path.abspath(application)
         cmd = self.build_command(application, py_files, args, self._spark_conf(ui_port), f"conduit-{run_id}")
         return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")

@@ -154,11 +154,12 @@ class StandaloneBackend(JobBackend):
             "sparkProperties": properties,
         }
 
-    def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None) -> JobHandle:
+    def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None,
+               replay: str | None = None) -> JobHandle:
         folder = run_dir(state_dir, run_id)
         folder.mkdir(parents=True, exist_ok=True)
         application, py_files = job_files(self.application, self.py_files, folder)
-        args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults)
+        args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults, replay)
         body = self.create_request(os.path.abspath(application), py_files, args, f"conduit-{run_id}")
         answer = tenacity.Retrying(**rest_retry(only_connect_errors=True))(
             _post, f"{self.rest_endpoint}/v1/submissions/create", body
