@@ -279,6 +279,69 @@ def _batches_table(page: PipelinePage, limit: int = 50) -> str:
     return f'<table id="batches">{head}{"".join(rows)}</table>{more}'
 
 
+def _rule_totals(page: PipelinePage) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (processor, rule): action, passed, failed, summed over the task instance's runs."""
+    totals: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in page.runs:
+        for processor, rules in ((run.report.totals.get("expectations") or {}) if run.report else {}).items():
+            for name, c in rules.items():
+                t = totals.setdefault((processor, name), {"action": c.get("action"), "passed": 0, "failed": 0})
+                t["passed"] += int(c.get("passed") or 0)
+                t["failed"] += int(c.get("failed") or 0)
+    return totals
+
+
+def expectations_section(page: PipelinePage, limit: int = 50) -> str:
+    """The expect processors' rules: passed / failed in total, then per batch (newest first); '' without rules."""
+    totals = _rule_totals(page)
+    if not totals:
+        return ""
+    rows = "".join(
+        f'<tr class="rule"><td>{_e(proc)}</td><td>{_e(name)}</td><td>{_e(t["action"])}</td>'
+        f'<td class="n">{_e(t["passed"])}</td><td class="n">{_e(t["failed"])}</td></tr>'
+        for (proc, name), t in totals.items()
+    )
+    out = ["<h2>Expectations</h2>", '<table id="expectations"><tr><th>processor</th><th>rule</th><th>action</th>'
+           f"<th class=n>passed</th><th class=n>failed</th></tr>{rows}</table>"]
+    keys = list(totals)
+    batches = [b for b in page.batches if b.get("expectations")][:limit]
+    if batches:
+        head = "<tr><th>run</th><th class=n>batch</th>" + "".join(
+            f"<th class=n>{_e(name)}<br><span class=muted>passed / failed</span></th>" for _, name in keys) + "</tr>"
+        body = []
+        for b in batches:
+            cells = []
+            for proc, name in keys:
+                c = (b["expectations"].get(proc) or {}).get(name)
+                cells.append(f'<td class="n">{_e(c["passed"])} / {_e(c["failed"])}</td>' if c else '<td class="n">—</td>')
+            body.append(f'<tr class="rule-batch"><td>#{_e(b.get("submission"))}</td><td class="n">{_e(b.get("batch_id"))}</td>'
+                        f'{"".join(cells)}</tr>')
+        out.append(f'<table id="expectation-batches">{head}{"".join(body)}</table>')
+    return "".join(out)
+
+
+def replays_section(page: PipelinePage) -> str:
+    """DLQ replays run by this task instance (DeadLetterQueueReplayOperator): their totals; '' when none."""
+    rows = []
+    for run in reversed(page.runs):
+        replay = run.report.replay if run.report else None
+        if not replay:
+            continue
+        passing = ", ".join(f"{d}={n}" for d, n in sorted((replay.get("passing") or {}).items()))
+        what = "dry run" if replay.get("dry_run") else (f"replay {replay.get('replay')}" if replay.get("replay") else "nothing to replay")
+        rows.append(
+            f'<tr class="replay"><td>#{_e(run.submission)}</td><td>{_e(what)}{" (resumed)" if replay.get("resumed") else ""}</td>'
+            f'<td class="n">{_e(replay.get("batch_id") if replay.get("batch_id") is not None else "")}</td>'
+            f'<td class="n">{_e(replay.get("replayed", 0))}</td><td class="n">{_e(replay.get("passed", 0))}</td><td>{_e(passing)}</td>'
+            f'<td class="n">{_e(replay.get("still_failing", 0))}</td><td class="n">{_e(replay.get("skipped_already_replayed", 0))}</td></tr>'
+        )
+    if not rows:
+        return ""
+    head = ("<tr><th>run</th><th>replay</th><th class=n>batch</th><th class=n>replayed</th><th class=n>now passing</th>"
+            "<th>written</th><th class=n>still failing</th><th class=n>skipped (already replayed)</th></tr>")
+    return f'<h2>DLQ replay</h2><table id="replays">{head}{"".join(rows)}</table>'
+
+
 def _counters_table(page: PipelinePage) -> str:
     runs = [r for r in page.runs if r.report is not None]
     if not runs:
@@ -345,7 +408,9 @@ def pipeline_view(page: PipelinePage, links: Links, redact: Callable[[Any], str]
         f"{alert}{_budget_cards(page)}"
         f"<h2>Recovery timeline</h2>{timeline_svg(page)}{_event_list(page, redact)}"
         f"<h2>Runs</h2>{_runs_table(page, links, redact)}"
+        f"{replays_section(page)}"
         f"<h2>Batches</h2>{_batches_table(page)}"
+        f"{expectations_section(page)}"
         f"<h2>Error counters (KIP-298)</h2>{_counters_table(page)}"
         f"<h2>Dead letter queue</h2>{dlq_section(page, links)}"
     )

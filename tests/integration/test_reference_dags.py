@@ -15,10 +15,10 @@ import pytest
 
 from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.pipeline.report import RunReport
-from conftest import load_reference_dag, task_instance, xcoms
+from conftest import dlq_lines, lake_ids, load_reference_dag, task_instance, xcoms
 
 pytestmark = pytest.mark.integration
-REFERENCE_DAGS = {"conduit_orders_available_now", "conduit_events_continuous", "conduit_dlq_alert"}
+REFERENCE_DAGS = {"conduit_orders_available_now", "conduit_events_continuous", "conduit_dlq_alert", "conduit_orders_dlq_replay"}
 
 
 def airflow(*args: str) -> str:
@@ -75,3 +75,52 @@ def test_dlq_alert_dag_on_a_manual_run_without_logical_date_uses_the_threshold_p
     assert dr.state == "success"
     assert task_instance(dr.dag_id, dr.run_id, "dlq_over_threshold").state == "success"
     assert task_instance(dr.dag_id, dr.run_id, "alert_dlq").state == "success"
+
+
+def fix_orders_spec(spec: Path) -> None:
+    """The fix: an order without a customer is kept, as customer 'unknown' (it was dead-lettered: NOT NULL)."""
+    text = spec.read_text()
+    assert "customer STRING NOT NULL" in text and "      processors:\n        - id: default-currency" in text
+    text = text.replace("customer STRING NOT NULL", "customer STRING").replace(
+        "      processors:\n        - id: default-currency",
+        "      processors:\n        - id: unknown-customer\n          plugin: field.set\n"
+        "          settings: {field: customer, value: \"coalesce(customer, 'unknown')\"}\n        - id: default-currency",
+    )
+    spec.write_text(text)
+
+
+def test_dlq_replay_dag_runs_the_loop_pipeline_dlq_check_then_a_replay_when_asked(airflow_db, orders):
+    """A scheduled-like run: the pipeline dead-letters 7 orders, the DLQ check tells the owner, the replay is
+    skipped. After the spec is fixed, a run triggered with replay=true (dry_run off) moves the order that now
+    passes to the lake, once; the others go back to the DLQ with a replay count."""
+    spec, state_dir = orders / "pipeline.yaml", orders / "state"
+    expected = json.loads((orders / "expected.json").read_text())
+    dag = load_reference_dag("conduit_orders_dlq_replay.py")
+    dr = dag.test(run_conf={"spec": str(spec), "state_dir": str(state_dir)})
+    assert dr.state == "success"
+    state = {t: task_instance(dr.dag_id, dr.run_id, t).state for t in
+             ("orders_pipeline", "dlq_received_records", "tell_the_owner", "replay_requested", "dlq_replay")}
+    assert state == {"orders_pipeline": "success", "dlq_received_records": "success", "tell_the_owner": "success",
+                     "replay_requested": "success", "dlq_replay": "skipped"}
+    assert len(dlq_lines(orders / "out" / "dlq")) == len(expected["dlq"]) == 7
+    assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])
+
+    fix_orders_spec(spec)
+    dr = dag.test(run_conf={"spec": str(spec), "state_dir": str(state_dir), "replay": True, "dry_run": False})
+    assert dr.state == "success"
+    assert task_instance(dr.dag_id, dr.run_id, "dlq_received_records").state == "skipped"  # no new input, no new DLQ record
+    assert task_instance(dr.dag_id, dr.run_id, "dlq_replay").state == "success"
+    replay = task_xcom(dr.dag_id, dr.run_id, "dlq_replay")["replay"]
+    assert (replay["replayed"], replay["passing"], replay["still_failing"]) == (7, {"lake": 1}, 6)
+    assert lake_ids(orders / "out" / "lake") == sorted([*expected["written_ids"], 7])  # order 7, once
+    back = [r for r in dlq_lines(orders / "out" / "dlq") if r["batch_id"] == -1]
+    assert len(back) == 6 and {r["replay_count"] for r in back} == {1}
+
+
+def task_xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id, task_id=task_id, key=key).one()
+        return row.value
