@@ -32,6 +32,11 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
         ["--records", "50000", "--per-file", "10000", "--tuned-files-per-batch", "2", "--reps", "2",
          "--warmup-records", "10000", "--driver-memory", "1g"],
     ),
+    "expectations_cost": (
+        "bench.expectations_cost",
+        ["--records", "200000", "--per-file", "50000"],
+        ["--records", "20000", "--per-file", "10000", "--pairs", "2"],
+    ),
     "soak": ("bench.soak", [], ["--batches", "20", "--warmup", "5", "--samples", "3"]),
     "small_run": ("bench.small_run", ["--runs", "2"], ["--runs", "1"]),
     "restart_cost": ("bench.restart_cost", [], ["--kills", "2", "--records", "60000"]),
