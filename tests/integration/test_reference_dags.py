@@ -78,9 +78,14 @@ def test_dlq_alert_dag_on_a_manual_run_without_logical_date_uses_the_threshold_p
 
 
 def fix_orders_spec(spec: Path) -> None:
-    """The fix: an order without a customer is kept, as customer 'unknown' (it was dead-lettered: NOT NULL)."""
+    """The fix: an order without a customer is kept, as customer 'unknown' (it was dead-lettered: NOT NULL).
+    The fixed spec also checks a (warn) expectation on what reaches the lake: its counts come back in XCom."""
     text = spec.read_text()
     assert "customer STRING NOT NULL" in text and "      processors:\n        - id: default-currency" in text
+    assert "    - id: tidy\n" in text
+    text = text.replace("    - id: tidy\n", "    - id: quality\n      plugin: expect\n      settings:\n        rules:\n"
+                        "          - {name: known-currency, condition: \"currency IN ('EUR', 'USD')\", action: warn}\n"
+                        "    - id: tidy\n")
     text = text.replace("customer STRING NOT NULL", "customer STRING").replace(
         "      processors:\n        - id: default-currency",
         "      processors:\n        - id: unknown-customer\n          plugin: field.set\n"
@@ -112,6 +117,10 @@ def test_dlq_replay_dag_runs_the_loop_pipeline_dlq_check_then_a_replay_when_aske
     assert task_instance(dr.dag_id, dr.run_id, "dlq_replay").state == "success"
     replay = task_xcom(dr.dag_id, dr.run_id, "dlq_replay")["replay"]
     assert (replay["replayed"], replay["passing"], replay["still_failing"]) == (7, {"lake": 1}, 6)
+    report = task_xcom(dr.dag_id, dr.run_id, "dlq_replay")["report"]  # the rule saw the one order that now passes
+    counted = {"quality": {"known-currency": {"action": "warn", "passed": 1, "failed": 0}}}
+    assert report["totals"]["expectations"] == counted
+    assert report["expectations_by_batch"] == [{"batch_id": -1, "expectations": counted}]
     assert lake_ids(orders / "out" / "lake") == sorted([*expected["written_ids"], 7])  # order 7, once
     back = [r for r in dlq_lines(orders / "out" / "dlq") if r["batch_id"] == -1]
     assert len(back) == 6 and {r["replay_count"] for r in back} == {1}
