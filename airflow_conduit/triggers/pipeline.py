@@ -83,6 +83,27 @@ def unobservable_error(run_id: str, exc: BaseException, rounds: int) -> dict[str
     ).to_dict()
 
 
+# Stops started by on_kill that outlived it (see run_to_completion): strong references, or the event
+# loop could garbage-collect them half-way.
+_STOPS_IN_FLIGHT: set[asyncio.Future] = set()
+
+
+async def run_to_completion(work: Any) -> None:
+    """Await ``work`` (a coroutine) so that cancelling the caller does not cancel it.
+
+    Airflow 3.3's triggerer cancels a trigger on every sync with its supervisor until the trigger has
+    finished, so a second cancellation lands in ``on_kill`` while it runs (``asyncio.wait_for`` passes
+    it on), and ``on_kill`` also has a time bound ([triggerer] on_kill_timeout). Observed on a real
+    deployment: a user's "mark success" reached ``on_kill``, the second cancel cut it short while it
+    read the task state, and the Spark job kept running. The work runs in a task of its own, shielded:
+    the caller may be cancelled, the stop finishes in the triggerer's event loop.
+    """
+    task = asyncio.ensure_future(work)
+    _STOPS_IN_FLIGHT.add(task)
+    task.add_done_callback(_STOPS_IN_FLIGHT.discard)
+    await asyncio.shield(task)
+
+
 class SparkPipelineTrigger(BaseTrigger):
     """Wait for a pipeline job to finish and yield one event: its status, structured error and counts.
 
@@ -147,7 +168,12 @@ class SparkPipelineTrigger(BaseTrigger):
         longer assigned to this one is cancelled like a user action: apache/airflow#73454). A move must
         never stop the job, so the task's state decides: still ``deferred`` means the trigger was moved
         (the other triggerer watches the same job); anything else means the user acted.
+
+        The work runs to completion even when ``on_kill`` itself is cancelled (``run_to_completion``).
         """
+        await run_to_completion(self._stop_unless_moved())
+
+    async def _stop_unless_moved(self) -> None:
         run_id = self.handle["run_id"]
         verdict = await self._task_state_after_cancel()
         if verdict == "deferred":
@@ -229,8 +255,8 @@ class BackoffTrigger(DateTimeTrigger):
         return (f"{type(self).__module__}.{type(self).__qualname__}", {"moment": self.moment, "state_dir": self.state_dir})
 
     async def on_kill(self) -> None:
-        await asyncio.to_thread(record_stopped, {"state_dir": self.state_dir, "run_id": None},
-                                "stopped by user during the backoff wait")
+        await run_to_completion(asyncio.to_thread(record_stopped, {"state_dir": self.state_dir, "run_id": None},
+                                                  "stopped by user during the backoff wait"))
 
 
 def record_stopped(handle: dict[str, Any], reason: str) -> None:

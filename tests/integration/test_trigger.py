@@ -339,3 +339,37 @@ async def test_on_kill_leaves_the_job_running_when_the_task_state_is_unreadable(
     await trigger.on_kill()
     assert LocalBackend().status(handle).state == "running"
     LocalBackend(graceful_stop_seconds=5).kill(handle)
+
+
+async def test_on_kill_finishes_the_stop_when_it_is_cancelled_again(tmp_path, tiny_job, monkeypatch):
+    """Airflow 3.3's triggerer re-sends a trigger's cancellation on every sync until the trigger has finished,
+    so on_kill is cancelled while it works (seen on the deployment layer: a "mark success" that never
+    stopped the job). The stop must finish anyway. The Execution API's answer is stood in for (slow, as under load)."""
+    import threading
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    answered = threading.Event()
+
+    def slow_task_states(**query):
+        time.sleep(1.0)
+        answered.set()
+        return {"manual_1": {"pipeline": "success"}}
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(slow_task_states))
+    handle = start_tiny_job(tiny_job, tmp_path, "cancelled-twice", {"sleep": 60})
+    await wait_started(tmp_path, "cancelled-twice")
+    trigger = SparkPipelineTrigger(handle, poll_interval=0.2)
+    trigger.task_instance = SimpleNamespace(dag_id="d", run_id="manual_1", task_id="pipeline", map_index=-1)
+    killing = asyncio.ensure_future(trigger.on_kill())
+    await asyncio.sleep(0.3)
+    killing.cancel()  # the second cancellation, while on_kill waits for the task state
+    with pytest.raises(asyncio.CancelledError):
+        await killing
+    deadline = time.monotonic() + 60
+    while not LocalBackend().status(handle).finished:
+        assert time.monotonic() < deadline, "the job was not stopped after on_kill was cancelled"
+        await asyncio.sleep(0.2)
+    assert answered.is_set()
+    assert LocalBackend().status(handle).exit_code == 143
