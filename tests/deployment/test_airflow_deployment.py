@@ -6,7 +6,9 @@ scheduler with LocalExecutor, dag-processor and two triggerers on PostgreSQL, re
 2. The continuous DAG (conduit_events_continuous) starts and commits batches; the triggerer that
    watches it is SIGKILLed and the other one takes the trigger over without the Spark job noticing
    (same driver processes, no second submission, batches keep coming); then the task is marked
-   success through the REST API: the driver stops and the state dir says ``stopped``.
+   success through the REST API: the driver stops and the state dir says ``stopped``. In between, a
+   trigger is taken from a live (frozen) triggerer: when it resumes it cancels its copy, and on_kill
+   tells the move from a user stop (the task is still deferred) and leaves the job running.
 3. The scheduler is SIGKILLed while the bounded DAG's task is deferred on a real Spark run (after a
    transient failure and one restart) and started again: one submission per restart decision,
    the audit log continues where it was, nothing lost or duplicated.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from datetime import datetime
 from pathlib import Path
 
@@ -215,6 +218,50 @@ def test_a_triggerer_killed_mid_watch_hands_the_trigger_over_without_touching_th
     wait_for(lambda: deployment.query("SELECT 1 FROM job WHERE job_type = 'TriggererJob' AND hostname = %s "
                                       "AND state = 'running' AND id > %s", (holder, holder_job)),
              f"{holder} running again", STEP_DEADLINE, interval=2, check=lambda: deployment.check_running(holder))
+
+
+def trigger_log_lines(deployment, dag_id: str, text: str) -> list[str]:
+    """Lines of the task's trigger logs (written by the triggerers) that contain ``text``."""
+    folder = deployment.root / "airflow-home" / "logs" / f"dag_id={dag_id}"
+    return [line for f in sorted(folder.rglob("*.log.trigger.*.log")) for line in f.read_text(errors="replace").splitlines()
+            if text in line]
+
+
+def test_a_trigger_taken_from_a_live_triggerer_is_cancelled_there_without_stopping_the_job(deployment, continuous_run):
+    """The move Airflow cancels like a user action (apache/airflow#73454): the triggerer holding the trigger
+    freezes (SIGSTOP) past the health check threshold, the other takes the trigger over; when the frozen one
+    resumes (SIGCONT) it cancels its copy and calls on_kill, which reads the task state (deferred) through
+    the Execution API and leaves the job alone."""
+    run_id, state_dir = continuous_run["run_id"], continuous_run["state_dir"]
+    handle = recovery(state_dir)["current"]
+    drivers = driver_processes(handle)
+    assert drivers
+    holder, _ = wait_for(lambda: deployment.triggerer_of(EVENTS_DAG, run_id, EVENTS_TASK),
+                         "a triggerer to run the trigger", STEP_DEADLINE, interval=2)
+    other = {"triggerer-a": "triggerer-b", "triggerer-b": "triggerer-a"}[holder]
+    moved_before = len(trigger_log_lines(deployment, EVENTS_DAG, "trigger moved to another triggerer"))
+    frozen = deployment.components[holder]
+    frozen.kill(signal.SIGSTOP)
+    try:
+        wait_for(lambda: (found := deployment.triggerer_of(EVENTS_DAG, run_id, EVENTS_TASK)) and found[0] == other,
+                 f"{other} to take the trigger from the frozen {holder}", STEP_DEADLINE, interval=2,
+                 check=lambda: deployment.check_running(other))
+    finally:
+        frozen.kill(signal.SIGCONT)
+    wait_for(lambda: len(trigger_log_lines(deployment, EVENTS_DAG, "trigger moved to another triggerer")) > moved_before,
+             f"{holder} to cancel its copy (on_kill: trigger moved)", STEP_DEADLINE, interval=2,
+             check=lambda: deployment.check_running(holder, other))
+    assert not trigger_log_lines(deployment, EVENTS_DAG, "cannot tell a user stop from a trigger move")
+    assert not trigger_log_lines(deployment, EVENTS_DAG, "stopping run")
+
+    batches = committed_batches(state_dir, "events-out")
+    wait_for(lambda: len(committed_batches(state_dir, "events-out")) > len(batches), "a batch committed after on_kill",
+             STEP_DEADLINE, interval=2)
+    assert driver_processes(handle) >= drivers and not Path(handle["exit_path"]).exists()
+    record = recovery(state_dir)
+    assert record["pipeline_state"] == "running" and record["current"]["run_id"] == handle["run_id"]
+    assert record["submissions"] == 1 and run_folders(state_dir, "") == [handle["run_id"]]
+    assert api_state(deployment, run_id) == "deferred"
 
 
 def api_state(deployment, run_id: str) -> str | None:
