@@ -429,6 +429,12 @@ SOURCE_SCHEMAS: dict[str, PluginSchema] = {
             ),
             "max-files-per-trigger": Setting(Integer(minimum=1), "at most this many new files per micro-batch"),
             "header": Setting(Boolean(), "the first line of each CSV file is a header", default=True, only_when=_FORMAT_CSV),
+            "max-string-length": Setting(
+                Integer(minimum=1, maximum=2**31 - 1),
+                "longest string value the JSON parser accepts (Spark's maxStringLen); a longer one is a DLQ record",
+                default=20_000_000,
+                only_when=("format", ("json",)),
+            ),
         },
     ),
     "generator": PluginSchema(

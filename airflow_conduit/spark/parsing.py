@@ -9,6 +9,16 @@ that is absent (missing field), or a key present but NULL after typing
 (wrong type). A line that parsed but lacks a NOT NULL field is a missing
 field too. Each case becomes a per-record error with its own exception class
 and a message naming the fields.
+
+Two rejections are told apart from malformed text, also only for rejected
+lines: invalid UTF-8 (Jackson decodes a JSON line's bytes strictly and
+rejects an invalid byte; the byte and its offset are found in the line's
+bytes, which the corrupt-record column keeps) and a record over the JSON
+parser's size limits (a string value longer than ``maxStringLen``, a number
+longer than ``maxNumLen``: it parses once the limit is lifted). Spark's CSV
+reader decodes lines leniently, an invalid byte becoming U+FFFD, so for CSV
+a U+FFFD in a string field or in a rejected line is the sign (one byte
+search per string field of every record: the only check good CSV records pay).
 """
 
 from __future__ import annotations
@@ -23,6 +33,23 @@ from airflow_conduit.spark import columns as C
 
 CORRUPT = "__ac_corrupt"
 _STRING_MAP = T.MapType(T.StringType(), T.StringType())
+
+INVALID_UTF8 = "airflow_conduit.spark.InvalidUtf8Error"
+RECORD_TOO_LARGE = "airflow_conduit.spark.RecordTooLargeError"
+# Spark 4.2's JSON options (JSONOptions: maxStringLen, maxNumLen), handed to Jackson's StreamReadConstraints
+JSON_MAX_STRING_LENGTH = 20_000_000
+JSON_MAX_NUMBER_LENGTH = 1_000
+_NO_LIMIT = str(2**31 - 1)
+REPLACEMENT_CHARACTER = "\ufffd"  # what a lenient decoder puts for an invalid byte
+# One well-formed UTF-8 sequence (Unicode 15, table 3-7) as uppercase hex; possessive, so that the
+# regex engine iterates instead of recursing over a long line.
+_UTF8_SEQUENCE_HEX = (
+    "[0-7][0-9A-F]|C[2-9A-F][89AB][0-9A-F]|D[0-9A-F][89AB][0-9A-F]"
+    "|E0[AB][0-9A-F][89AB][0-9A-F]|E[1-9ABCEF][89AB][0-9A-F][89AB][0-9A-F]|ED[89][0-9A-F][89AB][0-9A-F]"
+    "|F0[9AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]|F[1-3][89AB][0-9A-F][89AB][0-9A-F][89AB][0-9A-F]"
+    "|F48[0-9A-F][89AB][0-9A-F][89AB][0-9A-F]"
+)
+_VALID_UTF8_PREFIX_HEX = f"^(?:{_UTF8_SEQUENCE_HEX})*+"
 ValueOf = Callable[[str], Column]  # field name -> the field's typed value
 
 
@@ -65,20 +92,88 @@ def _missing_error(missing: list[tuple[str, Column]], what: str, where: dict) ->
     )
 
 
-def json_error(text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, what: str, **where: str) -> Column:
+def is_invalid_utf8(text: Column) -> Column:
+    """TRUE when ``text`` (a string column holding a line's bytes as read) is not valid UTF-8; NULL for NULL."""
+    return ~F.is_valid_utf8(text)
+
+
+def kept_text(text: Column) -> Column:
+    """The line as the DLQ keeps it: as is, or base64 of its bytes when it is not valid UTF-8.
+
+    A string that is not UTF-8 cannot cross into Python or a JSON file unchanged (it would come out with
+    U+FFFD); base64 keeps every byte.
+    """
+    return F.when(is_invalid_utf8(text), F.base64(text.cast("binary"))).otherwise(text)
+
+
+def _utf8_error(text: Column, where: dict) -> Column:
+    """"invalid UTF-8 byte 0xFF at byte offset 17 of the record": the first byte that starts no valid sequence."""
+    hexed = F.hex(text.cast("binary"))
+    valid = F.length(F.regexp_extract(hexed, _VALID_UTF8_PREFIX_HEX, 0))
+    located = F.concat(
+        F.lit("invalid UTF-8 byte 0x"), F.substring(hexed, valid + 1, 2), F.lit(" at byte offset "),
+        (valid / 2).cast("long").cast("string"), F.lit(" of the record"),
+    )
+    message = F.when(valid < F.length(hexed), located).otherwise(F.lit("invalid UTF-8 in the record"))
+    return C.error_struct(
+        exception_class=INVALID_UTF8,
+        message=F.concat(message, F.lit(" (the record is kept base64-encoded in the DLQ)")),
+        **where,
+    )
+
+
+def _too_large_or_malformed(text: Column, what: str, max_string_length: int, where: dict) -> Column:
+    """For text that does not parse: over a parser size limit (it parses with the limit lifted), or malformed."""
+    with_string_limit = {"maxStringLen": str(max_string_length)}
+    longer_string = (F.length(text) > F.lit(max_string_length)) & F.from_json(
+        text, _STRING_MAP, {"maxStringLen": _NO_LIMIT}
+    ).isNotNull()
+    longer_number = F.from_json(text, _STRING_MAP, {**with_string_limit, "maxNumLen": _NO_LIMIT}).isNotNull()
+    return (
+        F.when(
+            longer_string,
+            C.error_struct(
+                exception_class=RECORD_TOO_LARGE,
+                message=F.concat(
+                    F.lit(f"{what} exceeds the parser's size limit of {max_string_length:,} characters for a string "
+                          "value (source setting max-string-length); the record is "),
+                    F.format_number(F.length(text), 0),
+                    F.lit(" characters long"),
+                ),
+                **where,
+            ),
+        )
+        .when(
+            longer_number,
+            C.error_struct(
+                exception_class=RECORD_TOO_LARGE,
+                message=f"{what} exceeds the parser's size limit of {JSON_MAX_NUMBER_LENGTH:,} digits for a number",
+                **where,
+            ),
+        )
+        .otherwise(
+            C.error_struct(exception_class=C.MALFORMED_RECORD, message=f"malformed JSON {what}: not a JSON object", **where)
+        )
+    )
+
+
+def json_error(
+    text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, what: str,
+    max_string_length: int = JSON_MAX_STRING_LENGTH, **where: str,
+) -> Column:
     """The error of a JSON record (an error struct) or NULL.
 
     ``typed(name)``: the field as parsed into ``schema``; ``failed``: TRUE when the parser rejected the text.
-    The reason of a rejection is worked out from ``text`` for rejected records only.
+    The reason of a rejection is worked out from ``text`` for rejected records only; ``max_string_length``:
+    the parser's limit the text was read with.
     """
-    m = F.from_json(text, _STRING_MAP)
+    m = F.from_json(text, _STRING_MAP, {"maxStringLen": str(max_string_length)})
     raw_of = {f.name: F.try_element_at(m, F.lit(f.name)) for f in schema.fields}
     missing_key = _missing(schema, lambda name: raw_of[name])
     wrong = [(f.name, raw_of[f.name].isNotNull() & typed(f.name).isNull()) for f in schema.fields]
     expected = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
-    reason = F.when(
-        m.isNull(),
-        C.error_struct(exception_class=C.MALFORMED_RECORD, message=f"malformed JSON {what}: not a JSON object", **where),
+    reason = F.when(is_invalid_utf8(text), _utf8_error(text, where)).when(
+        m.isNull(), _too_large_or_malformed(text, what, max_string_length, where)
     )
     if missing_key:
         reason = reason.when(_any([c for _, c in missing_key]), _missing_error(missing_key, what, where))
@@ -107,7 +202,19 @@ def csv_error(text: Column, typed: ValueOf, failed: Column, schema: T.StructType
     present = {f.name: p[f.name].isNotNull() & (p[f.name] != F.lit("")) for f in schema.fields}
     missing_key = [(f.name, ~present[f.name]) for f in schema.fields if not f.nullable]
     wrong = [(f.name, present[f.name] & p[f.name].try_cast(f.dataType).isNull()) for f in schema.fields]
+    replaced_at = F.instr(text, REPLACEMENT_CHARACTER)
     reason = F.when(
+        replaced_at > F.lit(0),
+        C.error_struct(
+            exception_class=INVALID_UTF8,
+            message=F.concat(
+                F.lit("invalid UTF-8 in the CSV line: the reader decoded a byte that is not UTF-8 as U+FFFD at character "),
+                (replaced_at - F.lit(1)).cast("string"),
+                F.lit(" of the line (0-based; the record is kept as decoded, the original bytes are in source_file)"),
+            ),
+            **where,
+        ),
+    ).when(
         p.isNull() | p[CORRUPT].isNotNull(),
         C.error_struct(
             exception_class=C.MALFORMED_RECORD, message=f"malformed CSV line: expected {len(schema.fields)} columns", **where
@@ -123,6 +230,20 @@ def csv_error(text: Column, typed: ValueOf, failed: Column, schema: T.StructType
         )
     )
     out = F.when(failed, reason)
+    replaced = [(f.name, typed(f.name).contains(REPLACEMENT_CHARACTER)) for f in schema.fields if isinstance(f.dataType, T.StringType)]
+    if replaced:  # the only check every CSV record pays: a byte search per string field
+        out = out.when(
+            _any([c for _, c in replaced]),
+            C.error_struct(
+                exception_class=INVALID_UTF8,
+                message=F.concat(
+                    F.lit("invalid UTF-8 in the CSV line: the reader decoded a byte that is not UTF-8 as U+FFFD in field(s) "),
+                    _names_where(replaced),
+                    F.lit(" (the record is kept as decoded, the original bytes are in source_file)"),
+                ),
+                **where,
+            ),
+        )
     missing_value = _missing(schema, typed)
     if missing_value:
         out = out.when(_any([c for _, c in missing_value]), _missing_error(missing_value, "record", where))

@@ -20,8 +20,9 @@ applies: destinations and the DLQ are written once each, commit markers in
    (source, file, position) and ``replay_count`` one more than before.
 
 Payloads are JSON: a record a processor failed (its fields as read) or a
-JSON line a source could not parse. A CSV line a source could not parse is
-not replayable (a replay would read it as JSON) and is left in the DLQ.
+JSON line a source could not parse. A CSV line a source could not parse and
+a line that is not UTF-8 are not replayable (a replay would read them as
+JSON) and are left in the DLQ.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from airflow_conduit.pipeline.report import STATUS_SUCCEEDED, read_json, utc_now
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.destinations import Destination, FileDestination, JdbcDestination, make_destination
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED
+from airflow_conduit.spark.parsing import INVALID_UTF8
 from airflow_conduit.spark.processors import ProcessorContext
 
 log = logging.getLogger(__name__)
@@ -106,6 +108,8 @@ def read_dlq(spark: SparkSession, dlq: Destination) -> list[dict[str, Any]]:
         reader = spark.read.format(fmt)
         if fmt == "csv":
             reader = reader.option("header", str(bool(dlq.settings.get("header", True))).lower())
+        if fmt == "json":  # a DLQ record may hold a value over the reader's default limit (RecordTooLargeError)
+            reader = reader.option("maxStringLen", str(2**31 - 1))
         frame = reader.load(str(dlq.settings["path"]))
     elif isinstance(dlq, JdbcDestination):
         try:
@@ -129,6 +133,8 @@ def _replayable(row: dict[str, Any], spec: PipelineSpec) -> str | None:
         return "its source is no longer in the spec"
     if row.get("stage") == "source" and source.plugin == "file" and source.settings.get("format") == "csv":
         return "a CSV line (payloads are replayed as JSON)"
+    if row.get("exception_class") == INVALID_UTF8:
+        return "a line that is not UTF-8 (its payload is its bytes, base64-encoded)"
     return None
 
 

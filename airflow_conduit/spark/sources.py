@@ -8,7 +8,8 @@ its per-record errors set.
 
 - file, json / csv: Spark's JSON / CSV reader with the declared schema in
   PERMISSIVE mode: a line that does not parse keeps its text in the
-  corrupt-record column (the only records that carry their text); blank
+  corrupt-record column (the only records that carry their text; a JSON
+  line that is not valid UTF-8 is kept base64-encoded, see ``parsing``); blank
   lines are not records; a CSV header line is not a record. Position = the
   record's number in its file: each file is read as its own partition
   (``ONE_FILE_PER_PARTITION``), so the number is the record's index in the
@@ -143,6 +144,11 @@ def csv_separator(spec: SourceSpec) -> str:
     return str(_setting(spec, "separator", ","))
 
 
+def json_max_string_length(spec: SourceSpec) -> int:
+    """The JSON parser's limit on one string value (Spark's ``maxStringLen``); a longer one is a DLQ record."""
+    return int(_setting(spec, "max-string-length", parsing.JSON_MAX_STRING_LENGTH))
+
+
 def _parsed_text_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     spec = plan.spec
     reader = (
@@ -154,7 +160,7 @@ def _parsed_text_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     if plan.parser == "csv":
         rows = reader.option("header", str(csv_header(spec)).lower()).option("sep", csv_separator(spec)).csv(_setting(spec, "path"))
     else:
-        rows = reader.json(_setting(spec, "path"))
+        rows = reader.option("maxStringLen", json_max_string_length(spec)).json(_setting(spec, "path"))
     return rows.select(
         *[F.col(C.quote(f.name)) for f in plan.schema.fields],
         F.lit(None).cast("long").alias("pos"),  # numbered per batch (monotonically_increasing_id is batch-only)
@@ -290,7 +296,10 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
         if plan.parser == "csv":
             error = parsing.csv_error(raw, value_of, failed, plan.schema, separator=csv_separator(plan.spec), **where)
         elif plan.parser == "json":
-            error = parsing.json_error(raw, value_of, failed, plan.schema, what="record", **where)
+            error = parsing.json_error(
+                raw, value_of, failed, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec),
+                **where,
+            )
         else:  # parquet: typed already; only NOT NULL fields can fail
             error = parsing.json_error(F.lit(None).cast("string"), value_of, F.lit(False), plan.schema, what="record", **where)
     fields = [value_of(f.name).alias(f.name) for f in plan.schema.fields]
@@ -305,7 +314,7 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
         F.col(C.SOURCE_INDEX),
         F.col(C.POSITION),
         F.col(C.SEQ),
-        F.coalesce(raw, as_read).alias(C.RAW),
+        F.coalesce(parsing.kept_text(raw) if plan.parser == "json" else raw, as_read).alias(C.RAW),
         error.alias(C.ERROR),
         F.lit(False).alias(C.FILTERED),
         *originals,

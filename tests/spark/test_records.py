@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 
 import pytest
 
@@ -68,3 +70,99 @@ def test_bad_records_go_to_the_dlq_with_stage_and_context(spark, tmp_path):
     assert report.counters["total-record-failures"] == 5
     assert report.counters["deadletterqueue-records-produced"] == 5
     assert report.status == "succeeded" and report.first_record_written_at is not None
+
+
+# -- strict UTF-8 and the parser's size limits ------------------------------------------------------------
+
+
+def _write_bytes(folder, name: str, lines: list[bytes]):
+    """Like write_lines, for lines that are not (all) UTF-8."""
+    path = write_lines(folder, name, [])  # a later modification time than every file written before
+    mtime = path.stat().st_mtime
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def _run(spark, tmp_path, source):
+    spec = pipeline("edges", [source], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq", size=0))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    # read without Spark: Spark's JSON reader would not read back a value over its own 20,000,000-character limit
+    dlq = [json.loads(line) for part in (tmp_path / "dlq").rglob("part-*.json") for line in part.open(encoding="utf-8")]
+    return report, read_json_rows(spark, tmp_path / "out"), {r["source_position"]: r for r in dlq}
+
+
+def test_json_lines_that_are_not_utf8_go_to_the_dlq_with_the_byte_and_their_bytes(spark, tmp_path):
+    lines = [
+        good(1).encode(),
+        b'{"id": 2, "name": "caf\xe9", "amount": 1.0}',          # latin-1 e-acute: 0xE9 at byte offset 22
+        good(3).replace("n3", "caf\u00e9").encode(),               # real UTF-8: a good record
+        b'{"id": 4, "other": "\xff", "amount": 1.0}',             # in a field outside the schema
+        b'{"id": 5, "name": "\xed\xa0\x80", "amount": 1.0}',  # a UTF-16 surrogate encoded as UTF-8
+    ]
+    _write_bytes(tmp_path / "in", "a.json", lines)
+    report, written, dlq = _run(spark, tmp_path, file_source(tmp_path / "in"))
+
+    assert sorted(r["id"] for r in written) == [1, 3]
+    assert {r["name"] for r in written} == {"n1", "caf\u00e9"}
+    assert not any("\ufffd" in json.dumps(r, ensure_ascii=False) for r in written)
+    assert sorted(dlq) == [2, 4, 5]
+    expected = {2: "0xE9 at byte offset 22", 4: "0xFF at byte offset 20", 5: "0xED at byte offset 19"}
+    for position, where in expected.items():
+        row = dlq[position]
+        assert row["stage"] == "source" and row["exception_class"] == "airflow_conduit.spark.InvalidUtf8Error"
+        assert row["exception_message"].startswith(f"invalid UTF-8 byte {where} of the record"), row["exception_message"]
+        assert base64.b64decode(row["record"]) == lines[position - 1]  # every byte kept
+        assert lines[position - 1][int(where.rsplit(" ", 1)[1])] == int(where[2:4], 16)
+    assert report.totals["read"] == 5 and report.totals["dlq"] == 3 and report.totals["written"] == {"out": 2}
+
+
+def test_csv_lines_that_are_not_utf8_go_to_the_dlq_naming_the_field(spark, tmp_path):
+    lines = [
+        b"id,name,amount",
+        b"1,n1,1.5",
+        b"2,caf\xe9,2.0",          # an invalid byte in a string field: the reader decodes it as U+FFFD
+        "3,caf\u00e9,3.0".encode(),  # real UTF-8
+        b"4,n4,4\xff",             # in a number: the line does not parse
+    ]
+    _write_bytes(tmp_path / "in", "a.csv", lines)
+    report, written, dlq = _run(spark, tmp_path, file_source(tmp_path / "in", fmt="csv"))
+
+    assert sorted(r["id"] for r in written) == [1, 3]
+    assert not any("\ufffd" in json.dumps(r, ensure_ascii=False) for r in written)
+    assert sorted(dlq) == [3, 5]  # line numbers (the header is line 1)
+    assert all(r["exception_class"] == "airflow_conduit.spark.InvalidUtf8Error" for r in dlq.values())
+    assert "as U+FFFD in field(s) name " in dlq[3]["exception_message"]
+    assert json.loads(dlq[3]["record"])["name"] == "caf\ufffd"  # kept as decoded (documented)
+    assert "as U+FFFD at character 6 of the line" in dlq[5]["exception_message"]
+    assert dlq[5]["record"] == "4,n4,4\ufffd"
+    assert report.totals["read"] == 4 and report.totals["dlq"] == 2
+
+
+def test_a_record_over_the_parser_size_limits_is_kept_with_a_message_that_says_so(spark, tmp_path):
+    limit = 20_000_000  # Spark 4.2's JSON maxStringLen default
+    long_value = json.dumps({"id": 2, "name": "x" * (limit + 1), "amount": 1.0})
+    long_number = '{"id": 3, "name": "n3", "amount": 1' + "0" * 1200 + "}"
+    write_lines(tmp_path / "in", "a.json", [good(1), long_value, long_number, '{"id": 4, "name": ', good(5)])
+    report, written, dlq = _run(spark, tmp_path, file_source(tmp_path / "in"))
+
+    assert sorted(r["id"] for r in written) == [1, 5]
+    assert sorted(dlq) == [2, 3, 4]
+    assert dlq[2]["exception_class"] == "airflow_conduit.spark.RecordTooLargeError"
+    assert dlq[2]["exception_message"] == (
+        "record exceeds the parser's size limit of 20,000,000 characters for a string value "
+        f"(source setting max-string-length); the record is {len(long_value):,} characters long"
+    )
+    assert dlq[2]["record"] == long_value  # kept whole
+    assert dlq[3]["exception_class"] == "airflow_conduit.spark.RecordTooLargeError"
+    assert "size limit of 1,000 digits for a number" in dlq[3]["exception_message"]
+    assert dlq[4]["exception_class"].endswith("MalformedRecordError")  # still malformed when it is
+
+
+def test_max_string_length_raises_the_json_parser_limit(spark, tmp_path):
+    value = "y" * 300
+    write_lines(tmp_path / "in", "a.json", [json.dumps({"id": 1, "name": value, "amount": 1.0}), good(2)])
+    report, written, dlq = _run(spark, tmp_path, file_source(tmp_path / "in", **{"max-string-length": 100}))
+    assert [r["id"] for r in written] == [2]
+    assert "size limit of 100 characters for a string value" in dlq[1]["exception_message"]

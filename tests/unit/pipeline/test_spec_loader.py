@@ -75,7 +75,10 @@ def test_minimal_spec_gets_conduit_and_kip298_defaults(tmp_path):
     assert spec.source_file == "mem.yaml"
     (source,) = spec.sources
     assert source.plugin == "file"  # "builtin:" prefix stripped
-    assert source.settings == {"path": str(tmp_path / "data" / "in"), "format": "json", "schema": "id INT, customer STRING"}
+    assert source.settings == {
+        "path": str(tmp_path / "data" / "in"), "format": "json", "schema": "id INT, customer STRING",
+        "max-string-length": 20_000_000,  # Spark's JSON maxStringLen default, made visible
+    }
     assert "header" not in source.settings  # header applies to csv only: no default filled for json
     # Conduit's DLQ defaults: builtin:log at warn, window 1, threshold 0 (the first nack stops the pipeline).
     dlq = spec.dead_letter_queue
