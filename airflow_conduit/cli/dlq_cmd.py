@@ -67,6 +67,9 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.dry_run:
         for error, count in sorted(result.errors.items(), key=lambda item: -item[1]):
             print(f"  would still fail: {count}  {error}")
+    for processor, rules in sorted(result.expectations.items()):
+        for name, c in rules.items():
+            print(f"  expectation {processor}/{name} ({c['action']}): passed={c['passed']} failed={c['failed']}")
     if args.json:
         print(json.dumps(result.to_dict(), sort_keys=True))
     return EXIT_OK

@@ -180,6 +180,7 @@ def replay_totals(result, request) -> dict:
         "skipped_already_replayed": int(result.skipped.get("already replayed", 0)),
         "skipped": dict(result.skipped),
         "errors": dict(result.errors),  # a dry run: what would still fail, grouped by error
+        "expectations": dict(result.expectations),  # per rule: passed / failed (a dry run: would pass / fail)
     }
 
 

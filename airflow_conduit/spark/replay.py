@@ -42,6 +42,7 @@ from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.pipeline.replay_request import ReplayFilter  # noqa: F401 - the filters live with the request (pure Python)
 from airflow_conduit.pipeline.report import STATUS_SUCCEEDED, read_json, utc_now_iso, write_json_atomic
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark import expectations
 from airflow_conduit.spark.destinations import Destination, FileDestination, JdbcDestination, make_destination
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED
 from airflow_conduit.spark.parsing import INVALID_UTF8
@@ -68,6 +69,7 @@ class ReplayResult:
     dry_run: bool = False
     batch: dict[str, Any] | None = None  # the replay batch's run report entry (counts, expectation counts)
     counters: dict[str, Any] = field(default_factory=dict)  # the replay's KIP-298 counters
+    expectations: dict[str, Any] = field(default_factory=dict)  # per-rule counts (processor -> rule -> counts)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -291,6 +293,7 @@ def replay(
         runner._process_batch(batch, batch_id)
     entry = runner.report.batches[-1]
     result.batch, result.counters = entry, dict(runner.report.counters)
+    result.expectations = dict(entry.get("expectations") or {})
     result.written = dict(entry["written"])
     result.still_failing = int(entry["dlq"])
     result.filtered = int(entry["filtered"])
@@ -312,6 +315,15 @@ def _replay_faults(faults: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**faults, "crash_after_destination": {**crash, "batch": -abs(int(crash["batch"]))}}
 
 
+def _rule_verdicts(rules) -> dict[str, Any]:
+    """Per rule, the conditions counted as passed / failed (named as ``expectations.counts`` reads them)."""
+    out: dict[str, Any] = {}
+    for rule in rules:
+        out[f"x{rule.index}p"] = ~F.col(rule.column)
+        out[f"x{rule.index}f"] = F.col(rule.column)
+    return out
+
+
 def _dry_run(runner, batch: DataFrame, result: ReplayResult) -> None:
     """What the replay would do, grouped by error, in one Spark job; nothing is written."""
     ctx = ProcessorContext(spec=runner.spec)
@@ -319,9 +331,13 @@ def _dry_run(runner, batch: DataFrame, result: ReplayResult) -> None:
         status, _ = runner._plan_batch(batch, ctx)
         error = F.when(F.col(NACKED), F.concat_ws(": ", F.col(C.ERROR)["component_id"], F.col(C.ERROR)["message"]))
         fate = (F.when(F.col(NACKED), F.lit("fail")).when(F.col(FILTERED_ALL), F.lit("filtered")).otherwise(F.lit("pass")))
-        rows = status.groupBy(fate.alias("fate"), error.alias("error")).count().collect()
+        verdicts = [F.count_if(c).alias(name) for name, c in _rule_verdicts(runner.rules).items()]
+        rows = status.groupBy(fate.alias("fate"), error.alias("error")).agg(F.count(F.lit(1)).alias("count"), *verdicts).collect()
     finally:
         ctx.release()
+    if runner.rules:  # per rule, what would pass / fail it (warn rules included), from the same job
+        observed = {name: sum(row[name] for row in rows) for name in _rule_verdicts(runner.rules)}
+        result.expectations = expectations.counts(runner.rules, observed)
     for row in rows:
         if row["fate"] == "pass":
             result.passed += row["count"]

@@ -151,3 +151,29 @@ def test_a_record_missing_a_required_field_keeps_its_fields_in_the_dlq_and_repla
     done = replay(spark, _spec(tmp_path, "id BIGINT NOT NULL, name STRING, code INT"), state_dir=state)
     assert (done.selected, done.passed) == (1, 1)
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "lake")) == [1, 2]
+
+
+def test_replay_after_a_rule_fix_counts_every_rule_in_the_dry_run_and_the_replay(spark, tmp_path):
+    from spark_helpers import proc
+
+    state = tmp_path / "state"
+    amounts = {1: 5.0, 2: -1.0, 3: 2.0, 4: -10.0}
+    write_lines(tmp_path / "in", "a.json", [json.dumps({"id": i, "name": f"n{i}", "amount": a}) for i, a in amounts.items()])
+
+    def spec(rules):
+        return pipeline("rules", [file_source(tmp_path / "in")], [file_dest(tmp_path / "lake", did="lake")],
+                        processors=[proc("quality", "expect", rules=rules)], dlq=dlq_file(tmp_path / "dlq", size=0))
+
+    strict = [{"name": "positive", "condition": "amount > 0", "action": "drop"}]
+    code, report = execute(spark, spec(strict), state_dir=state, run_id="r1")
+    assert code == 0 and report.totals["dlq"] == 2
+    fixed = spec([{"name": "positive", "condition": "amount >= -5", "action": "drop"},  # the fix: small refunds are fine
+                  {"name": "not-negative", "condition": "amount >= 0", "action": "warn"}])
+
+    dry = replay(spark, fixed, state_dir=state, dry_run=True, filters=ReplayFilter(rules=("positive",)))
+    assert (dry.selected, dry.passed, dry.still_failing) == (2, 1, 1)
+    assert dry.expectations == {"quality": {"positive": {"action": "drop", "passed": 1, "failed": 1},
+                                            "not-negative": {"action": "warn", "passed": 0, "failed": 2}}}
+    done = replay(spark, fixed, state_dir=state, filters=ReplayFilter(rules=("positive",)))
+    assert done.expectations == dry.expectations and done.batch["expectations"] == dry.expectations
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "lake")) == [1, 2, 3]

@@ -104,3 +104,12 @@ def test_an_unforeseen_error_is_one_line_not_a_traceback(monkeypatch, capsys):
     monkeypatch.setenv(cli_main.DEBUG_ENV, "1")
     with pytest.raises(ZeroDivisionError):
         cli_main.main(["boom"])
+
+
+def test_dlq_replay_refuses_a_bad_filter_by_name_before_spark_starts(folder):
+    (folder / "s").mkdir()
+    refused(cli("dlq", "replay", "good.yaml", "--state-dir", "s", "--since", "yesterday", cwd=folder),
+            "dlq replay: since: expected an ISO-8601 time")
+    refused(cli("dlq", "replay", "good.yaml", "--state-dir", "s", "--batch-min", "5", "--batch-max", "2", cwd=folder),
+            "batch_min 5 is greater than batch_max 2")
+    assert list((folder / "s").iterdir()) == []  # nothing was replayed, nothing marked
