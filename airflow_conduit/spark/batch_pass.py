@@ -29,6 +29,7 @@ from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark.dlq import dlq_record
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
+from airflow_conduit.spark.observed import ObservedMetrics
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class BatchPass:
         else:
             r._where = ("runner", None, None)
             observed.write.format("noop").mode("overwrite").save()
-        metrics = observation.get
+        metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",))  # the DLQ rows stay in the JVM
         counts = {"read": int(metrics["read"]), "nacked": int(metrics["nacked"]), "filtered": int(metrics["filtered"])}
         counts.update({f"w{br.index}": int(metrics[f"w{br.index}"]) for br in self.branches})
         result.counts = counts
@@ -152,7 +153,7 @@ class BatchPass:
 
     # -- DLQ --------------------------------------------------------------------------------------------
 
-    def _write_dlq(self, metrics: dict[str, Any], nacked: int) -> int:
+    def _write_dlq(self, metrics: ObservedMetrics, nacked: int) -> int:
         """Write the batch's nacked records to the DLQ and commit it; returns the rows written."""
         r = self.runner
         try:
@@ -165,20 +166,17 @@ class BatchPass:
         r.crash_hook(DEAD_LETTER_QUEUE_ID, self.batch_id)
         return nacked
 
-    def _dlq_frame(self, metrics: dict[str, Any], nacked: int) -> DataFrame:
-        collected = metrics.get("dlq") or []
-        if len(collected) == nacked:
-            schema = self.status.select(self.dlq_row.alias("d")).schema["d"].dataType
-            rows = [entry["row"] for entry in sorted(collected, key=lambda e: e["seq"])]
-            return self.runner.spark.createDataFrame(rows, schema=schema)
+    def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
+        if metrics.size("dlq") == nacked:  # min_by returns them in read order
+            return metrics.elements("dlq", "row")
         # more nacked records than the first pass gathers: a second pass reads just them
         return self.status.where(F.col(NACKED)).select(self.dlq_row.alias("d")).select("d.*")
 
     # -- nack window ------------------------------------------------------------------------------------
 
-    def _nacked_indices(self, metrics: dict[str, Any], nacked: int) -> list[int]:
+    def _nacked_indices(self, metrics: ObservedMetrics, nacked: int) -> list[int]:
         """0-based read-order indices of the batch's nacked records (partition by partition, record by record)."""
-        seqs = [e["seq"] for e in metrics["dlq"]] if metrics.get("dlq") is not None else list(metrics.get("seqs") or [])
+        seqs = metrics.field("dlq", "seq") if "dlq" in metrics.heavy else list(metrics.get("seqs") or [])
         if len(seqs) != nacked:
             seqs = [row[0] for row in self.status.where(F.col(NACKED)).select(C.SEQ).collect()]
         bins = metrics.get("partitions") or []
@@ -193,7 +191,7 @@ class BatchPass:
             total += sizes[partition]
         return sorted(offsets.get(seq >> PARTITION_SHIFT, 0) + (seq & POSITION_MASK) for seq in seqs)
 
-    def _advance_window(self, metrics: dict[str, Any], counts: dict[str, int], saved: dict[str, Any] | None):
+    def _advance_window(self, metrics: ObservedMetrics, counts: dict[str, int], saved: dict[str, Any] | None):
         """Advance the nack window over this batch: (index of the crossing record or None, replayed, window).
 
         A batch whose window was saved by an earlier attempt (saved after all its writes) keeps that
@@ -209,7 +207,7 @@ class BatchPass:
         crossed = window.apply_batch(counts["read"], indices)
         return crossed, False, window
 
-    def _generator_done(self, metrics: dict[str, Any]) -> bool:
+    def _generator_done(self, metrics: ObservedMetrics) -> bool:
         plans = [p for p in self.runner.plans if p.records is not None]
         if not plans or self.spec.mode != "available-now":
             return False

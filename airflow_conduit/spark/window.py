@@ -15,6 +15,7 @@ and restarts.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from pathlib import Path
 from typing import Any, Iterable
@@ -45,10 +46,11 @@ class NackWindow:
         self.nacks += int(nacked) - int(oldest)
 
     def ack(self, count: int = 1) -> None:
-        if self.nacks == 0 or self.size == 0 or self.exceeded:
+        if self.nacks == 0 or self.size == 0 or self.exceeded or count <= 0:
             return
-        for _ in range(min(count, self.size)):
-            self._store(False)
+        count = min(count, self.size)  # acks push out the oldest outcomes: at most the whole window
+        self.nacks -= sum(itertools.islice(self.outcomes, count))
+        self.outcomes.extend(itertools.repeat(False, count))
 
     def nack(self) -> bool:
         """Record a nack; False when it exceeds the threshold (the pipeline must stop)."""

@@ -1,0 +1,64 @@
+"""A pass's observed metrics, read without bringing the DLQ rows into Python.
+
+PySpark's ``Observation.get`` pickles the whole metrics row into Python. The
+pass's row holds up to ``DLQ_COLLECT_LIMIT`` DLQ rows, which then went back
+to the JVM for the DLQ write: about a second per batch of 20,000 bad records,
+on the driver, while the executors wait. Here the row stays in the JVM as a
+one-row DataFrame (a local relation: reading it runs no Spark job); the small
+metrics come to Python, the DLQ rows go to the DLQ write as a DataFrame.
+
+This is the one place that uses PySpark's private ``Observation._jo`` (the
+JVM observation, whose ``getRow`` is what ``Observation.get`` reads); its
+contract is tested in tests/spark/test_observed.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+
+def _jvm_row(observation: Observation):
+    """The observed row as a JVM ``Row`` (waits, like ``Observation.get``, for the observed action to finish)."""
+    jo = getattr(observation, "_jo", None)
+    if jo is None:
+        raise RuntimeError("the observation was not used by an action (PySpark's Observation._jo is unset)")
+    return jo.getRow()
+
+
+def _as_frame(spark: SparkSession, jrow) -> DataFrame:
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    rows = spark.sparkContext._jvm.java.util.Collections.singletonList(jrow)
+    return ClassicDataFrame(spark._jsparkSession.createDataFrame(rows, jrow.schema()), spark)
+
+
+class ObservedMetrics:
+    """The metrics of one observation: ``values`` (all but ``heavy``) in Python, the ``heavy`` ones as DataFrames."""
+
+    def __init__(self, spark: SparkSession, observation: Observation, heavy: tuple[str, ...] = ()):
+        self.frame = _as_frame(spark, _jvm_row(observation))
+        self.heavy = tuple(h for h in heavy if h in self.frame.columns)
+        light = [c for c in self.frame.columns if c not in self.heavy]
+        self.values: dict[str, Any] = self.frame.select(*light).collect()[0].asDict(recursive=False) if light else {}
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    def size(self, name: str) -> int:
+        """How many elements the heavy array metric ``name`` holds (0 when it is NULL)."""
+        return int(self.frame.select(F.coalesce(F.size(name), F.lit(0))).collect()[0][0])
+
+    def field(self, name: str, field: str) -> list[Any]:
+        """One field of every element of the heavy array metric ``name`` (in its order)."""
+        values = self.frame.select(F.col(name)[field]).collect()[0][0]
+        return list(values or [])
+
+    def elements(self, name: str, field: str) -> DataFrame:
+        """The struct ``field`` of every element of the heavy array metric ``name``, one row each, in order."""
+        return self.frame.select(F.explode(name).alias("e")).select(f"e.{field}.*")
