@@ -250,9 +250,10 @@ def csv_error(text: Column, typed: ValueOf, failed: Column, schema: T.StructType
     return out
 
 
-def from_json_text(text: Column, schema: T.StructType) -> Column:
+def from_json_text(text: Column, schema: T.StructType, *, max_string_length: int = JSON_MAX_STRING_LENGTH) -> Column:
     """``text`` parsed into ``schema`` (PERMISSIVE): a struct with the corrupt-record field set on failure."""
-    return F.from_json(text, reader_schema(schema), {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, "maxStringLen": str(max_string_length)}
+    return F.from_json(text, reader_schema(schema), options)
 
 
 def _ddl(schema: T.StructType) -> str:

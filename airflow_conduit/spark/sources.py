@@ -285,11 +285,12 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
     rows = rows.withColumn(C.SEQ, seq)
     where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
     raw = F.col(C.RAW)
-    if plan.parser == "generator":
-        parsed = parsing.from_json_text(raw, plan.schema)
+    if plan.parser == "generator":  # also a DLQ replay's payloads, parsed with their source's limit
+        limit = json_max_string_length(plan.spec)
+        parsed = parsing.from_json_text(raw, plan.schema, max_string_length=limit)
         value_of = lambda name: parsed[name]  # noqa: E731
         failed = raw.isNotNull() & (parsed.isNull() | parsed[parsing.CORRUPT].isNotNull())
-        error = parsing.json_error(raw, value_of, failed, plan.schema, what="record", **where)
+        error = parsing.json_error(raw, value_of, failed, plan.schema, what="record", max_string_length=limit, **where)
     else:
         value_of = lambda name: F.col(plan.field_column(name))  # noqa: E731
         failed = raw.isNotNull()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -177,3 +178,27 @@ def test_replay_after_a_rule_fix_counts_every_rule_in_the_dry_run_and_the_replay
     done = replay(spark, fixed, state_dir=state, filters=ReplayFilter(rules=("positive",)))
     assert done.expectations == dry.expectations and done.batch["expectations"] == dry.expectations
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "lake")) == [1, 2, 3]
+
+def test_a_record_over_the_size_limit_is_replayed_once_the_limit_is_raised_and_a_non_utf8_line_is_left(spark, tmp_path):
+    state = tmp_path / "state"
+    big = json.dumps({"id": 2, "name": "x" * 300, "code": 7})
+    folder = tmp_path / "in"
+    path = write_lines(folder, "a.json", [])
+    mtime = path.stat().st_mtime
+    path.write_bytes(b"\n".join([_line(1).encode(), big.encode(), b'{"id": 3, "name": "caf\xe9", "code": 7}']) + b"\n")
+    os.utime(path, (mtime, mtime))
+
+    def spec(limit: int):
+        source = file_source(folder, schema=STRICT, **{"max-string-length": limit})
+        return pipeline("replay", [source], [file_dest(tmp_path / "lake", did="lake")], dlq=dlq_file(tmp_path / "dlq", size=0))
+
+    code, report = execute(spark, spec(100), state_dir=state, run_id="r1")
+    assert code == 0 and report.totals["dlq"] == 2
+    classes = sorted(r["exception_class"].rsplit(".", 1)[1] for r in read_json_rows(spark, tmp_path / "dlq"))
+    assert classes == ["InvalidUtf8Error", "RecordTooLargeError"]
+
+    done = replay(spark, spec(1000), state_dir=state)
+    assert (done.selected, done.passed, done.still_failing) == (1, 1, 0)
+    assert done.skipped == {"a line that is not UTF-8 (its payload is its bytes, base64-encoded)": 1}
+    lake = {r["id"]: r for r in read_json_rows(spark, tmp_path / "lake")}
+    assert sorted(lake) == [1, 2] and lake[2]["name"] == "x" * 300
