@@ -10,6 +10,9 @@ what would still fail, grouped by error, then without it. The replay
 (DeadLetterQueueReplayOperator) runs after the pipeline in the same DAG run,
 never beside it: one driver per state directory, and `max_active_runs=1`.
 
+It is the orders pipeline of `conduit_orders_available_now` with the loop around it
+(same spec, outputs and state directory): unpause one of the two.
+
 Params (the trigger form, or `airflow dags trigger -c '{...}'`):
   spec, state_dir     the pipeline (default: the bundled orders example)
   replay              run the DLQ replay after the pipeline (default false: scheduled runs skip it)
@@ -45,7 +48,9 @@ with DAG(
     tags=["conduit", "spark", "dlq", "example"],
     params={
         "spec": Param(str(REPO / "examples" / "orders" / "pipeline.yaml"), type="string"),
-        "state_dir": Param(str(STATE_ROOT / "orders-dlq-loop"), type="string"),
+        # The same pipeline as conduit_orders_available_now (same spec, outputs and state dir): run one of the
+        # two DAGs, not both; sharing the state dir means even both never process a record twice.
+        "state_dir": Param(str(STATE_ROOT / "orders"), type="string"),
         "replay": Param(False, type="boolean", description="replay the DLQ after the pipeline (after you fixed the spec)"),
         "dry_run": Param(True, type="boolean", description="the replay only reports what would pass / still fail"),
         "stages": NAMES, "components": NAMES, "rules": NAMES, "error_classes": NAMES,
