@@ -154,8 +154,8 @@ def _rendered(session: Session, dag_id: str, run_id: str, task_id: str, map_inde
     return value if isinstance(value, dict) else {}
 
 
-def _recovery_file_carry(task: PipelineTask) -> dict[str, Any] | None:
-    """``STATE_DIR/recovery.json``'s carry, only when it names this task instance (it holds the latest owner)."""
+def _recovery_file_record(task: PipelineTask) -> dict[str, Any] | None:
+    """``STATE_DIR/recovery.json``, only when it names this task instance (it holds the latest owner)."""
     if task.state_dir is None:
         return None
     try:
@@ -163,10 +163,9 @@ def _recovery_file_carry(task: PipelineTask) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     owner = {"dag_id": task.dag_id, "run_id": task.run_id, "task_id": task.task_id, "map_index": task.map_index}
-    if not isinstance(record, dict) or record.get("owner") != owner:
+    if not isinstance(record, dict) or record.get("owner") != owner or not isinstance(record.get("carry"), dict):
         return None
-    carry = record.get("carry")
-    return carry if isinstance(carry, dict) else None
+    return record
 
 
 def load_task(session: Session, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> PipelineTask | None:
@@ -194,9 +193,24 @@ def load_task(session: Session, dag_id: str, run_id: str, task_id: str, map_inde
         carry=_carry(session, dag_id, run_id, task_id, map_index),
         rendered=_rendered(session, dag_id, run_id, task_id, map_index),
     )
-    if task.carry is None:
-        task.carry = _recovery_file_carry(task)
+    apply_recovery_file(task, _recovery_file_record(task))
     return task
+
+
+def apply_recovery_file(task: PipelineTask, record: dict[str, Any] | None) -> None:
+    """Complete ``task`` with its ``recovery.json`` record (one that names this task instance).
+
+    The file's carry stands in when Airflow kept none; a ``stopped`` record wins over the store and
+    XCom: a stop recorded by on_kill (the user marked or cleared the deferred task) reaches only the
+    file, the triggerer having no task context to update them (as in the operator's ``_load_carry``).
+    """
+    if record is None:
+        return
+    stopped = record.get("pipeline_state") == "stopped"
+    if task.carry is None or stopped:
+        task.carry = record["carry"]
+    if stopped:
+        task.xcom[XCOM_STATE] = "stopped"
 
 
 def latest_pipeline_tasks(session: Session, dag_ids: set[str]) -> list[PipelineTask]:

@@ -159,6 +159,14 @@ class Api:
         response.raise_for_status()
         return response.json()
 
+    def page(self, path: str, **params) -> str:
+        """An HTML page of the api-server outside /api/v2 (the UI plugin's views under /conduit)."""
+        import httpx
+
+        response = httpx.get(self.base_url + path, params=params, timeout=60)
+        response.raise_for_status()
+        return response.text
+
     def try_get(self, path: str, **params):
         """The JSON answer, or None while the server is not there or says no (startup)."""
         import httpx
@@ -300,7 +308,17 @@ def deployment_env(root: Path, database: dict, api_port: int) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), here) if p),
         }
     )
+    if not plugin_entry_point_installed():
+        # A venv installed before the plugin's entry point existed (pip install -e of an older tree): the
+        # api-server loads the UI plugin through provider info instead (docs/ui.md), as a new install would.
+        env["AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS"] = "False"
     return env
+
+
+def plugin_entry_point_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(ep.value.startswith("airflow_conduit.plugins") for ep in entry_points(group="airflow.plugins"))
 
 
 def triggerer_env(env: dict[str, str], name: str) -> dict[str, str]:

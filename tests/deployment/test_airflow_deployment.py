@@ -287,6 +287,9 @@ def test_marking_the_continuous_task_success_stops_the_driver_and_records_stoppe
     assert "stopped by user" in events[-1]["message"]
     assert not lease.is_held(lease.lease_path(state_dir))
     assert api_state(deployment, run_id) == "success"
+    # The Pipeline tab says so too, although the task's XCom was last written while it ran.
+    view = api.page("/conduit/ti", dag_id=EVENTS_DAG, run_id=run_id, task_id=EVENTS_TASK, map_index="-1")
+    assert 'class="badge state-stopped"' in view and 'class="badge state-running"' not in view
 
     # The driver stopped gracefully (SIGTERM): its report names the stop, and the outputs match it.
     report = json.loads(Path(handle["report_path"]).read_text())

@@ -451,3 +451,29 @@ def _stop(proc) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_a_stop_recorded_in_the_state_dir_wins_over_the_running_state_airflow_kept():
+    """A user stop of a deferred task is recorded by the trigger's on_kill in recovery.json only (no task
+    context in the triggerer): the task's XCom and task_state_store still say running. The view says stopped
+    (seen on the deployment layer, tests/deployment)."""
+    from airflow_conduit.plugins.records import PipelineTask, apply_recovery_file
+
+    def carry(*events: str) -> dict:
+        audit = [{"at": f"2026-01-01T00:00:0{i}+00:00", "event": e, "pipeline_state": "running" if e == "started" else e,
+                  "message": e, "details": {}} for i, e in enumerate(events)]
+        return {"recovery": {"pipeline_state": audit[-1]["pipeline_state"], "audit": audit}, "submissions": 1}
+
+    def task() -> PipelineTask:
+        return PipelineTask(dag_id="d", run_id="r", task_id="t", map_index=-1, ti_state="success", try_number=1,
+                            start_date=None, end_date=None, xcom={"pipeline_state": "running"}, carry=carry("started"))
+
+    stopped, running = task(), task()
+    apply_recovery_file(stopped, {"pipeline_state": "stopped", "carry": carry("started", "stopped")})
+    apply_recovery_file(running, {"pipeline_state": "running", "carry": carry("started")})
+    assert stopped.pipeline_state == "stopped" and [e["event"] for e in stopped.audit] == ["started", "stopped"]
+    assert running.pipeline_state == "running"
+    kept_none = task()
+    kept_none.carry = None
+    apply_recovery_file(kept_none, {"pipeline_state": "running", "carry": carry("started")})
+    assert kept_none.carry == carry("started")
