@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
-from airflow_conduit.spark.dlq import dlq_record
+from airflow_conduit.spark.dlq import dlq_record, pending_text, with_reasons
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
@@ -109,7 +109,7 @@ class BatchPass:
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
         status = self.status
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
-            entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"))
+            entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"), pending_text().alias("text"))
             status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
         if r.rules:
             status = status.withColumns(expectations.offender_columns(r.rules, r.plans))
@@ -167,10 +167,12 @@ class BatchPass:
         return nacked
 
     def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
+        plans = self.runner.plans
         if metrics.size("dlq") == nacked:  # min_by returns them in read order
-            return metrics.elements("dlq", "row")
+            return with_reasons(metrics.elements("dlq"), plans)
         # more nacked records than the first pass gathers: a second pass reads just them
-        return self.status.where(F.col(NACKED)).select(self.dlq_row.alias("d")).select("d.*")
+        nacked_rows = self.status.where(F.col(NACKED))
+        return with_reasons(nacked_rows.select(self.dlq_row.alias("row"), pending_text().alias("text")), plans)
 
     # -- nack window ------------------------------------------------------------------------------------
 

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.model import PipelineSpec
 from airflow_conduit.pipeline.secrets import redact
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.sources import SourcePlan, origin_file, origin_position, origin_split, per_source
+from airflow_conduit.spark import parsing
+from airflow_conduit.spark.sources import (
+    SourcePlan,
+    json_max_string_length,
+    origin_file,
+    origin_position,
+    origin_split,
+    per_source,
+)
 
 
 def component_configs(spec: PipelineSpec) -> dict[str, str]:
@@ -71,3 +79,44 @@ def dlq_record(
         _original_record(spec, plans, keep_originals).alias("record"),
         _configs(spec, err).alias("configs"),
     )
+
+
+# -- reasons worked out after the pass (parsing.PENDING_REASON) ---------------------------------------------
+
+
+def pending_text() -> Column:
+    """The text of a rejected line whose reason is still to be worked out; NULL for every other record."""
+    return F.when(F.col(C.ERROR)["exception_class"] == F.lit(parsing.PENDING_REASON), F.col(C.RAW))
+
+
+def _reason(plans: list[SourcePlan], text: Column, source_id: Column) -> Column | None:
+    reason = None
+    for plan in plans:
+        if plan.parser != "json":
+            continue
+        where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
+        found = parsing.rejected_json_reason(
+            text, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec), **where
+        )
+        cond = source_id == F.lit(plan.id)
+        reason = F.when(cond, found) if reason is None else reason.when(cond, found)
+    return reason
+
+
+def with_reasons(entries: DataFrame, plans: list[SourcePlan]) -> DataFrame:
+    """DLQ rows from ``entries`` (columns ``row``: a ``dlq_record``, ``text``: ``pending_text()``), every
+    pending reason worked out (on these few rows, after the pass)."""
+    row = F.col("row")
+    reason = _reason(plans, F.col("text"), row["source_id"])
+    if reason is not None:
+        refined = row.withField("exception_class", reason["exception_class"]).withField("exception_message", reason["message"])
+        row = F.when(F.col("text").isNotNull(), refined).otherwise(row)
+    return entries.select(row.alias("row")).select("row.*")
+
+
+def error_with_reason(plans: list[SourcePlan]) -> Column:
+    """The record's error (``C.ERROR``) with a pending reason worked out: for a plan over the nacked records only."""
+    reason = _reason(plans, F.col(C.RAW), F.col(C.SOURCE_ID))
+    if reason is None:
+        return F.col(C.ERROR)
+    return F.when(pending_text().isNotNull(), reason).otherwise(F.col(C.ERROR))

@@ -59,6 +59,7 @@ class ObservedMetrics:
         values = self.frame.select(F.col(name)[field]).collect()[0][0]
         return list(values or [])
 
-    def elements(self, name: str, field: str) -> DataFrame:
-        """The struct ``field`` of every element of the heavy array metric ``name``, one row each, in order."""
-        return self.frame.select(F.explode(name).alias("e")).select(f"e.{field}.*")
+    def elements(self, name: str, field: str | None = None) -> DataFrame:
+        """The elements (structs) of the heavy array metric ``name``, one row each, in order: their fields as
+        columns, or those of their struct ``field``."""
+        return self.frame.select(F.explode(name).alias("e")).select(f"e.{field}.*" if field else "e.*")

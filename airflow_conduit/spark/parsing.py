@@ -19,6 +19,13 @@ longer than ``maxNumLen``: it parses once the limit is lifted). Spark's CSV
 reader decodes lines leniently, an invalid byte becoming U+FFFD, so for CSV
 a U+FFFD in a string field or in a rejected line is the sign (one byte
 search per string field of every record: the only check good CSV records pay).
+
+Spark's ``from_json`` has no generated code: an expression holding it takes
+the whole projection out of whole-stage code generation, for every record.
+So the file sources defer the reason of a rejected JSON line
+(``defer_reason``): the pass only marks the line (``PENDING_REASON``) and
+keeps its text, and the reason is worked out on the DLQ's rows, after the
+pass (``rejected_json_reason``; see ``dlq.with_reasons``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ CORRUPT = "__ac_corrupt"
 _STRING_MAP = T.MapType(T.StringType(), T.StringType())
 
 INVALID_UTF8 = "airflow_conduit.spark.InvalidUtf8Error"
+# The class a rejected JSON line carries through the pass until its reason is worked out (never in a DLQ).
+PENDING_REASON = "__ac_pending_reason"
 RECORD_TOO_LARGE = "airflow_conduit.spark.RecordTooLargeError"
 # Spark 4.2's JSON options (JSONOptions: maxStringLen, maxNumLen), handed to Jackson's StreamReadConstraints
 JSON_MAX_STRING_LENGTH = 20_000_000
@@ -159,14 +168,23 @@ def _too_large_or_malformed(text: Column, what: str, max_string_length: int, whe
 
 def json_error(
     text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, what: str,
-    max_string_length: int = JSON_MAX_STRING_LENGTH, **where: str,
+    max_string_length: int = JSON_MAX_STRING_LENGTH, defer_reason: bool = False, **where: str,
 ) -> Column:
     """The error of a JSON record (an error struct) or NULL.
 
     ``typed(name)``: the field as parsed into ``schema``; ``failed``: TRUE when the parser rejected the text.
     The reason of a rejection is worked out from ``text`` for rejected records only; ``max_string_length``:
-    the parser's limit the text was read with.
+    the parser's limit the text was read with. ``defer_reason``: a rejected (valid UTF-8) line gets the
+    placeholder class ``PENDING_REASON``, its reason worked out later by ``rejected_json_reason`` on the
+    few rejected lines (see the module docstring: it keeps ``from_json`` out of the pass over every record).
     """
+    if defer_reason:
+        pending = C.error_struct(exception_class=PENDING_REASON, message=F.lit(None), **where)
+        out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where)).when(failed, pending)
+        missing_value = _missing(schema, typed)
+        if missing_value:
+            out = out.when(_any([c for _, c in missing_value]), _missing_error(missing_value, what, where))
+        return out
     m = F.from_json(text, _STRING_MAP, {"maxStringLen": str(max_string_length)})
     raw_of = {f.name: F.try_element_at(m, F.lit(f.name)) for f in schema.fields}
     missing_key = _missing(schema, lambda name: raw_of[name])
@@ -191,6 +209,16 @@ def json_error(
     if missing_value:
         out = out.when(_any([c for _, c in missing_value]), _missing_error(missing_value, what, where))
     return out
+
+
+def rejected_json_reason(text: Column, schema: T.StructType, *, what: str, max_string_length: int, **where: str) -> Column:
+    """The error of a rejected JSON line (the reason ``json_error(defer_reason=True)`` left pending).
+
+    The line is parsed again (``from_json``, PERMISSIVE: the typed fields as the reader saw them) to
+    tell malformed text, a missing field and a wrong type apart: done on the rejected lines only.
+    """
+    parsed = from_json_text(text, schema, max_string_length=max_string_length)
+    return json_error(text, lambda name: parsed[name], F.lit(True), schema, what=what, max_string_length=max_string_length, **where)
 
 
 def csv_error(text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, separator: str, **where: str) -> Column:

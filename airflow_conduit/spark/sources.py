@@ -25,6 +25,7 @@ its per-record errors set.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -299,7 +300,7 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
         elif plan.parser == "json":
             error = parsing.json_error(
                 raw, value_of, failed, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec),
-                **where,
+                defer_reason=True, **where,
             )
         else:  # parquet: typed already; only NOT NULL fields can fail
             error = parsing.json_error(F.lit(None).cast("string"), value_of, F.lit(False), plan.schema, what="record", **where)
@@ -308,8 +309,17 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
         rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
         fields += [F.col(FILE), F.col(SPLIT)]
     originals = [value_of(f.name).alias(plan.original_column(f.name)) for f in plan.schema.fields] if keep_originals else []
-    # a line that parsed but breaks the schema (a NOT NULL field missing) keeps its fields as read, for the DLQ
-    as_read = F.when(error.isNotNull(), F.to_json(F.struct(*[value_of(f.name).alias(f.name) for f in plan.schema.fields])))
+    # a line that parsed but breaks the schema (a NOT NULL field missing; CSV: a U+FFFD) keeps its fields as
+    # read, for the DLQ. JSON / parquet: a missing field is the only error of a record without a rejected
+    # text, a cheaper test than evaluating the error again.
+    required_missing = [value_of(f.name).isNull() for f in plan.schema.fields if not f.nullable]
+    if plan.parser == "csv":
+        broken = error.isNotNull()
+    elif required_missing:
+        broken = functools.reduce(lambda a, b: a | b, required_missing)
+    else:
+        broken = F.lit(False)
+    as_read = F.when(broken, F.to_json(F.struct(*[value_of(f.name).alias(f.name) for f in plan.schema.fields])))
     return rows.select(
         F.col(C.SOURCE_ID),
         F.col(C.SOURCE_INDEX),
