@@ -2,7 +2,8 @@
 scheduler with LocalExecutor, dag-processor and two triggerers on PostgreSQL, real local Spark.
 
 1. The bounded DAG (conduit_orders_available_now) runs as the scheduler schedules it: every good
-   order in the lake once, every bad record in the DLQ once, one submission.
+   order in the lake once, every bad record in the DLQ once, one submission. The alert DAG
+   (conduit_dlq_alert) then alerts on that run's DLQ, its sensors deferred on the triggerers.
 2. The continuous DAG (conduit_events_continuous) starts and commits batches; the triggerer that
    watches it is SIGKILLed and the other one takes the trigger over without the Spark job noticing
    (same driver processes, no second submission, batches keep coming); then the task is marked
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.deployment
 
 ORDERS_DAG, ORDERS_TASK = "conduit_orders_available_now", "orders_pipeline"
 EVENTS_DAG, EVENTS_TASK = "conduit_events_continuous", "events_pipeline"
+ALERT_DAG = "conduit_dlq_alert"
 RUN_DEADLINE = 900  # seconds for a DAG run with Spark (several Spark starts on a loaded machine)
 STEP_DEADLINE = 420  # seconds for one step (a Spark start, a batch, a trigger to move)
 FINISHED = ("success", "failed")
@@ -152,13 +154,19 @@ def wait_run_finished(deployment, dag_id: str, run_id: str, timeout: float = RUN
 # -- 1. the bounded reference DAG as the scheduler runs it ---------------------------------------------
 
 
-def test_the_bounded_reference_dag_runs_on_its_schedule_exactly_once(deployment):
-    """Unpaused, the hourly DAG gets its scheduled run; defaults: the orders copy, STATE_ROOT/orders."""
+@pytest.fixture(scope="module")
+def bounded_run(deployment):
+    """Unpaused, the hourly DAG gets its scheduled run (defaults: the orders copy, STATE_ROOT/orders); it ends."""
     api = deployment.api
     api.unpause(ORDERS_DAG)
     [run] = wait_for(lambda: api.dag_runs(ORDERS_DAG), "the scheduled run", STEP_DEADLINE, interval=2)
     assert run["run_type"] == "scheduled"
-    run = wait_run_finished(deployment, ORDERS_DAG, run["dag_run_id"])
+    return wait_run_finished(deployment, ORDERS_DAG, run["dag_run_id"])
+
+
+def test_the_bounded_reference_dag_runs_on_its_schedule_exactly_once(deployment, bounded_run):
+    api = deployment.api
+    run = bounded_run
     assert run["state"] == "success"
 
     ti = api.task_instance(ORDERS_DAG, run["dag_run_id"], ORDERS_TASK)
@@ -171,6 +179,28 @@ def test_the_bounded_reference_dag_runs_on_its_schedule_exactly_once(deployment)
     assert [e["event"] for e in summary["audit_log"]] == ["started", "stopped"]  # available-now: done
     assert not lease.is_held(lease.lease_path(state_dir))  # the driver is gone
     assert_orders_exactly_once(deployment.root / "examples" / "orders")
+
+
+def test_the_alert_dag_sensors_defer_on_the_triggerers_and_alert_on_the_real_dlq(deployment, bounded_run):
+    """conduit_dlq_alert, triggered by hand (no logical date: it counts the hour before the run) with
+    threshold 3 on the bounded run's state dir: its 7 DLQ records fire the DLQ alert; the pipeline is not
+    degraded, so that sensor stays deferred on a triggerer (no worker slot held)."""
+    api = deployment.api
+    expected_dlq = len(json.loads((deployment.root / "examples" / "orders" / "expected.json").read_text())["dlq"])
+    api.unpause(ALERT_DAG)
+    run = api.post(f"/dags/{ALERT_DAG}/dagRuns", {
+        "logical_date": None, "conf": {"state_dir": str(deployment.state_root / "orders"), "threshold": 3}})
+    run_id = run["dag_run_id"]
+    wait_for(lambda: api.task_state(ALERT_DAG, run_id, "alert_dlq") in ("success", "failed"), "the DLQ alert",
+             STEP_DEADLINE, interval=2, check=lambda: deployment.check_running("scheduler"))
+    assert api.task_state(ALERT_DAG, run_id, "alert_dlq") == "success"
+    assert api.xcom(ALERT_DAG, run_id, "dlq_over_threshold", "return_value") == expected_dlq
+    assert f"{expected_dlq} records went to the dead letter queue" in api.xcom(ALERT_DAG, run_id, "alert_dlq", "return_value")
+    wait_for(lambda: api.task_state(ALERT_DAG, run_id, "pipeline_degraded") == "deferred",
+             "the degraded sensor deferred", STEP_DEADLINE, interval=2)
+    wait_for(lambda: deployment.triggerer_of(ALERT_DAG, run_id, "pipeline_degraded"), "a triggerer to run the sensor's trigger",
+             STEP_DEADLINE, interval=2)
+    api.unpause(ALERT_DAG, paused=True)
 
 
 # -- 2. the continuous reference DAG: a trigger move, then a stop by marking the task ------------------
