@@ -20,6 +20,7 @@ STATUS_STARTING = "starting"
 STATUS_RUNNING = "running"
 STATUS_SUCCEEDED = "succeeded"
 STATUS_FAILED = "failed"
+STATUS_STOPPED = "stopped"  # ended cleanly because it was asked to (stop_reason says why): not a success
 
 MAX_BATCHES = 100  # the report keeps the last 100 batches
 
@@ -148,7 +149,7 @@ class RunReport:
 
     @property
     def finished(self) -> bool:
-        return self.status in (STATUS_SUCCEEDED, STATUS_FAILED)
+        return self.status in (STATUS_SUCCEEDED, STATUS_FAILED, STATUS_STOPPED)
 
     # -- (de)serialisation ---------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.pipeline.report import (
     STATUS_RUNNING,
     STATUS_STARTING,
+    STATUS_STOPPED,
     STATUS_SUCCEEDED,
     RunReport,
     read_json,
@@ -346,7 +347,7 @@ class PipelineRunner:
         if self.failure is not None:
             self._fail(self.failure)
             raise RunFailed(self.failure)
-        self.report.status = STATUS_SUCCEEDED
+        self.report.status = STATUS_STOPPED if self.stop_reason else STATUS_SUCCEEDED
         self.report.ended_at = utc_now_iso()
         if self.stop_reason:
             self.report.stop_reason = self.stop_reason

@@ -147,7 +147,7 @@ def test_continuous_generator_stops_gracefully_on_request_with_every_batch_compl
     watcher.start()
     code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1", on_runner=runners.append)
     watcher.join(timeout=5)
-    assert code == 0 and report.status == "succeeded" and report.ended_at and report.stop_reason == "test"
+    assert code == 0 and report.status == "stopped" and report.ended_at and report.stop_reason == "test"
     assert len([b for b in report.batches if b["read"]]) == 6  # rate 10/s x 0.5 s = 5 records per batch
     out = sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out"))
     dlq = sorted(r["source_position"] for r in read_json_rows(spark, tmp_path / "dlq"))

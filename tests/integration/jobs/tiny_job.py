@@ -50,7 +50,7 @@ def main() -> int:
     }
     if faults.get("stop_on_sigterm"):
         def stop(signum, frame):
-            report.update(status="succeeded", ended_at=now(), stop_reason="signal SIGTERM")
+            report.update(status="stopped", ended_at=now(), stop_reason="signal SIGTERM")
             write(report_path, report)
             sys.exit(0)
 
