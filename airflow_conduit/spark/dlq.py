@@ -89,14 +89,29 @@ def pending_text() -> Column:
     return F.when(F.col(C.ERROR)["exception_class"] == F.lit(parsing.PENDING_REASON), F.col(C.RAW))
 
 
+def _json_plans(plans: list[SourcePlan]) -> list[SourcePlan]:
+    return [p for p in plans if p.parser == "json"]
+
+
+def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Column]:
+    """Per JSON source, its pending lines parsed twice (typed, and as a map), as columns computed once."""
+    out: list[Column] = []
+    for plan in _json_plans(plans):
+        mine = source_id == F.lit(plan.id)
+        limit = json_max_string_length(plan.spec)
+        out.append(F.when(mine, parsing.from_json_text(text, plan.schema, max_string_length=limit)).alias(f"__ac_t{plan.index}"))
+        out.append(F.when(mine, parsing.text_as_map(text, limit)).alias(f"__ac_m{plan.index}"))
+    return out
+
+
 def _reason(plans: list[SourcePlan], text: Column, source_id: Column) -> Column | None:
+    """The pending reason, from the columns ``_parses`` added."""
     reason = None
-    for plan in plans:
-        if plan.parser != "json":
-            continue
+    for plan in _json_plans(plans):
         where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
         found = parsing.rejected_json_reason(
-            text, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec), **where
+            text, F.col(f"__ac_t{plan.index}"), F.col(f"__ac_m{plan.index}"), plan.schema, what="record",
+            max_string_length=json_max_string_length(plan.spec), **where,
         )
         cond = source_id == F.lit(plan.id)
         reason = F.when(cond, found) if reason is None else reason.when(cond, found)
@@ -105,18 +120,17 @@ def _reason(plans: list[SourcePlan], text: Column, source_id: Column) -> Column 
 
 def with_reasons(entries: DataFrame, plans: list[SourcePlan]) -> DataFrame:
     """DLQ rows from ``entries`` (columns ``row``: a ``dlq_record``, ``text``: ``pending_text()``), every
-    pending reason worked out (on these few rows, after the pass)."""
-    row = F.col("row")
-    reason = _reason(plans, F.col("text"), row["source_id"])
-    if reason is not None:
-        refined = row.withField("exception_class", reason["exception_class"]).withField("exception_message", reason["message"])
-        row = F.when(F.col("text").isNotNull(), refined).otherwise(row)
-    return entries.select(row.alias("row")).select("row.*")
+    pending reason worked out (on these few rows, after the pass).
 
+    In three projections, so that each line is parsed once per way (an expression used many times is
+    not inlined into the next projection when it is not cheap).
+    """
+    if not _json_plans(plans):
+        return entries.select("row.*")
+    text, source_id = F.col("text"), F.col("row")["source_id"]
+    parsed = entries.select("row", "text", *_parses(plans, text, source_id))
+    reasoned = parsed.select("row", "text", _reason(plans, text, source_id).alias("reason"))
+    reason, row = F.col("reason"), F.col("row")
+    refined = row.withField("exception_class", reason["exception_class"]).withField("exception_message", reason["message"])
+    return reasoned.select(F.when(text.isNotNull(), refined).otherwise(row).alias("row")).select("row.*")
 
-def error_with_reason(plans: list[SourcePlan]) -> Column:
-    """The record's error (``C.ERROR``) with a pending reason worked out: for a plan over the nacked records only."""
-    reason = _reason(plans, F.col(C.RAW), F.col(C.SOURCE_ID))
-    if reason is None:
-        return F.col(C.ERROR)
-    return F.when(pending_text().isNotNull(), reason).otherwise(F.col(C.ERROR))

@@ -168,7 +168,8 @@ def _too_large_or_malformed(text: Column, what: str, max_string_length: int, whe
 
 def json_error(
     text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, what: str,
-    max_string_length: int = JSON_MAX_STRING_LENGTH, defer_reason: bool = False, **where: str,
+    max_string_length: int = JSON_MAX_STRING_LENGTH, defer_reason: bool = False, as_map: Column | None = None,
+    **where: str,
 ) -> Column:
     """The error of a JSON record (an error struct) or NULL.
 
@@ -185,7 +186,7 @@ def json_error(
         if missing_value:
             out = out.when(_any([c for _, c in missing_value]), _missing_error(missing_value, what, where))
         return out
-    m = F.from_json(text, _STRING_MAP, {"maxStringLen": str(max_string_length)})
+    m = as_map if as_map is not None else text_as_map(text, max_string_length)
     raw_of = {f.name: F.try_element_at(m, F.lit(f.name)) for f in schema.fields}
     missing_key = _missing(schema, lambda name: raw_of[name])
     wrong = [(f.name, raw_of[f.name].isNotNull() & typed(f.name).isNull()) for f in schema.fields]
@@ -211,14 +212,24 @@ def json_error(
     return out
 
 
-def rejected_json_reason(text: Column, schema: T.StructType, *, what: str, max_string_length: int, **where: str) -> Column:
+def text_as_map(text: Column, max_string_length: int) -> Column:
+    """``text`` parsed into ``map<string,string>`` (NULL: not a JSON object)."""
+    return F.from_json(text, _STRING_MAP, {"maxStringLen": str(max_string_length)})
+
+
+def rejected_json_reason(
+    text: Column, parsed: Column, as_map: Column, schema: T.StructType, *, what: str, max_string_length: int, **where: str
+) -> Column:
     """The error of a rejected JSON line (the reason ``json_error(defer_reason=True)`` left pending).
 
-    The line is parsed again (``from_json``, PERMISSIVE: the typed fields as the reader saw them) to
-    tell malformed text, a missing field and a wrong type apart: done on the rejected lines only.
+    ``parsed`` = ``from_json_text(text, schema)`` (PERMISSIVE: the typed fields as the reader saw them),
+    ``as_map`` = ``text_as_map(text)``: columns computed once by the caller (each is referenced many
+    times here, and ``from_json`` is not cheap), done on the rejected lines only.
     """
-    parsed = from_json_text(text, schema, max_string_length=max_string_length)
-    return json_error(text, lambda name: parsed[name], F.lit(True), schema, what=what, max_string_length=max_string_length, **where)
+    return json_error(
+        text, lambda name: parsed[name], F.lit(True), schema, what=what, max_string_length=max_string_length,
+        as_map=as_map, **where,
+    )
 
 
 def csv_error(text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, separator: str, **where: str) -> Column:
