@@ -30,8 +30,9 @@ STAGE_WHY = {
     "kept only for bad lines), the processors and fates are columns of the same plan, and the first destination's "
     "Parquet write executes it with a `DataFrame.observe` that gathers the counts, the DLQ rows and what the nack "
     "window needs on the way; also the per-destination commit markers",
-    "DLQ write": "the nacked records, collected by the pass, become a DataFrame again (`createDataFrame` from Python "
-    "rows: a small Python-worker stage) and are written to the DLQ folder: one more Spark job per batch with bad records",
+    "DLQ write": "the nacked records, collected by the pass, are read from the observation as a local relation (they "
+    "stay in the JVM), the reasons of rejected JSON lines are worked out on them (parsing each line again; one "
+    "task), and they are written to the DLQ folder: one more Spark job per batch with bad records",
     "plan:": "building the batch's DataFrame (Python calls and Catalyst analysis of a wide plan; no data): a fixed "
     "cost per batch",
     "outside the batches": "query start, then Structured Streaming's file listing, offset and commit logs around "
@@ -586,9 +587,8 @@ Per micro-batch (from the progress reports and the runner's `batch N: … in X s
 Before the first record is processed, {startup:.0f} s (median) pass in start-up: the CLI's own start, spark-submit
 launching a JVM that starts the Python driver, the SparkContext and SparkSession, the pipeline's setup and query
 start. The first batch of a fresh driver is much slower than later ones; its driver log shows code generation
-(about 1 s), the start of the Python callback server for `foreachBatch`, and the start of Python workers for the
-DLQ write (`createDataFrame` from the collected rows runs a Python stage; `PythonRunner ... boot` ≈ 3 s in a trial
-run on this machine). A later batch of 7 records still takes {fmt(lb['batch_seconds']['median'], 1)} s, almost all of it inside the
+(about 1 s) and the start of the Python callback server for `foreachBatch` (the DLQ write no longer starts
+Python workers: its rows stay in the JVM). A later batch of 7 records still takes {fmt(lb['batch_seconds']['median'], 1)} s, almost all of it inside the
 runner's `_process_batch` (plan, the pass, the DLQ write, markers, report; bench 1's stage clock splits these for
 big batches, this benchmark does not). The CLI notices the driver's exit at its next poll
 (`--poll-interval`, default 2 s). On this machine and load, a 15-record run is dominated by fixed costs (start-up and per batch),
