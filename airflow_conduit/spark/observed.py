@@ -54,9 +54,12 @@ class ObservedMetrics:
         """How many elements the heavy array metric ``name`` holds (0 when it is NULL)."""
         return int(self.frame.select(F.coalesce(F.size(name), F.lit(0))).collect()[0][0])
 
-    def field(self, name: str, field: str) -> list[Any]:
-        """One field of every element of the heavy array metric ``name`` (in its order)."""
-        values = self.frame.select(F.col(name)[field]).collect()[0][0]
+    def field(self, name: str, *path: str) -> list[Any]:
+        """One (nested) field of every element of the heavy array metric ``name`` (in its order)."""
+        column = F.col(name)
+        for part in path:
+            column = column[part]
+        values = self.frame.select(column).collect()[0][0]
         return list(values or [])
 
     def elements(self, name: str, field: str | None = None) -> DataFrame:
