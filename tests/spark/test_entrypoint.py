@@ -143,6 +143,19 @@ def _report(tmp_path: Path, run_id: str) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _ids_committed(tmp_path: Path, dest: str) -> set[int]:
+    """Ids written to ``dest`` (Parquet) in the batches whose commit marker exists (read without Spark)."""
+    import pyarrow.parquet as pq
+
+    ids: set[int] = set()
+    markers = tmp_path / "state" / "commits" / dest
+    for marker in markers.iterdir() if markers.exists() else []:
+        folder = tmp_path / "out" / dest / f"batch_id={marker.name}"
+        for part in folder.glob("*.parquet") if folder.exists() else []:
+            ids.update(pq.read_table(part, columns=["id"]).column("id").to_pylist())
+    return ids
+
+
 def _wait_for(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -206,8 +219,10 @@ def test_spark_submit_survives_three_driver_kills_and_stops_gracefully_on_sigter
         proc = subprocess.Popen(_submit_cmd(tmp_path, continuous_spec, "r4"), cwd=tmp_path, env=env,
                                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            _wait_for(lambda: (tmp_path / "state" / "commits" / "b" / "5").exists()
-                      and _report(tmp_path, "r4").get("status") == "running", 600, "batch 5")
+            # every record written to the last destination ("b" commits after "a"): how many batches that
+            # takes depends on where kill 3 landed, so wait on the data, not on a batch number
+            _wait_for(lambda: _report(tmp_path, "r4").get("status") == "running"
+                      and _ids_committed(tmp_path, "b") >= set(good_ids), 600, "every record in destination b")
             os.kill(_python_driver_pid("r4"), signal.SIGTERM)
             proc.wait(timeout=120)
         finally:
