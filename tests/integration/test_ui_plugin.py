@@ -283,17 +283,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _chromium(url: str, *extra: str) -> str:
+def _chromium(url: str, *extra: str, attempts: int = 3) -> str:
+    """Headless Chromium's output for ``url``. A run that hangs (seen once in a clean-clone run: a screenshot
+    never finished) is killed with its child processes and tried again with a fresh profile."""
+    import os
+    import signal
     import subprocess
     import tempfile
 
-    with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={profile}", *extra, url],
-            capture_output=True, text=True, timeout=240,
-        )
-    return done.stdout
+    for attempt in range(1, attempts + 1):
+        with tempfile.TemporaryDirectory() as profile:
+            proc = subprocess.Popen(
+                [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={profile}", *extra, url],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+            )
+            try:
+                out, _ = proc.communicate(timeout=180)
+                return out
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                if attempt == attempts:
+                    raise
+    raise AssertionError("unreachable")
 
 
 def _login_url(server: str, target: str) -> str:
