@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
-from airflow_conduit.spark.dlq import dlq_record, pending_text, reason_in_one_pass, with_collected_reasons, with_reasons
+from airflow_conduit.spark.dlq import dlq_record, pending_text, with_reasons
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
@@ -82,10 +82,7 @@ class BatchPass:
             *[F.count_if(F.col(written(b.index))).alias(f"w{b.index}") for b in self.branches],
         ]
         if dlq_needed:
-            entry = F.col(DLQ_ENTRY)
-            reason = reason_in_one_pass(self.runner.plans, entry["text"], entry["row"]["source_id"])
-            value = F.struct(entry.alias("entry"), (reason if reason is not None else F.lit(None)).alias("reason"))
-            metrics.append(F.min_by(value, nacked_seq, DLQ_COLLECT_LIMIT).alias("dlq"))
+            metrics.append(F.min_by(F.col(DLQ_ENTRY), nacked_seq, DLQ_COLLECT_LIMIT).alias("dlq"))
         if window_needed and self.spec.dead_letter_queue.window_size > 0:
             if not dlq_needed:
                 metrics.append(F.min_by(F.col(C.SEQ), nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
@@ -172,7 +169,7 @@ class BatchPass:
     def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
         plans = self.runner.plans
         if metrics.size("dlq") == nacked:  # min_by returns them in read order
-            return with_collected_reasons(metrics.elements("dlq"))
+            return with_reasons(metrics.elements("dlq"), plans)
         # more nacked records than the first pass gathers: a second pass reads just them
         nacked_rows = self.status.where(F.col(NACKED))
         return with_reasons(nacked_rows.select(self.dlq_row.alias("row"), pending_text().alias("text")), plans)
@@ -181,7 +178,7 @@ class BatchPass:
 
     def _nacked_indices(self, metrics: ObservedMetrics, nacked: int) -> list[int]:
         """0-based read-order indices of the batch's nacked records (partition by partition, record by record)."""
-        seqs = metrics.field("dlq", "entry", "seq") if "dlq" in metrics.heavy else list(metrics.get("seqs") or [])
+        seqs = metrics.field("dlq", "seq") if "dlq" in metrics.heavy else list(metrics.get("seqs") or [])
         if len(seqs) != nacked:
             seqs = [row[0] for row in self.status.where(F.col(NACKED)).select(C.SEQ).collect()]
         bins = metrics.get("partitions") or []

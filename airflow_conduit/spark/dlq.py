@@ -11,7 +11,6 @@ import json
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from airflow_conduit.pipeline.model import PipelineSpec
 from airflow_conduit.pipeline.secrets import redact
@@ -135,32 +134,3 @@ def with_reasons(entries: DataFrame, plans: list[SourcePlan]) -> DataFrame:
     refined = row.withField("exception_class", reason["exception_class"]).withField("exception_message", reason["message"])
     return reasoned.select(F.when(text.isNotNull(), refined).otherwise(row).alias("row")).select("row.*")
 
-
-
-def reason_in_one_pass(plans: list[SourcePlan], text: Column, source_id: Column) -> Column | None:
-    """The pending reason as one expression, for the pass's observation (``min_by`` evaluates its value for
-    nacked records only, in the pass's parallel tasks); each parse is bound once by a lambda
-    (``transform(array(x), ...)``), since an aggregate's input has no common-subexpression elimination."""
-    reason = None
-    for plan in _json_plans(plans):
-        where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
-        limit = json_max_string_length(plan.spec)
-
-        def found(parsed: Column, as_map: Column, plan: SourcePlan = plan, where: dict = where, limit: int = limit) -> Column:
-            return parsing.rejected_json_reason(text, parsed, as_map, plan.schema, what="record", max_string_length=limit, **where)
-
-        typed = F.array(parsing.from_json_text(text, plan.schema, max_string_length=limit))
-        bound = F.transform(typed, lambda p: F.transform(F.array(parsing.text_as_map(text, limit)), lambda m: found(p, m))[0])[0]
-        cond = (source_id == F.lit(plan.id)) & text.isNotNull()
-        reason = F.when(cond, bound) if reason is None else reason.when(cond, bound)
-    return reason
-
-
-def with_collected_reasons(collected: DataFrame) -> DataFrame:
-    """DLQ rows from the pass's collected elements (columns ``entry``: seq, row, text; ``reason``: NULL or the
-    worked-out reason of a pending line)."""
-    if not isinstance(collected.schema["reason"].dataType, T.StructType):  # no JSON source: nothing pending
-        return collected.select("entry.row.*")
-    row, reason = F.col("entry")["row"], F.col("reason")
-    refined = row.withField("exception_class", reason["exception_class"]).withField("exception_message", reason["message"])
-    return collected.select(F.when(reason.isNotNull(), refined).otherwise(row).alias("row")).select("row.*")
