@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
-from airflow_conduit.spark.dlq import dlq_record, pending_text, with_reasons
+from airflow_conduit.spark.dlq import dlq_record, pending_text
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
@@ -167,12 +167,12 @@ class BatchPass:
         return nacked
 
     def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
-        plans = self.runner.plans
+        r = self.runner
         if metrics.size("dlq") == nacked:  # min_by returns them in read order
-            return with_reasons(metrics.elements("dlq"), plans)
+            return r.pending_reasons.apply(metrics.elements("dlq"))
         # more nacked records than the first pass gathers: a second pass reads just them
         nacked_rows = self.status.where(F.col(NACKED))
-        return with_reasons(nacked_rows.select(self.dlq_row.alias("row"), pending_text().alias("text")), plans)
+        return r.pending_reasons.apply(nacked_rows.select(self.dlq_row.alias("row"), pending_text().alias("text")))
 
     # -- nack window ------------------------------------------------------------------------------------
 

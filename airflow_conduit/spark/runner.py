@@ -57,6 +57,7 @@ from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
+from airflow_conduit.spark.dlq import PendingReasons
 from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, with_branches, with_fates
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
@@ -151,6 +152,11 @@ class PipelineRunner:
                 self._where = ("destination", dest.id, dest.plugin)
                 ensure_driver_class(self.spark, str(dest.settings.get("driver", "org.postgresql.Driver")))
         self._where = ("runner", None, None)
+
+    @functools.cached_property
+    def pending_reasons(self) -> PendingReasons:
+        """The DLQ's reason columns, built at the first batch with bad records and kept for the run."""
+        return PendingReasons(self.plans)
 
     def _has_generator(self) -> bool:
         return any(p.spec.plugin == "generator" for p in self.plans)
