@@ -62,7 +62,7 @@ from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, with_branches, with_fates
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
-from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, plan_source, read_stream, records
+from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
 from airflow_conduit.spark.window import WindowStore
 
 log = logging.getLogger(__name__)
@@ -154,6 +154,12 @@ class PipelineRunner:
         self._where = ("runner", None, None)
 
     @functools.cached_property
+    def source_records(self) -> list[SourceRecords]:
+        """Each source's record columns, built at the first batch and kept for the run."""
+        single = len(self.plans) == 1
+        return [SourceRecords(plan, single_source=single, keep_originals=self.keep_originals) for plan in self.plans]
+
+    @functools.cached_property
     def pending_reasons(self) -> PendingReasons:
         """The DLQ's reason columns, built at the first batch with bad records and kept for the run."""
         return PendingReasons(self.plans)
@@ -225,11 +231,10 @@ class PipelineRunner:
     def _plan_batch(self, batch: DataFrame, ctx: ProcessorContext) -> tuple[DataFrame, list[Branch]]:
         """The whole batch as one plan (no Spark job, except custom processors): records with their fates."""
         parts = []
-        single = len(self.plans) == 1
-        for plan in self.plans:
+        for source in self.source_records:
+            plan = source.plan
             self._where = ("source", plan.id, plan.spec.plugin)
-            part = records(batch, plan, single_source=single, keep_originals=self.keep_originals)
-            parts.append(apply_processors(part, plan.spec.processors, ctx))
+            parts.append(apply_processors(source.of(batch), plan.spec.processors, ctx))
         union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         union = apply_processors(union, self.spec.processors, ctx)
         union, branches = with_branches(union, self.spec.destinations, ctx)

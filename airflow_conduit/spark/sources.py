@@ -275,15 +275,37 @@ def origin_position(plans: list[SourcePlan]) -> Column:
     return per_source(plans, _position)
 
 
+class SourceRecords:
+    """``records`` for one source, its columns built once per run: they are ~700 Column calls, each a JVM
+    round trip (~0.3 s of driver time that every batch paid again)."""
+
+    def __init__(self, plan: SourcePlan, *, single_source: bool, keep_originals: bool):
+        self.plan = plan
+        self._mine = None if single_source else F.col(C.SOURCE_ID) == F.lit(plan.id)
+        self._columns = _record_columns(plan, keep_originals=keep_originals)
+
+    def of(self, batch: DataFrame) -> DataFrame:
+        """This source's rows of ``batch``, see ``records``."""
+        plan = self.plan
+        rows = batch if self._mine is None else batch.where(self._mine)
+        # built for each batch: nondeterministic expressions (a new instance per plan)
+        rows = rows.withColumn(C.SEQ, F.monotonically_increasing_id())  # batch only; partitions of a union are never mixed
+        if plan.origin_in_columns:
+            rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
+        return rows.select(*self._columns)
+
+
 def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_originals: bool) -> DataFrame:
     """This source's rows of the batch under their own field names, with per-record source errors set.
 
     ``keep_originals``: also keep each field as read (``original_column``), for the DLQ record of a
-    record that a later stage fails.
+    record that a later stage fails. (``SourceRecords`` keeps the columns for the next batches.)
     """
-    rows = batch if single_source else batch.where(F.col(C.SOURCE_ID) == F.lit(plan.id))
-    seq = F.monotonically_increasing_id()  # batch only; partitions of a union are never mixed
-    rows = rows.withColumn(C.SEQ, seq)
+    return SourceRecords(plan, single_source=single_source, keep_originals=keep_originals).of(batch)
+
+
+def _record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
+    """The select list of ``records`` (after ``SEQ`` and, with ``origin_in_columns``, the origin columns)."""
     where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
     raw = F.col(C.RAW)
     if plan.parser == "generator":  # also a DLQ replay's payloads, parsed with their source's limit
@@ -306,7 +328,6 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
             error = parsing.json_error(F.lit(None).cast("string"), value_of, F.lit(False), plan.schema, what="record", **where)
     fields = [value_of(f.name).alias(f.name) for f in plan.schema.fields]
     if plan.origin_in_columns:
-        rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
         fields += [F.col(FILE), F.col(SPLIT)]
     originals = [value_of(f.name).alias(plan.original_column(f.name)) for f in plan.schema.fields] if keep_originals else []
     # a line that parsed but breaks the schema (a NOT NULL field missing; CSV: a U+FFFD) keeps its fields as
@@ -320,7 +341,7 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
     else:
         broken = F.lit(False)
     as_read = F.when(broken, F.to_json(F.struct(*[value_of(f.name).alias(f.name) for f in plan.schema.fields])))
-    return rows.select(
+    return [
         F.col(C.SOURCE_ID),
         F.col(C.SOURCE_INDEX),
         F.col(C.POSITION),
@@ -330,4 +351,4 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
         F.lit(False).alias(C.FILTERED),
         *originals,
         *fields,
-    )
+    ]
