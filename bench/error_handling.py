@@ -386,15 +386,19 @@ def build_spark(driver_memory: str):
     """One local[2] session for the three ways: the runner's settings (see spark/session.py) plus driver memory."""
     from pyspark.sql import SparkSession
 
-    spark = (
+    from airflow_conduit.spark.session import SESSION_SETTINGS
+
+    builder = (
         SparkSession.builder.appName("airflow-conduit-bench-error-handling")
         .master("local[2]")
         .config("spark.driver.memory", driver_memory)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
     )
+    for key, value in SESSION_SETTINGS.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -1,0 +1,42 @@
+"""The runner's session settings (spark/session.py), and the PySpark behaviour they rely on.
+
+``spark.python.sql.dataFrameDebugging.enabled=false`` is what keeps a Column call to one JVM round trip
+or so: with PySpark's default (on), each call first sends its Python call site to the JVM (an active
+session lookup, a conf read, ``PySparkCurrentOrigin.set`` and ``clear``). The contract test counts the
+py4j commands of one Column call, so a PySpark upgrade that changes this shows up here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from airflow_conduit.spark.session import SESSION_SETTINGS
+
+pytestmark = pytest.mark.spark
+
+
+def test_runner_session_has_its_settings(spark):
+    for key, value in SESSION_SETTINGS.items():
+        assert spark.conf.get(key) == value, key
+
+
+def test_a_column_call_sends_no_call_site_to_the_jvm(spark, monkeypatch):
+    client = spark.sparkContext._gateway._gateway_client
+    sent: list[str] = []
+    send = client.send_command
+
+    def counting(command, *args, **kwargs):
+        sent.append(command)
+        return send(command, *args, **kwargs)
+
+    column = F.col("amount")
+    monkeypatch.setattr(client, "send_command", counting)
+    aliased = column.alias("amount_eur")
+    cast = column.cast("double")
+    monkeypatch.undo()
+
+    assert aliased is not None and cast is not None
+    assert not [c for c in sent if "PySparkCurrentOrigin" in c], sent
+    # alias and cast: one call each (plus at most one lookup); with debugging on it is ~11 per call
+    assert len(sent) <= 4, sent
