@@ -140,8 +140,10 @@ Expected: {exp['written']:,} records written, {exp['filtered']:,} filtered, {exp
   Parquet DLQ.
 
 One local[2] SparkSession (driver memory {r['driver_memory']}, started once in {r['spark_start_seconds']:.0f} s and
-excluded) runs all of them: JVM start does not count. One warm-up round on {r['warmup']['records']:,} records is not
-counted. Then {r['reps']} repetitions, each running every way in a rotated order (orders: {', '.join(''.join(o) for o in r['orders'])});
+excluded) runs all of them: JVM start does not count. One warm-up round of every way on {r['warmup']['records']:,} records is not
+counted (on the measured data itself: warmed on 50,000 records only, the first counted run of the runner was still
+compiling its data path, ~1.6× its later runs, and the rotation charged that to whichever way ran first; cold starts are
+measured on their own in benchmarks 3 and 6). Then {r['reps']} repetitions, each running every way in a rotated order (orders: {', '.join(''.join(o) for o in r['orders'])});
 the ratios are per repetition (same repetition, back to back), then median (min–max). Spark jobs of the runner are
 counted from Spark's status tracker (the query's runId is the job group of every batch job).
 
