@@ -14,6 +14,13 @@ one process and one SparkSession:
   c  the usual hand-written alternative: a Python UDF with try/except returning a value-or-error
      struct, good rows to Parquet, bad rows to a Parquet DLQ.
 
+Two reference ways (no targets) split the gap between a and b:
+
+  f  the floor of any Structured Streaming design: Spark's streaming JSON source (PERMISSIVE, corrupt-record
+     column), one ``foreachBatch``, good rows transformed to Parquet; no DLQ, no positions, no bookkeeping;
+  p  f with each input file read as its own partition, as the runner reads them (a DLQ record's line number
+     is its index in the file's partition).
+
 Transforms: currency = coalesce(currency, 'EUR'); keep customer <> 'test';
 amount_cents = round(amount * 100); order_date = to_date(ts).
 
@@ -25,6 +32,7 @@ counted per run from Spark's status tracker (the query's runId is the job group 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import shutil
@@ -287,6 +295,36 @@ def run_b(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> 
     return {"seconds": sw.seconds, "out": [out], "root": root, "lake": out}
 
 
+def run_f(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, *, one_file_per_partition: bool = False) -> dict[str, Any]:
+    """The streaming floor (f; p with ``one_file_per_partition``): good rows only, nothing the runner adds."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from airflow_conduit.spark.runner import files_read_one_per_partition
+
+    root = work / f"{'p' if one_file_per_partition else 'f'}-{tag}"
+    out = root / "lake"
+    fields = [T.StructField(f.name, f.dataType, True) for f in T.StructType.fromDDL(SCHEMA_DDL).fields]
+    schema = T.StructType(fields + [T.StructField("_corrupt", T.StringType(), True)])
+
+    def write_good(batch, batch_id: int) -> None:
+        good = batch.where(F.col("_corrupt").isNull() & F.col("id").isNotNull() & F.col("customer").isNotNull())
+        _transforms(good.drop("_corrupt")).write.mode("overwrite").parquet(str(out / f"batch={batch_id}"))
+
+    partitions = files_read_one_per_partition(spark) if one_file_per_partition else contextlib.nullcontext()
+    with partitions, Stopwatch() as sw:
+        stream = (
+            spark.readStream.schema(schema).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt")
+            .json(str(data))
+        )
+        query = (
+            stream.writeStream.foreachBatch(write_good).option("checkpointLocation", str(root / "checkpoint"))
+            .trigger(availableNow=True).start()
+        )
+        query.awaitTermination()
+    return {"seconds": sw.seconds, "out": [out], "root": root, "lake": out}
+
+
 def _udf_parse():
     """The hand-written alternative: json.loads + type checks in a Python UDF, try/except -> (value, error)."""
     from datetime import datetime
@@ -361,9 +399,10 @@ def stage_shares(stages: list[dict[str, float]], totals: list[float]) -> dict[st
 
 
 def ways(args: argparse.Namespace) -> dict[str, Callable[..., dict[str, Any]]]:
-    """a at the default micro-batch size, b, c, and t: a at the tuned size (when one is given)."""
+    """a at the default micro-batch size, b, c, the floors f and p, and t: a at the tuned size (when one is given)."""
     result: dict[str, Callable[..., dict[str, Any]]] = {
         "a": functools.partial(run_a, files_per_batch=args.files_per_batch), "b": run_b, "c": run_c,
+        "f": run_f, "p": functools.partial(run_f, one_file_per_partition=True),
     }
     if args.tuned_files_per_batch >= 0 and args.tuned_files_per_batch != args.files_per_batch:
         result["t"] = functools.partial(run_a, files_per_batch=args.tuned_files_per_batch)
@@ -524,6 +563,10 @@ def main(argv: list[str] | None = None) -> int:
         result["ratio_t_b"] = paired_ratios(times["t"], times["b"])
         result["ratio_t_c"] = paired_ratios(times["t"], times["c"])
         result["ratio_t_a"] = paired_ratios(times["t"], times["a"])
+    for way in ("f", "p"):
+        result[f"ratio_{way}_b"] = paired_ratios(times[way], times["b"])
+    result["ratio_p_f"] = paired_ratios(times["p"], times["f"])
+    result["ratio_a_p"] = paired_ratios(times["a"], times["p"])
     path = write_result("error_handling", result, args.out)
     log(
         f"a/b {result['ratio_a_b']['median']:.2f} (min {result['ratio_a_b']['min']:.2f}, max {result['ratio_a_b']['max']:.2f}); "
