@@ -58,6 +58,23 @@ def test_more_nacked_records_than_one_pass_gathers_all_reach_the_dlq_once(spark,
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2, *[10 + i for i in range(1, 13) if i % 4], 30, 31, 32, 33]
 
 
+def test_a_batch_of_many_files_runs_in_one_task_per_core_and_keeps_record_numbers_per_file(spark, tmp_path):
+    """Five files, one partition each, go through the pass in at most defaultParallelism tasks (one lake file
+    each); a bad record's number is still its record number in its own file."""
+    for f in range(5):
+        write_lines(tmp_path / "in", f"{f}.json", [good(10 * f + i) if i != f + 1 else "{bad" for i in range(1, 8)])
+    spec = pipeline("packed", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert len(report.batches) == 1
+    lake_files = [p for p in (tmp_path / "out" / "batch_id=0").iterdir() if p.name.startswith("part-")]
+    assert 1 <= len(lake_files) <= spark.sparkContext.defaultParallelism < 5
+    dlq = read_json_rows(spark, tmp_path / "dlq")
+    assert sorted((r["source_file"].rsplit("/", 1)[1], r["source_position"]) for r in dlq) == [
+        (f"{f}.json", f + 1) for f in range(5)]
+    assert len(read_json_rows(spark, tmp_path / "out")) == 5 * 6
+
+
 def test_positions_are_record_numbers_in_the_file_and_csv_counts_its_header(spark, tmp_path):
     folder = tmp_path / "json"
     folder.mkdir()
