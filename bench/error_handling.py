@@ -19,7 +19,7 @@ Two reference ways (no targets) split the gap between a and b:
   f  the floor of any Structured Streaming design: Spark's streaming JSON source (PERMISSIVE, corrupt-record
      column), one ``foreachBatch``, good rows transformed to Parquet; no DLQ, no positions, no bookkeeping;
   p  f with each input file read as its own partition, as the runner reads them (a DLQ record's line number
-     is its index in the file's partition).
+     is its index in the file's partition), and the batch run in at most one task per core, as the runner runs it.
 
 Transforms: currency = coalesce(currency, 'EUR'); keep customer <> 'test';
 amount_cents = round(amount * 100); order_date = to_date(ts).
@@ -300,7 +300,7 @@ def run_f(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, *, 
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from airflow_conduit.spark.runner import files_read_one_per_partition
+    from airflow_conduit.spark.runner import files_read_one_per_partition, in_tasks_per_core
 
     root = work / f"{'p' if one_file_per_partition else 'f'}-{tag}"
     out = root / "lake"
@@ -308,6 +308,8 @@ def run_f(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, *, 
     schema = T.StructType(fields + [T.StructField("_corrupt", T.StringType(), True)])
 
     def write_good(batch, batch_id: int) -> None:
+        if one_file_per_partition:  # and in at most one task per core, as the runner runs a batch
+            batch = in_tasks_per_core(batch)
         good = batch.where(F.col("_corrupt").isNull() & F.col("id").isNotNull() & F.col("customer").isNotNull())
         _transforms(good.drop("_corrupt")).write.mode("overwrite").parquet(str(out / f"batch={batch_id}"))
 

@@ -106,7 +106,7 @@ def section_error_handling(r: dict[str, Any] | None) -> tuple[str, list[list[str
         rows += [
             ["f: streaming floor: streaming JSON source, `foreachBatch`, good rows only", fmt_summary(secs["f"], 1, " s"),
              fmt_summary(rps["f"], 0), counts_cell("f")],
-            ["p: f with each file its own partition (as the runner reads)", fmt_summary(secs["p"], 1, " s"),
+            ["p: f with each file its own partition, in one task per core (as the runner reads)", fmt_summary(secs["p"], 1, " s"),
              fmt_summary(rps["p"], 0), counts_cell("p")],
         ]
     ratio_rows = [
@@ -158,7 +158,8 @@ Expected: {exp['written']:,} records written, {exp['filtered']:,} filtered, {exp
   Structured Streaming design, Spark's streaming JSON source (PERMISSIVE, corrupt-record column) with one
   `foreachBatch` that writes the good rows, transformed, to Parquet (no DLQ, no positions, no bookkeeping);
   **p** is f with each input file read as its own partition, as the runner reads them (a DLQ record's line number
-  is its index in its file's partition; b and f pack several files into one partition).
+  is its index in its file's partition; b and f pack several files into one partition), and the batch run in at
+  most one task per core (`coalesce`), as the runner runs it.
 """ if floors else "") + f"""
 One local[2] SparkSession (driver memory {r['driver_memory']}, started once in {r['spark_start_seconds']:.0f} s and
 excluded) runs all of them: JVM start does not count. One warm-up round of every way on {r['warmup']['records']:,} records is not
