@@ -272,6 +272,20 @@ def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, fil
     }
 
 
+def _read_schema():
+    """SCHEMA_DDL with every field nullable: what a reader without error handling is given."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, f.dataType, True) for f in T.StructType.fromDDL(SCHEMA_DDL).fields])
+
+
+def _required_present():
+    """The NOT NULL fields of SCHEMA_DDL are present (plain Spark drops the rows where they are not)."""
+    from pyspark.sql import functions as F
+
+    return F.col("id").isNotNull() & F.col("customer").isNotNull()
+
+
 def _transforms(df):
     from pyspark.sql import functions as F
 
@@ -282,15 +296,11 @@ def _transforms(df):
 
 def run_b(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> dict[str, Any]:
     """Plain PySpark, no error handling: bad rows are dropped by the reader or the NOT NULL filter."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
     root = work / f"b-{tag}"
     out = root / "lake"
-    schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in T.StructType.fromDDL(SCHEMA_DDL).fields])
     with Stopwatch() as sw:
-        df = spark.read.schema(schema).option("mode", "DROPMALFORMED").json(str(data))
-        df = df.where(F.col("id").isNotNull() & F.col("customer").isNotNull())
+        df = spark.read.schema(_read_schema()).option("mode", "DROPMALFORMED").json(str(data))
+        df = df.where(_required_present())
         _transforms(df).write.mode("overwrite").parquet(str(out))
     return {"seconds": sw.seconds, "out": [out], "root": root, "lake": out}
 
@@ -304,13 +314,12 @@ def run_f(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, *, 
 
     root = work / f"{'p' if one_file_per_partition else 'f'}-{tag}"
     out = root / "lake"
-    fields = [T.StructField(f.name, f.dataType, True) for f in T.StructType.fromDDL(SCHEMA_DDL).fields]
-    schema = T.StructType(fields + [T.StructField("_corrupt", T.StringType(), True)])
+    schema = _read_schema().add("_corrupt", T.StringType(), True)
 
     def write_good(batch, batch_id: int) -> None:
         if one_file_per_partition:  # and in at most one task per core, as the runner runs a batch
             batch = in_tasks_per_core(batch)
-        good = batch.where(F.col("_corrupt").isNull() & F.col("id").isNotNull() & F.col("customer").isNotNull())
+        good = batch.where(F.col("_corrupt").isNull() & _required_present())
         _transforms(good.drop("_corrupt")).write.mode("overwrite").parquet(str(out / f"batch={batch_id}"))
 
     partitions = files_read_one_per_partition(spark) if one_file_per_partition else contextlib.nullcontext()
@@ -334,7 +343,7 @@ def _udf_parse():
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    value_type = T.StructType([T.StructField(f.name, f.dataType, True) for f in T.StructType.fromDDL(SCHEMA_DDL).fields])
+    value_type = _read_schema()
     result_type = T.StructType([T.StructField("value", value_type), T.StructField("error", T.StringType())])
 
     def parse(line: str):
