@@ -156,7 +156,7 @@ Expected: {exp['written']:,} records written, {exp['filtered']:,} filtered, {exp
   run report; `available-now` with the micro-batch size a user gets by default: {_batch_size_text(cfg_a)}.
 """ + (f"""- **t** the same runner with a smaller batch size set: {_batch_size_text(cfg_t)}, measured in the same
   repetitions (smaller batches bound the work a restart repeats; see bench 3).
-""" if cfg_t else "- A second runner configuration (a smaller `max-files-per-trigger`) is not shown in this run.\n") + f"""- **b** plain PySpark batch job, no error handling: `spark.read.json(mode=DROPMALFORMED)`, rows with a NULL
+""" if cfg_t else "- A second runner configuration (a smaller `max-files-per-trigger`) is not shown in this run.\n") + """- **b** plain PySpark batch job, no error handling: `spark.read.json(mode=DROPMALFORMED)`, rows with a NULL
   `id`/`customer` dropped, same transforms, `write.parquet`. Bad rows vanish: the floor.
 - **c** the usual hand-written alternative: `spark.read.text`, a Python UDF (`json.loads` + type checks in
   try/except) returning a `struct<value, error>`, persisted, good rows transformed to Parquet, bad rows to a
