@@ -310,7 +310,8 @@ def run_f(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, *, 
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from airflow_conduit.spark.runner import files_read_one_per_partition, in_tasks_per_core
+    from airflow_conduit.spark.batch_pass import in_tasks_per_core
+    from airflow_conduit.spark.runner import files_read_one_per_partition
 
     root = work / f"{'p' if one_file_per_partition else 'f'}-{tag}"
     out = root / "lake"

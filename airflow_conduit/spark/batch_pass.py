@@ -40,6 +40,23 @@ PARTITION_BINS = 10_000
 DLQ_ENTRY = "__ac_dlq_entry"  # histogram_numeric is exact up to this many distinct partitions
 
 
+def in_tasks_per_core(status: DataFrame) -> DataFrame:
+    """The batch in at most one task per core (Spark's ``defaultParallelism``), without a shuffle.
+
+    Files are read one per partition (their record numbers come from it), so a batch of many files
+    ran one task per file: each with its own observation buffer, Parquet writer and output file.
+    ``coalesce`` groups consecutive partitions into one task; record numbers are computed below it,
+    per file. ``spark.default.parallelism`` sets the count.
+
+    ``BatchPass`` puts it above the DLQ entry column, not above the whole record: ``Coalesce`` is
+    not code-generated, so every column that crosses it is written out for every record. Below it,
+    the wide columns a DLQ record is built from (the error struct, the rejected text, the source and
+    sequence) are folded into one struct that is NULL for every good record; above it, only that,
+    the flags and the destinations' fields cross (benchmark 1: the pass ~0.5 s faster).
+    """
+    return status.coalesce(status.sparkSession.sparkContext.defaultParallelism)
+
+
 def _partition_of(seq):
     """The partition a record was read in (monotonically_increasing_id keeps it in the upper bits)."""
     return F.shiftright(seq, PARTITION_SHIFT)
@@ -113,6 +130,7 @@ class BatchPass:
             status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
         if r.rules:
             status = status.withColumns(expectations.offender_columns(r.rules, r.plans))
+        status = in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
         observed = status.observe(observation, *self._metrics(dlq_needed, window_needed=saved_window is None))
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
@@ -141,7 +159,7 @@ class BatchPass:
             r._where = ("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if (position > 0 or not dest.carries_a_pass) and n:
-                dest.write(branch.rows(self.status), b)
+                dest.write(branch.rows(in_tasks_per_core(self.status)), b)
             r.commits.mark(dest.id, b, rows=n, run_id=r.run_id)
             written_now[dest.id] = n
             r.crash_hook(dest.id, b)

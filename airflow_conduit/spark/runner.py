@@ -239,7 +239,7 @@ class PipelineRunner:
         union = apply_processors(union, self.spec.processors, ctx)
         union, branches = with_branches(union, self.spec.destinations, ctx)
         self._where = ("runner", None, None)
-        return in_tasks_per_core(with_fates(union, branches)), branches
+        return with_fates(union, branches), branches
 
     def _record_batch(
         self,
@@ -376,17 +376,6 @@ class PipelineRunner:
                 break
             time.sleep(0.1)
         query.stop()
-
-
-def in_tasks_per_core(status: DataFrame) -> DataFrame:
-    """The batch in at most one task per core (Spark's ``defaultParallelism``), without a shuffle.
-
-    Files are read one per partition (their record numbers come from it), so a batch of many files
-    ran one task per file: each with its own observation buffer (the DLQ rows' ``min_by`` costs per
-    task), Parquet writer and output file. ``coalesce`` groups consecutive partitions into one task;
-    record numbers are computed below it, per file. ``spark.default.parallelism`` sets the count.
-    """
-    return status.coalesce(status.sparkSession.sparkContext.defaultParallelism)
 
 
 @contextlib.contextmanager
