@@ -75,6 +75,46 @@ def test_a_batch_of_many_files_runs_in_one_task_per_core_and_keeps_record_number
     assert len(read_json_rows(spark, tmp_path / "out")) == 5 * 6
 
 
+def _nodes(plan):
+    """The nodes of a JVM physical plan, depth first."""
+    yield plan
+    children = plan.children()
+    for i in range(children.size()):
+        yield from _nodes(children.apply(i))
+
+
+def _output_names(node) -> set[str]:
+    output = node.output()
+    return {output.apply(i).name() for i in range(output.size())}
+
+
+def test_only_the_dlq_entry_and_the_flags_cross_into_one_task_per_core(spark, tmp_path, monkeypatch):
+    """``Coalesce`` is not code-generated: every column crossing it is written out for every record. The
+    wide columns a DLQ record is built from (error struct, rejected text, source) are folded into the DLQ
+    entry below it, so what crosses is the destination's fields, the fate flags, the sequence number
+    (nack window) and the entry, NULL for every good record."""
+    from airflow_conduit.spark import destinations
+
+    write_lines(tmp_path / "in", "a.json", [good(1), "{bad", good(2)])
+    spec = pipeline("narrow", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    crossing: list[set[str]] = []
+    write = destinations.FileDestination.write
+
+    def spy(self, df, batch_id):
+        if self.id != "dead-letter-queue":
+            plan = df._jdf.queryExecution().executedPlan()
+            crossing.extend(_output_names(n.children().apply(0)) for n in _nodes(plan) if n.nodeName() == "Coalesce")
+        return write(self, df, batch_id)
+
+    monkeypatch.setattr(destinations.FileDestination, "write", spy)
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert report.totals["dlq"] == 1 and len(crossing) == 1
+    internal = {name for name in crossing[0] if name.startswith(C.PREFIX)}
+    assert C.ERROR not in internal and C.RAW not in internal and C.SOURCE_ID not in internal
+    assert batch_pass.DLQ_ENTRY in internal and NACKED in internal
+
+
 def test_positions_are_record_numbers_in_the_file_and_csv_counts_its_header(spark, tmp_path):
     folder = tmp_path / "json"
     folder.mkdir()
