@@ -36,8 +36,12 @@ if TYPE_CHECKING:
     from airflow_conduit.spark.runner import PipelineRunner
 
 DLQ_COLLECT_LIMIT = 50_000  # nacked records per batch gathered in the first pass (bounded driver memory)
-PARTITION_BINS = 10_000
-DLQ_ENTRY = "__ac_dlq_entry"  # histogram_numeric is exact up to this many distinct partitions
+PARTITION_BINS = 10_000  # histogram_numeric is exact up to this many distinct partitions
+DLQ_ENTRY = "__ac_dlq_entry"
+# What the observation's order-keeping aggregates read, computed as columns in the generated projection
+# below it: an observation evaluates its aggregates' inputs interpreted, record by record (see _metrics).
+NACKED_SEQ = "__ac_nacked_seq"
+READ_PARTITION = "__ac_read_partition"
 
 
 def in_tasks_per_core(status: DataFrame) -> DataFrame:
@@ -90,8 +94,29 @@ class BatchPass:
 
     # -- what the pass observes -------------------------------------------------------------------------
 
+    def _window_enabled(self, window_needed: bool) -> bool:
+        return window_needed and self.spec.dead_letter_queue.window_size > 0
+
+    def _observed_inputs(self, status: DataFrame, dlq_needed: bool, *, window_needed: bool) -> DataFrame:
+        """``status`` with the columns ``_metrics`` reads: the DLQ entry, the nacked records' sequence numbers
+        and the partition each record was read in, each NULL where not needed.
+
+        ``min_by`` and ``histogram_numeric`` are imperative aggregates: an observation evaluates their inputs
+        with Spark's interpreted evaluator for every record. As columns of the code-generated projection
+        below, what they evaluate is a column reference (docs/architecture.md, gathering).
+        """
+        if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
+            entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"), pending_text().alias("text"))
+            status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
+        window = self._window_enabled(window_needed)
+        if dlq_needed or window:
+            status = status.withColumn(NACKED_SEQ, F.when(F.col(NACKED), F.col(C.SEQ)))
+        if window:
+            status = status.withColumn(READ_PARTITION, _partition_of(F.col(C.SEQ)))
+        return status
+
     def _metrics(self, dlq_needed: bool, *, window_needed: bool) -> list:
-        nacked_seq = F.when(F.col(NACKED), F.col(C.SEQ))
+        nacked_seq = F.col(NACKED_SEQ)
         metrics = [
             F.count(F.lit(1)).alias("read"),
             F.count_if(F.col(NACKED)).alias("nacked"),
@@ -100,10 +125,10 @@ class BatchPass:
         ]
         if dlq_needed:
             metrics.append(F.min_by(F.col(DLQ_ENTRY), nacked_seq, DLQ_COLLECT_LIMIT).alias("dlq"))
-        if window_needed and self.spec.dead_letter_queue.window_size > 0:
+        if self._window_enabled(window_needed):
             if not dlq_needed:
-                metrics.append(F.min_by(F.col(C.SEQ), nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
-            metrics.append(F.histogram_numeric(_partition_of(F.col(C.SEQ)), F.lit(PARTITION_BINS)).alias("partitions"))
+                metrics.append(F.min_by(nacked_seq, nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
+            metrics.append(F.histogram_numeric(F.col(READ_PARTITION), F.lit(PARTITION_BINS)).alias("partitions"))
         if self.runner.rules:
             metrics += expectations.metrics(self.runner.rules)
         for plan in self.runner.plans:
@@ -124,10 +149,7 @@ class BatchPass:
         result = PassResult(counts={}, already=[d.id for d in r.destinations if d.id in committed])
         saved_window = r.windows.get(b)  # read once: the window of a batch an earlier attempt finished
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
-        status = self.status
-        if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
-            entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"), pending_text().alias("text"))
-            status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
+        status = self._observed_inputs(self.status, dlq_needed, window_needed=saved_window is None)
         if r.rules:
             status = status.withColumns(expectations.offender_columns(r.rules, r.plans))
         status = in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core

@@ -94,23 +94,21 @@ def _json_plans(plans: list[SourcePlan]) -> list[SourcePlan]:
 
 
 def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Column]:
-    """Per JSON source, its pending lines parsed twice (typed, and as a map), as columns computed once."""
+    """Per JSON source, its pending lines parsed once (as a map), as columns computed once."""
     out: list[Column] = []
     for plan in _json_plans(plans):
         mine = source_id == F.lit(plan.id)
-        limit = json_max_string_length(plan.spec)
-        out.append(F.when(mine, parsing.from_json_text(text, plan.schema, max_string_length=limit)).alias(f"__ac_t{plan.index}"))
-        out.append(F.when(mine, parsing.text_as_map(text, limit)).alias(f"__ac_m{plan.index}"))
+        out.append(F.when(mine, parsing.text_as_map(text, json_max_string_length(plan.spec))).alias(f"__ac_m{plan.index}"))
     return out
 
 
-def _reason(plans: list[SourcePlan], text: Column, source_id: Column) -> Column | None:
-    """The pending reason, from the columns ``_parses`` added."""
+def _reason(plans: list[SourcePlan], text: Column, source_id: Column, flags: Column) -> Column | None:
+    """The pending reason, from the columns ``_parses`` added and the typed-NULL flags the pass kept."""
     reason = None
     for plan in _json_plans(plans):
         where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
         found = parsing.rejected_json_reason(
-            text, F.col(f"__ac_t{plan.index}"), F.col(f"__ac_m{plan.index}"), plan.schema, what="record",
+            text, flags, F.col(f"__ac_m{plan.index}"), plan.schema, what="record",
             max_string_length=json_max_string_length(plan.spec), **where,
         )
         cond = source_id == F.lit(plan.id)
@@ -129,9 +127,9 @@ class PendingReasons:
         self.needed = bool(_json_plans(plans))
         if not self.needed:
             return
-        text, source_id = F.col("text"), F.col("row")["source_id"]
+        text, source_id, flags = F.col("text"), F.col("row")["source_id"], F.col("row")["exception_message"]
         self._parses = _parses(plans, text, source_id)
-        self._reason = _reason(plans, text, source_id).alias("reason")
+        self._reason = _reason(plans, text, source_id, flags).alias("reason")
         reason, row = F.col("reason"), F.col("row")
         refined = row.withField("exception_class", reason["exception_class"]).withField("exception_message", reason["message"])
         self._row = F.when(text.isNotNull(), refined).otherwise(row).alias("row")
@@ -140,8 +138,8 @@ class PendingReasons:
         """DLQ rows from ``entries`` (columns ``row``: a ``dlq_record``, ``text``: ``pending_text()``), every
         pending reason worked out (on these few rows, after the pass).
 
-        In three projections, so that each line is parsed once per way (an expression used many times is
-        not inlined into the next projection when it is not cheap).
+        In three projections, so that each line is parsed once (an expression used many times is not
+        inlined into the next projection when it is not cheap).
         """
         if not self.needed:
             return entries.select("row.*")

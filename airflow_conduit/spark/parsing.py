@@ -25,7 +25,11 @@ the whole projection out of whole-stage code generation, for every record.
 So the file sources defer the reason of a rejected JSON line
 (``defer_reason``): the pass only marks the line (``PENDING_REASON``) and
 keeps its text, and the reason is worked out on the DLQ's rows, after the
-pass (``rejected_json_reason``; see ``dlq.with_reasons``).
+pass (``rejected_json_reason``; see ``dlq.with_reasons``). The pass also
+keeps which fields the reader left NULL (``typed_null_flags``, in the
+pending error's message): the reader's partial result of a rejected line
+is what a second typed parse would give, so the reason needs one parse of
+the line (into a map), not two.
 """
 
 from __future__ import annotations
@@ -93,6 +97,21 @@ def _missing(schema: T.StructType, value_of) -> list[tuple[str, Column]]:
     return [(f.name, value_of(f.name).isNull()) for f in schema.fields if not f.nullable]
 
 
+def typed_null_flags(schema: T.StructType, typed: ValueOf) -> Column:
+    """One character per field of ``schema``, in order: ``1`` where the typed value is NULL, else ``0``.
+
+    What a pending reason needs of the reader's (partial) result of a rejected line: which fields did not
+    come out typed. Flags, not names: any field name is safe in them.
+    """
+    return F.concat(*[F.when(typed(f.name).isNull(), F.lit("1")).otherwise(F.lit("0")) for f in schema.fields])
+
+
+def _flagged_null(flags: Column, schema: T.StructType) -> Callable[[str], Column]:
+    """field name -> TRUE when ``typed_null_flags`` marks it NULL."""
+    position = {f.name: i + 1 for i, f in enumerate(schema.fields)}
+    return lambda name: F.substring(flags, position[name], 1) == F.lit("1")
+
+
 def _missing_error(missing: list[tuple[str, Column]], what: str, where: dict) -> Column:
     return C.error_struct(
         exception_class=C.MISSING_FIELD,
@@ -137,7 +156,11 @@ def _too_large_or_malformed(text: Column, what: str, max_string_length: int, whe
     longer_string = (F.length(text) > F.lit(max_string_length)) & F.from_json(
         text, _STRING_MAP, {"maxStringLen": _NO_LIMIT}
     ).isNotNull()
-    longer_number = F.from_json(text, _STRING_MAP, {**with_string_limit, "maxNumLen": _NO_LIMIT}).isNotNull()
+    # parsed again only when the text holds a run of number characters longer than the limit (And stops early)
+    number_run = f"[-+0-9.eE]{{{JSON_MAX_NUMBER_LENGTH + 1}}}"
+    longer_number = text.rlike(number_run) & F.from_json(
+        text, _STRING_MAP, {**with_string_limit, "maxNumLen": _NO_LIMIT}
+    ).isNotNull()
     return (
         F.when(
             longer_string,
@@ -169,7 +192,7 @@ def _too_large_or_malformed(text: Column, what: str, max_string_length: int, whe
 def json_error(
     text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, what: str,
     max_string_length: int = JSON_MAX_STRING_LENGTH, defer_reason: bool = False, as_map: Column | None = None,
-    **where: str,
+    typed_null: Callable[[str], Column] | None = None, **where: str,
 ) -> Column:
     """The error of a JSON record (an error struct) or NULL.
 
@@ -178,9 +201,10 @@ def json_error(
     the parser's limit the text was read with. ``defer_reason``: a rejected (valid UTF-8) line gets the
     placeholder class ``PENDING_REASON``, its reason worked out later by ``rejected_json_reason`` on the
     few rejected lines (see the module docstring: it keeps ``from_json`` out of the pass over every record).
+    ``typed_null(name)``: TRUE when the field is NULL after typing, when that is known without ``typed``.
     """
-    if defer_reason:
-        pending = C.error_struct(exception_class=PENDING_REASON, message=F.lit(None), **where)
+    if defer_reason:  # the message holds the typed-NULL flags until the reason replaces it
+        pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
         out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where)).when(failed, pending)
         missing_value = _missing(schema, typed)
         if missing_value:
@@ -189,7 +213,8 @@ def json_error(
     m = as_map if as_map is not None else text_as_map(text, max_string_length)
     raw_of = {f.name: F.try_element_at(m, F.lit(f.name)) for f in schema.fields}
     missing_key = _missing(schema, lambda name: raw_of[name])
-    wrong = [(f.name, raw_of[f.name].isNotNull() & typed(f.name).isNull()) for f in schema.fields]
+    is_null = typed_null or (lambda name: typed(name).isNull())
+    wrong = [(f.name, raw_of[f.name].isNotNull() & is_null(f.name)) for f in schema.fields]
     expected = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
     reason = F.when(is_invalid_utf8(text), _utf8_error(text, where)).when(
         m.isNull(), _too_large_or_malformed(text, what, max_string_length, where)
@@ -218,17 +243,18 @@ def text_as_map(text: Column, max_string_length: int) -> Column:
 
 
 def rejected_json_reason(
-    text: Column, parsed: Column, as_map: Column, schema: T.StructType, *, what: str, max_string_length: int, **where: str
+    text: Column, flags: Column, as_map: Column, schema: T.StructType, *, what: str, max_string_length: int, **where: str
 ) -> Column:
     """The error of a rejected JSON line (the reason ``json_error(defer_reason=True)`` left pending).
 
-    ``parsed`` = ``from_json_text(text, schema)`` (PERMISSIVE: the typed fields as the reader saw them),
-    ``as_map`` = ``text_as_map(text)``: columns computed once by the caller (each is referenced many
-    times here, and ``from_json`` is not cheap), done on the rejected lines only.
+    ``flags`` = the pending error's message (``typed_null_flags``: which fields the reader left NULL),
+    ``as_map`` = ``text_as_map(text)``: a column computed once by the caller (it is referenced many times
+    here, and ``from_json`` is not cheap), done on the rejected lines only.
     """
+    typed_null = _flagged_null(flags, schema)
     return json_error(
-        text, lambda name: parsed[name], F.lit(True), schema, what=what, max_string_length=max_string_length,
-        as_map=as_map, **where,
+        text, lambda name: F.lit(None), F.lit(True), schema, what=what, max_string_length=max_string_length,
+        as_map=as_map, typed_null=typed_null, **where,
     )
 
 
