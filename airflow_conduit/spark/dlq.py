@@ -94,11 +94,17 @@ def _json_plans(plans: list[SourcePlan]) -> list[SourcePlan]:
 
 
 def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Column]:
-    """Per JSON source, its pending lines parsed once (as a map), as columns computed once."""
+    """Per JSON source, its pending lines parsed once (as a map) and checked against the size limits, as
+    columns of their own projection (see ``parsing.RejectedParses``)."""
     out: list[Column] = []
     for plan in _json_plans(plans):
         mine = source_id == F.lit(plan.id)
-        out.append(F.when(mine, parsing.text_as_map(text, json_max_string_length(plan.spec))).alias(f"__ac_m{plan.index}"))
+        parses = parsing.RejectedParses.of(text, json_max_string_length(plan.spec))
+        out += [
+            F.when(mine, parses.as_map).alias(f"__ac_m{plan.index}"),
+            F.when(mine, parses.longer_string).alias(f"__ac_ls{plan.index}"),
+            F.when(mine, parses.longer_number).alias(f"__ac_ln{plan.index}"),
+        ]
     return out
 
 
@@ -107,9 +113,10 @@ def _reason(plans: list[SourcePlan], text: Column, source_id: Column, flags: Col
     reason = None
     for plan in _json_plans(plans):
         where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
+        i = plan.index
+        parses = parsing.RejectedParses(F.col(f"__ac_m{i}"), F.col(f"__ac_ls{i}"), F.col(f"__ac_ln{i}"))
         found = parsing.rejected_json_reason(
-            text, flags, F.col(f"__ac_m{plan.index}"), plan.schema, what="record",
-            max_string_length=json_max_string_length(plan.spec), **where,
+            text, flags, parses, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec), **where,
         )
         cond = source_id == F.lit(plan.id)
         reason = F.when(cond, found) if reason is None else reason.when(cond, found)

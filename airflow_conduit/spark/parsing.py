@@ -34,6 +34,7 @@ the line (into a map), not two.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from pyspark.sql import Column
@@ -150,17 +151,24 @@ def _utf8_error(text: Column, where: dict) -> Column:
     )
 
 
-def _too_large_or_malformed(text: Column, what: str, max_string_length: int, where: dict) -> Column:
-    """For text that does not parse: over a parser size limit (it parses with the limit lifted), or malformed."""
-    with_string_limit = {"maxStringLen": str(max_string_length)}
-    longer_string = (F.length(text) > F.lit(max_string_length)) & F.from_json(
-        text, _STRING_MAP, {"maxStringLen": _NO_LIMIT}
-    ).isNotNull()
-    # parsed again only when the text holds a run of number characters longer than the limit (And stops early)
+def longer_string_than_limit(text: Column, max_string_length: int) -> Column:
+    """TRUE when ``text`` did not parse only because a string value is over ``max_string_length`` (it parses
+    with the limit lifted); the parse runs only for text longer than the limit."""
+    return (F.length(text) > F.lit(max_string_length)) & F.from_json(text, _STRING_MAP, {"maxStringLen": _NO_LIMIT}).isNotNull()
+
+
+def longer_number_than_limit(text: Column, max_string_length: int) -> Column:
+    """TRUE when ``text`` did not parse only because a number is over the parser's ``maxNumLen``; the parse
+    runs only for text holding a run of number characters longer than the limit."""
     number_run = f"[-+0-9.eE]{{{JSON_MAX_NUMBER_LENGTH + 1}}}"
-    longer_number = text.rlike(number_run) & F.from_json(
-        text, _STRING_MAP, {**with_string_limit, "maxNumLen": _NO_LIMIT}
-    ).isNotNull()
+    lifted = {"maxStringLen": str(max_string_length), "maxNumLen": _NO_LIMIT}
+    return text.rlike(number_run) & F.from_json(text, _STRING_MAP, lifted).isNotNull()
+
+
+def _too_large_or_malformed(
+    text: Column, what: str, max_string_length: int, where: dict, *, longer_string: Column, longer_number: Column
+) -> Column:
+    """For text that does not parse: over a parser size limit (``longer_string`` / ``longer_number``), or malformed."""
     return (
         F.when(
             longer_string,
@@ -189,39 +197,42 @@ def _too_large_or_malformed(text: Column, what: str, max_string_length: int, whe
     )
 
 
-def json_error(
-    text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, what: str,
-    max_string_length: int = JSON_MAX_STRING_LENGTH, defer_reason: bool = False, as_map: Column | None = None,
-    typed_null: Callable[[str], Column] | None = None, **where: str,
-) -> Column:
-    """The error of a JSON record (an error struct) or NULL.
+@dataclass(frozen=True)
+class RejectedParses:
+    """What the reason of a rejected JSON line is read from: the line as a map (NULL: not a JSON object) and
+    whether it failed only on a size limit. ``rejected_json_reason`` takes them as columns computed in an
+    earlier projection: ``from_json`` has no generated code, so the reason itself stays code-generated."""
 
-    ``typed(name)``: the field as parsed into ``schema``; ``failed``: TRUE when the parser rejected the text.
-    The reason of a rejection is worked out from ``text`` for rejected records only; ``max_string_length``:
-    the parser's limit the text was read with. ``defer_reason``: a rejected (valid UTF-8) line gets the
-    placeholder class ``PENDING_REASON``, its reason worked out later by ``rejected_json_reason`` on the
-    few rejected lines (see the module docstring: it keeps ``from_json`` out of the pass over every record).
-    ``typed_null(name)``: TRUE when the field is NULL after typing, when that is known without ``typed``.
-    """
-    if defer_reason:  # the message holds the typed-NULL flags until the reason replaces it
-        pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
-        out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where)).when(failed, pending)
-        missing_value = _missing(schema, typed)
-        if missing_value:
-            out = out.when(_any([c for _, c in missing_value]), _missing_error(missing_value, what, where))
-        return out
-    m = as_map if as_map is not None else text_as_map(text, max_string_length)
+    as_map: Column
+    longer_string: Column
+    longer_number: Column
+
+    @classmethod
+    def of(cls, text: Column, max_string_length: int) -> "RejectedParses":
+        return cls(
+            text_as_map(text, max_string_length),
+            longer_string_than_limit(text, max_string_length),
+            longer_number_than_limit(text, max_string_length),
+        )
+
+
+def _parsed_reason(
+    text: Column, parses: RejectedParses, is_null: Callable[[str], Column], schema: T.StructType, *, what: str,
+    max_string_length: int, where: dict,
+) -> Column:
+    """The reason of a rejected line that is valid UTF-8: size limit / malformed, missing field, wrong type."""
+    m = parses.as_map
     raw_of = {f.name: F.try_element_at(m, F.lit(f.name)) for f in schema.fields}
     missing_key = _missing(schema, lambda name: raw_of[name])
-    is_null = typed_null or (lambda name: typed(name).isNull())
     wrong = [(f.name, raw_of[f.name].isNotNull() & is_null(f.name)) for f in schema.fields]
     expected = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
-    reason = F.when(is_invalid_utf8(text), _utf8_error(text, where)).when(
-        m.isNull(), _too_large_or_malformed(text, what, max_string_length, where)
+    too_large_or_malformed = _too_large_or_malformed(
+        text, what, max_string_length, where, longer_string=parses.longer_string, longer_number=parses.longer_number
     )
+    reason = F.when(m.isNull(), too_large_or_malformed)
     if missing_key:
         reason = reason.when(_any([c for _, c in missing_key]), _missing_error(missing_key, what, where))
-    reason = reason.otherwise(
+    return reason.otherwise(
         C.error_struct(
             exception_class=C.WRONG_TYPE,
             message=F.concat(
@@ -230,7 +241,29 @@ def json_error(
             **where,
         )
     )
-    out = F.when(failed, reason)
+
+
+def json_error(
+    text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, what: str,
+    max_string_length: int = JSON_MAX_STRING_LENGTH, defer_reason: bool = False, **where: str,
+) -> Column:
+    """The error of a JSON record (an error struct) or NULL.
+
+    ``typed(name)``: the field as parsed into ``schema``; ``failed``: TRUE when the parser rejected the text.
+    The reason of a rejection is worked out from ``text`` for rejected records only; ``max_string_length``:
+    the parser's limit the text was read with. ``defer_reason``: a rejected (valid UTF-8) line gets the
+    placeholder class ``PENDING_REASON``, its reason worked out later by ``rejected_json_reason`` on the
+    few rejected lines (see the module docstring: it keeps ``from_json`` out of the pass over every record).
+    """
+    if defer_reason:  # the message holds the typed-NULL flags until the reason replaces it
+        pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
+        out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where)).when(failed, pending)
+    else:
+        parsed = _parsed_reason(
+            text, RejectedParses.of(text, max_string_length), lambda name: typed(name).isNull(), schema, what=what,
+            max_string_length=max_string_length, where=where,
+        )
+        out = F.when(failed, F.when(is_invalid_utf8(text), _utf8_error(text, where)).otherwise(parsed))
     missing_value = _missing(schema, typed)
     if missing_value:
         out = out.when(_any([c for _, c in missing_value]), _missing_error(missing_value, what, where))
@@ -243,18 +276,17 @@ def text_as_map(text: Column, max_string_length: int) -> Column:
 
 
 def rejected_json_reason(
-    text: Column, flags: Column, as_map: Column, schema: T.StructType, *, what: str, max_string_length: int, **where: str
+    text: Column, flags: Column, parses: RejectedParses, schema: T.StructType, *, what: str, max_string_length: int,
+    **where: str,
 ) -> Column:
     """The error of a rejected JSON line (the reason ``json_error(defer_reason=True)`` left pending).
 
-    ``flags`` = the pending error's message (``typed_null_flags``: which fields the reader left NULL),
-    ``as_map`` = ``text_as_map(text)``: a column computed once by the caller (it is referenced many times
-    here, and ``from_json`` is not cheap), done on the rejected lines only.
+    A pending line is valid UTF-8 (an invalid one got its error in the pass). ``flags`` = the pending error's
+    message (``typed_null_flags``: which fields the reader left NULL); ``parses``: ``RejectedParses.of(text)``
+    as columns computed in an earlier projection, on the rejected lines only.
     """
-    typed_null = _flagged_null(flags, schema)
-    return json_error(
-        text, lambda name: F.lit(None), F.lit(True), schema, what=what, max_string_length=max_string_length,
-        as_map=as_map, typed_null=typed_null, **where,
+    return _parsed_reason(
+        text, parses, _flagged_null(flags, schema), schema, what=what, max_string_length=max_string_length, where=where
     )
 
 
