@@ -137,22 +137,30 @@ class PendingReasons:
         text, source_id, flags = F.col("text"), F.col("row")["source_id"], F.col("row")["exception_message"]
         self._parses = _parses(plans, text, source_id)
         self._reason = _reason(plans, text, source_id, flags).alias("reason")
-        reason, row = F.col("reason"), F.col("row")
-        refined = row.withField("exception_class", reason["exception_class"]).withField("exception_message", reason["message"])
-        self._row = F.when(text.isNotNull(), refined).otherwise(row).alias("row")
+        self._flat: list[Column] | None = None  # the DLQ columns, built at the first apply (their names come from it)
+
+    def _flat_columns(self, row_fields: list[str]) -> list[Column]:
+        """The DLQ row's fields as columns, the exception class and message from the reason where one was pending."""
+        pending, reason, row = F.col("text").isNotNull(), F.col("reason"), F.col("row")
+        refined = {"exception_class": reason["exception_class"], "exception_message": reason["message"]}
+        return [
+            (F.when(pending, refined[name]).otherwise(row[name]) if name in refined else row[name]).alias(name)
+            for name in row_fields
+        ]
 
     def apply(self, entries: DataFrame) -> DataFrame:
         """DLQ rows from ``entries`` (columns ``row``: a ``dlq_record``, ``text``: ``pending_text()``), every
         pending reason worked out (on these few rows, after the pass).
 
         In three projections, so that each line is parsed once (an expression used many times is not
-        inlined into the next projection when it is not cheap).
+        inlined into the next projection when it is not cheap): the parses, the reason, the DLQ's columns.
         """
         if not self.needed:
             return entries.select("row.*")
+        if self._flat is None:
+            self._flat = self._flat_columns(entries.schema["row"].dataType.fieldNames())
         parsed = entries.select("row", "text", *self._parses)
-        reasoned = parsed.select("row", "text", self._reason)
-        return reasoned.select(self._row).select("row.*")
+        return parsed.select("row", "text", self._reason).select(*self._flat)
 
 
 def with_reasons(entries: DataFrame, plans: list[SourcePlan]) -> DataFrame:

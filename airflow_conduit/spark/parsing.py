@@ -159,10 +159,12 @@ def longer_string_than_limit(text: Column, max_string_length: int) -> Column:
 
 def longer_number_than_limit(text: Column, max_string_length: int) -> Column:
     """TRUE when ``text`` did not parse only because a number is over the parser's ``maxNumLen``; the parse
-    runs only for text holding a run of number characters longer than the limit."""
+    runs only for text holding a run of number characters longer than the limit (searched for only in
+    text longer than the limit)."""
     number_run = f"[-+0-9.eE]{{{JSON_MAX_NUMBER_LENGTH + 1}}}"
     lifted = {"maxStringLen": str(max_string_length), "maxNumLen": _NO_LIMIT}
-    return text.rlike(number_run) & F.from_json(text, _STRING_MAP, lifted).isNotNull()
+    long_enough = F.length(text) > F.lit(JSON_MAX_NUMBER_LENGTH)
+    return long_enough & text.rlike(number_run) & F.from_json(text, _STRING_MAP, lifted).isNotNull()
 
 
 def _too_large_or_malformed(
