@@ -56,7 +56,8 @@ def in_tasks_per_core(status: DataFrame) -> DataFrame:
     not code-generated, so every column that crosses it is written out for every record. Below it,
     the wide columns a DLQ record is built from (the error struct, the rejected text, the source id)
     are folded into one struct that is NULL for every good record; above it, only that, the flags,
-    the sequence number and the destinations' fields cross (docs/architecture.md, tasks).
+    the sequence number, the observation's inputs (``BatchPass._observed_inputs``) and the destinations'
+    fields cross (docs/architecture.md, tasks).
     """
     return status.coalesce(status.sparkSession.sparkContext.defaultParallelism)
 

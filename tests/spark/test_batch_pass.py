@@ -92,11 +92,12 @@ def test_only_the_dlq_entry_and_the_flags_cross_into_one_task_per_core(spark, tm
     """``Coalesce`` is not code-generated: every column crossing it is written out for every record. The
     wide columns a DLQ record is built from (error struct, rejected text, source) are folded into the DLQ
     entry below it, so what crosses is the destination's fields, the fate flags, the sequence number
-    (nack window) and the entry, NULL for every good record."""
+    (nack window), the observation's inputs and the entry, NULL for every good record."""
     from airflow_conduit.spark import destinations
 
     write_lines(tmp_path / "in", "a.json", [good(1), "{bad", good(2)])
-    spec = pipeline("narrow", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    dlq = dlq_file(tmp_path / "dlq", size=100, threshold=50)  # a nack window: its inputs are observed too
+    spec = pipeline("narrow", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq)
     crossing: list[set[str]] = []
     write = destinations.FileDestination.write
 
@@ -113,6 +114,7 @@ def test_only_the_dlq_entry_and_the_flags_cross_into_one_task_per_core(spark, tm
     internal = {name for name in crossing[0] if name.startswith(C.PREFIX)}
     assert C.ERROR not in internal and C.RAW not in internal and C.SOURCE_ID not in internal
     assert batch_pass.DLQ_ENTRY in internal and NACKED in internal
+    assert batch_pass.NACKED_SEQ in internal and batch_pass.READ_PARTITION in internal  # computed below, not in the observation
 
 
 def test_positions_are_record_numbers_in_the_file_and_csv_counts_its_header(spark, tmp_path):
@@ -207,3 +209,32 @@ def test_a_log_destination_first_does_not_carry_the_pass_and_counts_stay_right(s
     assert report.totals == {"read": 3, "filtered": 0, "dlq": 1, "written": {"console": 2, "out": 2}}
     assert len([r for r in caplog.records if r.name == "airflow_conduit.spark.log.console"]) == 2
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2]
+
+
+def test_the_dlq_reason_parses_a_rejected_line_once(spark, tmp_path, monkeypatch):
+    """The reader's typed result of a rejected line rides in its pending error (which fields came out NULL),
+    so working out the reason needs no typed parse of the line: the DLQ write parses it into a map only
+    (one ``from_json``, plus the two size-limit checks, which parse only lines over a limit), and the
+    reason still names the field of the wrong type."""
+    import re
+
+    from airflow_conduit.spark import destinations
+
+    write_lines(tmp_path / "in", "a.json", [good(1), "{bad", '{"id": 2, "name": "b", "amount": "lots"}'])
+    spec = pipeline("once", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    parses: list[list[str]] = []
+    write = destinations.FileDestination.write
+
+    def spy(self, df, batch_id):
+        if self.id == "dead-letter-queue":
+            plan = df._jdf.queryExecution().executedPlan().toString()
+            parses.append(re.findall(r"from_json\((\w+)\(", plan))
+        return write(self, df, batch_id)
+
+    monkeypatch.setattr(destinations.FileDestination, "write", spy)
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert parses == [["MapType"] * 3]
+    dlq = sorted(read_json_rows(spark, tmp_path / "dlq"), key=lambda r: r["source_position"])
+    assert [r["exception_class"].rsplit(".", 1)[1] for r in dlq] == ["MalformedRecordError", "WrongTypeError"]
+    assert "wrong type: amount (" in dlq[1]["exception_message"]
