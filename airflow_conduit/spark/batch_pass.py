@@ -99,12 +99,12 @@ class BatchPass:
         return window_needed and self.spec.dead_letter_queue.window_size > 0
 
     def _observed_inputs(self, status: DataFrame, dlq_needed: bool, *, window_needed: bool) -> DataFrame:
-        """``status`` with the columns ``_metrics`` reads: the DLQ entry, the nacked records' sequence numbers
-        and the partition each record was read in, each NULL where not needed.
+        """``status`` with the columns ``_metrics`` reads, each only where it is read: the DLQ entry, the
+        nacked records' sequence numbers (NULL for the others) and the partition each record was read in.
 
         ``min_by`` and ``histogram_numeric`` are imperative aggregates: an observation evaluates their inputs
         with Spark's interpreted evaluator for every record. As columns of the code-generated projection
-        below, what they evaluate is a column reference (docs/architecture.md, gathering).
+        below, what they evaluate is a column reference (docs/architecture.md, the data path: counts).
         """
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
             entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"), pending_text().alias("text"))
