@@ -149,12 +149,13 @@ class BatchPass:
         todo.sort(key=lambda pair: not pair[0].carries_a_pass)
         result = PassResult(counts={}, already=[d.id for d in r.destinations if d.id in committed])
         saved_window = r.windows.get(b)  # read once: the window of a batch an earlier attempt finished
+        window_needed = saved_window is None
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
-        status = self._observed_inputs(self.status, dlq_needed, window_needed=saved_window is None)
+        status = self._observed_inputs(self.status, dlq_needed, window_needed=window_needed)
         if r.rules:
             status = status.withColumns(expectations.offender_columns(r.rules, r.plans))
         status = in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
-        observed = status.observe(observation, *self._metrics(dlq_needed, window_needed=saved_window is None))
+        observed = status.observe(observation, *self._metrics(dlq_needed, window_needed=window_needed))
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r._where = ("destination", dest.id, dest.plugin)

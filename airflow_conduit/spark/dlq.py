@@ -7,6 +7,7 @@ csv / parquet, jdbc, log) can hold it. Column names follow Kafka Connect's
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from pyspark.sql import Column, DataFrame
@@ -93,6 +94,14 @@ def _json_plans(plans: list[SourcePlan]) -> list[SourcePlan]:
     return [p for p in plans if p.parser == "json"]
 
 
+def _parse_column(plan: SourcePlan, part: str) -> str:
+    """The column ``_parses`` puts one part of ``parsing.RejectedParses`` in, for ``plan``'s lines."""
+    return f"__ac_{part}{plan.index}"
+
+
+_PARSE_PARTS = tuple(f.name for f in dataclasses.fields(parsing.RejectedParses))
+
+
 def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Column]:
     """Per JSON source, its pending lines parsed once (as a map) and checked against the size limits, as
     columns of their own projection (see ``parsing.RejectedParses``)."""
@@ -100,11 +109,7 @@ def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Co
     for plan in _json_plans(plans):
         mine = source_id == F.lit(plan.id)
         parses = parsing.RejectedParses.of(text, json_max_string_length(plan.spec))
-        out += [
-            F.when(mine, parses.as_map).alias(f"__ac_m{plan.index}"),
-            F.when(mine, parses.longer_string).alias(f"__ac_ls{plan.index}"),
-            F.when(mine, parses.longer_number).alias(f"__ac_ln{plan.index}"),
-        ]
+        out += [F.when(mine, getattr(parses, part)).alias(_parse_column(plan, part)) for part in _PARSE_PARTS]
     return out
 
 
@@ -113,8 +118,7 @@ def _reason(plans: list[SourcePlan], text: Column, source_id: Column, flags: Col
     reason = None
     for plan in _json_plans(plans):
         where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
-        i = plan.index
-        parses = parsing.RejectedParses(F.col(f"__ac_m{i}"), F.col(f"__ac_ls{i}"), F.col(f"__ac_ln{i}"))
+        parses = parsing.RejectedParses(*(F.col(_parse_column(plan, part)) for part in _PARSE_PARTS))
         found = parsing.rejected_json_reason(
             text, flags, parses, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec), **where,
         )
