@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from py4j.protocol import Py4JError, Py4JNetworkError
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
@@ -88,6 +89,27 @@ def classify(exc: BaseException, stage: str | None, component_id: str | None, co
     from airflow_conduit.recovery.classify import structured_error_from_exception
 
     return structured_error_from_exception(exc, stage=stage, component_id=component_id, component_type=component_type)
+
+
+def jvm_answers(spark: SparkSession) -> bool:
+    """Whether the driver's JVM still answers a Py4J call (it is gone when its process was killed)."""
+    try:
+        spark.sparkContext._jvm.java.lang.System.nanoTime()
+    except Exception:  # noqa: BLE001 - any failure to reach it means it is gone
+        return False
+    return True
+
+
+def lost_jvm_or(exc: BaseException, spark: SparkSession) -> BaseException:
+    """``exc``, or a ``Py4JNetworkError`` when it is a Py4J error raised because the driver's JVM is gone.
+
+    A killed spark-submit takes the JVM with it while this Python process may still be building the next
+    batch's plan; the call that fails then reads "... does not exist in the JVM", and classified where it
+    happened (a processor: fatal) it would stop the pipeline as degraded for a lost driver.
+    """
+    if isinstance(exc, Py4JError) and not isinstance(exc, Py4JNetworkError) and not jvm_answers(spark):
+        return Py4JNetworkError(f"the driver's JVM is gone: {exc}")
+    return exc
 
 
 class PipelineRunner:
@@ -197,7 +219,7 @@ class PipelineRunner:
                 stage, component_id, component_type = self._where
                 if self._ctx is not None and self._ctx.where is not None:  # inside a processor
                     stage, component_id, component_type = self._ctx.where
-                self.failure = classify(exc, stage, component_id, component_type)
+                self.failure = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
             raise
 
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
@@ -332,7 +354,7 @@ class PipelineRunner:
             query = self.query = self._start_query()
         except BaseException as exc:  # noqa: BLE001 - reported, then re-raised as RunFailed
             stage, component_id, component_type = self._where
-            error = classify(exc, stage, component_id, component_type)
+            error = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
             self._fail(error)
             raise RunFailed(error) from exc
         self.report.status = STATUS_RUNNING
@@ -352,7 +374,7 @@ class PipelineRunner:
             if self._stopping() and self.failure is None:
                 pass  # stopped on purpose; an interrupted batch is not committed and re-runs next time
             else:
-                error = self.failure or classify(exc, *self._where)
+                error = self.failure or classify(lost_jvm_or(exc, self.spark), *self._where)
                 self._fail(error)
                 raise RunFailed(error) from exc
         if self.failure is not None:
