@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
-from airflow_conduit.spark.dlq import dlq_record, pending_text
+from airflow_conduit.spark.dlq import dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
@@ -88,10 +88,7 @@ class BatchPass:
         self.batch_id = batch_id
         self.at = at
         self.spec = runner.spec
-        self.dlq_row = dlq_record(
-            self.spec, runner.plans, run_id=runner.run_id, batch_id=batch_id, time_of_error=at,
-            keep_originals=runner.keep_originals,
-        )
+        self.dlq_entry = dlq_entry(self.spec, runner.plans, keep_originals=runner.keep_originals)
 
     # -- what the pass observes -------------------------------------------------------------------------
 
@@ -107,7 +104,7 @@ class BatchPass:
         below, what they evaluate is a column reference (docs/architecture.md, the data path: counts).
         """
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
-            entry = F.struct(F.col(C.SEQ).alias("seq"), self.dlq_row.alias("row"), pending_text().alias("text"))
+            entry = F.struct(F.col(C.SEQ).alias("seq"), *self.dlq_entry)
             status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
         window = self._window_enabled(window_needed)
         if dlq_needed or window:
@@ -211,10 +208,10 @@ class BatchPass:
     def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
         r = self.runner
         if metrics.size("dlq") == nacked:  # min_by returns them in read order
-            return r.pending_reasons.apply(metrics.elements("dlq"))
-        # more nacked records than the first pass gathers: a second pass reads just them
-        nacked_rows = self.status.where(F.col(NACKED))
-        return r.pending_reasons.apply(nacked_rows.select(self.dlq_row.alias("row"), pending_text().alias("text")))
+            entries = metrics.elements("dlq")
+        else:  # more nacked records than the first pass gathers: a second pass reads just them
+            entries = self.status.where(F.col(NACKED)).select(*self.dlq_entry)
+        return r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at)
 
     # -- nack window ------------------------------------------------------------------------------------
 

@@ -35,13 +35,13 @@ def component_configs(spec: PipelineSpec) -> dict[str, str]:
     return out
 
 
-def _configs(spec: PipelineSpec, err: Column) -> Column:
+def _configs(spec: PipelineSpec, component_id: Column) -> Column:
     if not spec.dead_letter_queue.include_configs:
         return F.lit(None).cast("string")
     pairs: list[Column] = []
     for key, value in component_configs(spec).items():
         pairs += [F.lit(key), F.lit(value)]
-    return F.try_element_at(F.create_map(*pairs), err["component_id"]).cast("string") if pairs else F.lit(None).cast("string")
+    return F.try_element_at(F.create_map(*pairs), component_id).cast("string") if pairs else F.lit(None).cast("string")
 
 
 def _original_record(spec: PipelineSpec, plans: list[SourcePlan], keep_originals: bool) -> Column:
@@ -56,15 +56,33 @@ def _original_record(spec: PipelineSpec, plans: list[SourcePlan], keep_originals
     return F.coalesce(F.col(C.RAW), per_source(plans, as_read))
 
 
-def dlq_record(
-    spec: PipelineSpec, plans: list[SourcePlan], *, run_id: str, batch_id: int, time_of_error: str, keep_originals: bool
-) -> Column:
-    """One nacked record as a DLQ row (a struct of the DLQ columns); only evaluated for nacked records."""
+# A DLQ record's columns, in order. What varies per record is gathered by the pass (``dlq_entry``); what is the
+# same for a whole batch (the pipeline, run, batch, time, a component's settings) is added after it (``PendingReasons.rows``).
+DLQ_COLUMNS = (
+    "pipeline_id", "run_id", "batch_id", "source_id", "source_file", "source_position", "source_split_start", "stage",
+    "component_id", "component_type", "exception_class", "exception_message", "exception_stacktrace", "attempt",
+    "time_of_error", "record", "configs",
+)
+ORIGINAL = "original"  # the entry's text of the record: see dlq_entry
+
+
+def _kept_original(spec: PipelineSpec, plans: list[SourcePlan], keep_originals: bool) -> Column:
+    """The DLQ record's ``record`` when messages are included; else only the text a pending reason is worked out from."""
+    if spec.dead_letter_queue.include_messages:
+        return _original_record(spec, plans, keep_originals)
+    return pending_text()
+
+
+def dlq_entry(spec: PipelineSpec, plans: list[SourcePlan], *, keep_originals: bool) -> list[Column]:
+    """What a nacked record's DLQ row takes from the record itself (only evaluated for nacked records).
+
+    Only this is gathered in the pass (and copied into the observation's buffer for every nacked record,
+    sent to the driver and back to the DLQ write's task): the columns that are the same for the whole batch
+    are added after it. ``ORIGINAL`` is the ``record`` column, or with ``include-messages: false`` the text of
+    a line whose reason is pending (a rejected line's text is also its ``record``).
+    """
     err = F.col(C.ERROR)
-    return F.struct(
-        F.lit(spec.id).alias("pipeline_id"),
-        F.lit(run_id).alias("run_id"),
-        F.lit(batch_id).cast("long").alias("batch_id"),
+    return [
         F.col(C.SOURCE_ID).alias("source_id"),
         origin_file(plans).alias("source_file"),
         origin_position(plans).alias("source_position"),
@@ -76,10 +94,8 @@ def dlq_record(
         err["message"].alias("exception_message"),
         err["stacktrace"].alias("exception_stacktrace"),
         F.coalesce(err["attempt"], F.lit(1)).alias("attempt"),
-        F.lit(time_of_error).alias("time_of_error"),
-        _original_record(spec, plans, keep_originals).alias("record"),
-        _configs(spec, err).alias("configs"),
-    )
+        _kept_original(spec, plans, keep_originals).alias(ORIGINAL),
+    ]
 
 
 # -- reasons worked out after the pass (parsing.PENDING_REASON) ---------------------------------------------
@@ -128,45 +144,41 @@ def _reason(plans: list[SourcePlan], text: Column, source_id: Column, flags: Col
 
 
 class PendingReasons:
-    """Works out the pending reasons of DLQ rows (``apply``); its columns are built once per run.
+    """DLQ rows from the entries the pass gathered (``rows``): every pending reason worked out, the batch's own
+    columns added. Its columns are built once per run.
 
     The reason expression is a few hundred Column calls, each a round trip to the JVM: ~0.5 s of driver
     time, which every batch with bad records paid again before its DLQ write.
     """
 
-    def __init__(self, plans: list[SourcePlan]):
+    def __init__(self, spec: PipelineSpec, plans: list[SourcePlan]):
+        self.spec = spec
         self.needed = bool(_json_plans(plans))
-        if not self.needed:
-            return
-        text, source_id, flags = F.col("text"), F.col("row")["source_id"], F.col("row")["exception_message"]
-        self._parses = _parses(plans, text, source_id)
-        self._reason = _reason(plans, text, source_id, flags).alias("reason")
-        self._flat: list[Column] | None = None  # the DLQ columns, built at the first apply (their names come from it)
+        per_record = {name: F.col(name) for name in DLQ_COLUMNS}
+        per_record["record"] = F.col(ORIGINAL) if spec.dead_letter_queue.include_messages else F.lit(None).cast("string")
+        per_record["configs"] = _configs(spec, F.col("component_id"))
+        if self.needed:
+            text, source_id, flags = F.col("text"), F.col("source_id"), F.col("exception_message")
+            self._text = F.when(F.col("exception_class") == F.lit(parsing.PENDING_REASON), F.col(ORIGINAL)).alias("text")
+            self._parses = _parses(plans, text, source_id)
+            self._reason = _reason(plans, text, source_id, flags).alias("reason")
+            pending, reason = text.isNotNull(), F.col("reason")
+            per_record["exception_class"] = F.when(pending, reason["exception_class"]).otherwise(F.col("exception_class"))
+            per_record["exception_message"] = F.when(pending, reason["message"]).otherwise(F.col("exception_message"))
+        self._per_record = {name: column.alias(name) for name, column in per_record.items()}
 
-    def _flat_columns(self, row_fields: list[str]) -> list[Column]:
-        """The DLQ row's fields as columns, the exception class and message from the reason where one was pending."""
-        pending, reason, row = F.col("text").isNotNull(), F.col("reason"), F.col("row")
-        refined = {"exception_class": reason["exception_class"], "exception_message": reason["message"]}
-        return [
-            (F.when(pending, refined[name]).otherwise(row[name]) if name in refined else row[name]).alias(name)
-            for name in row_fields
-        ]
+    def rows(self, entries: DataFrame, *, run_id: str, batch_id: int, time_of_error: str) -> DataFrame:
+        """The DLQ rows (``DLQ_COLUMNS``) of ``entries`` (the columns of ``dlq_entry``), on these few rows, after the pass.
 
-    def apply(self, entries: DataFrame) -> DataFrame:
-        """DLQ rows from ``entries`` (columns ``row``: a ``dlq_record``, ``text``: ``pending_text()``), every
-        pending reason worked out (on these few rows, after the pass).
-
-        In three projections, so that each line is parsed once (an expression used many times is not
-        inlined into the next projection when it is not cheap): the parses, the reason, the DLQ's columns.
+        The reasons in three projections, so that each line is parsed once (an expression used many times
+        is not inlined into the next projection when it is not cheap): the parses, the reason, the DLQ's columns.
         """
+        batch = {
+            "pipeline_id": F.lit(self.spec.id), "run_id": F.lit(run_id), "batch_id": F.lit(batch_id).cast("long"),
+            "time_of_error": F.lit(time_of_error),
+        }
+        columns = [batch[name].alias(name) if name in batch else self._per_record[name] for name in DLQ_COLUMNS]
         if not self.needed:
-            return entries.select("row.*")
-        if self._flat is None:
-            self._flat = self._flat_columns(entries.schema["row"].dataType.fieldNames())
-        parsed = entries.select("row", "text", *self._parses)
-        return parsed.select("row", "text", self._reason).select(*self._flat)
-
-
-def with_reasons(entries: DataFrame, plans: list[SourcePlan]) -> DataFrame:
-    """``PendingReasons(plans).apply(entries)``, for one use."""
-    return PendingReasons(plans).apply(entries)
+            return entries.select(*columns)
+        parsed = entries.select("*", self._text, *self._parses)
+        return parsed.select("*", self._reason).select(*columns)

@@ -42,7 +42,11 @@ class ObservedMetrics:
         self.frame = _as_frame(spark, _jvm_row(observation))
         self.heavy = tuple(h for h in heavy if h in self.frame.columns)
         light = [c for c in self.frame.columns if c not in self.heavy]
-        self.values: dict[str, Any] = self.frame.select(*light).collect()[0].asDict(recursive=False) if light else {}
+        sizes = {h: f"__size_of_{h}" for h in self.heavy}  # read with the values: one collect, not one more per size
+        read = [*light, *[F.coalesce(F.size(h), F.lit(0)).alias(alias) for h, alias in sizes.items()]]
+        row = self.frame.select(*read).collect()[0].asDict(recursive=False) if read else {}
+        self._sizes = {h: int(row.pop(alias)) for h, alias in sizes.items()}
+        self.values: dict[str, Any] = row
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -52,6 +56,8 @@ class ObservedMetrics:
 
     def size(self, name: str) -> int:
         """How many elements the heavy array metric ``name`` holds (0 when it is NULL)."""
+        if name in self._sizes:
+            return self._sizes[name]
         return int(self.frame.select(F.coalesce(F.size(name), F.lit(0))).collect()[0][0])
 
     def field(self, name: str, *path: str) -> list[Any]:

@@ -25,7 +25,7 @@ the whole projection out of whole-stage code generation, for every record.
 So the file sources defer the reason of a rejected JSON line
 (``defer_reason``): the pass only marks the line (``PENDING_REASON``) and
 keeps its text, and the reason is worked out on the DLQ's rows, after the
-pass (``rejected_json_reason``; see ``dlq.with_reasons``). The pass also
+pass (``rejected_json_reason``; see ``dlq.PendingReasons``). The pass also
 keeps which fields the reader left NULL (``typed_null_flags``, in the
 pending error's message): the reader's partial result of a rejected line
 is what a second typed parse would give, so the reason needs one parse of
