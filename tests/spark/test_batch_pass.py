@@ -92,19 +92,25 @@ def test_only_the_dlq_entry_and_the_flags_cross_into_one_task_per_core(spark, tm
     """``Coalesce`` is not code-generated: every column crossing it is written out for every record. The
     wide columns a DLQ record is built from (error struct, rejected text, source) are folded into the DLQ
     entry below it, so what crosses is the destination's fields, the fate flags, the sequence number
-    (nack window), the observation's inputs and the entry, NULL for every good record."""
+    (nack window), the observation's inputs and the entry, NULL for every good record. The entry holds only
+    what varies per record: the batch's own DLQ columns are added after the pass, on the DLQ's rows."""
     from airflow_conduit.spark import destinations
 
     write_lines(tmp_path / "in", "a.json", [good(1), "{bad", good(2)])
     dlq = dlq_file(tmp_path / "dlq", size=100, threshold=50)  # a nack window: its inputs are observed too
     spec = pipeline("narrow", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq)
     crossing: list[set[str]] = []
+    entry_fields: list[list[str]] = []
     write = destinations.FileDestination.write
 
     def spy(self, df, batch_id):
         if self.id != "dead-letter-queue":
             plan = df._jdf.queryExecution().executedPlan()
-            crossing.extend(_output_names(n.children().apply(0)) for n in _nodes(plan) if n.nodeName() == "Coalesce")
+            for coalesce in (n for n in _nodes(plan) if n.nodeName() == "Coalesce"):
+                crossing.append(_output_names(coalesce.children().apply(0)))
+                output = coalesce.output()
+                attributes = [output.apply(i) for i in range(output.size())]
+                entry_fields.extend(list(a.dataType().fieldNames()) for a in attributes if a.name() == batch_pass.DLQ_ENTRY)
         return write(self, df, batch_id)
 
     monkeypatch.setattr(destinations.FileDestination, "write", spy)
@@ -115,6 +121,9 @@ def test_only_the_dlq_entry_and_the_flags_cross_into_one_task_per_core(spark, tm
     assert C.ERROR not in internal and C.RAW not in internal and C.SOURCE_ID not in internal
     assert batch_pass.DLQ_ENTRY in internal and NACKED in internal
     assert batch_pass.NACKED_SEQ in internal and batch_pass.READ_PARTITION in internal  # computed below, not in the observation
+    assert len(entry_fields) == 1 and entry_fields[0][0] == "seq"
+    assert not {"pipeline_id", "run_id", "batch_id", "time_of_error", "configs"} & set(entry_fields[0])
+    assert {"source_id", "source_file", "source_position", "exception_class", "exception_message"} <= set(entry_fields[0])
 
 
 def test_positions_are_record_numbers_in_the_file_and_csv_counts_its_header(spark, tmp_path):

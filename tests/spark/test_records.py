@@ -189,3 +189,24 @@ def test_each_json_source_names_its_own_wrong_typed_fields(spark, tmp_path):
     assert dlq["a"]["exception_class"].endswith("WrongTypeError") and dlq["b"]["exception_class"].endswith("WrongTypeError")
     assert "wrong type: amount (expected id bigint, name string, amount double)" in dlq["a"]["exception_message"]
     assert "wrong type: id (expected amount double, id bigint, note string)" in dlq["b"]["exception_message"]
+
+
+def test_without_include_messages_a_rejected_line_still_gets_its_reason_but_not_its_text(spark, tmp_path):
+    """The pass gathers a rejected line's text once (``dlq.ORIGINAL``): the DLQ record's ``record``, or, with
+    ``include-messages: false``, only what its reason is worked out from; the batch's own columns (pipeline,
+    run, batch, time) are added after the pass."""
+    write_lines(tmp_path / "in", "a.json", [good(1), '{"id": 2, "name": ', '{"id": "two", "name": "n", "amount": 1.0}'])
+    spec = pipeline(
+        "no-messages", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")],
+        dlq=dlq_file(tmp_path / "dlq", include_messages=False, include_configs=True),
+    )
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r9")
+    assert code == 0, report.error
+    dlq = {r["source_position"]: r for r in read_json_rows(spark, tmp_path / "dlq")}
+    assert sorted(dlq) == [2, 3]
+    assert dlq[2]["exception_class"].endswith("MalformedRecordError")
+    assert dlq[3]["exception_class"].endswith("WrongTypeError") and "wrong type: id (expected" in dlq[3]["exception_message"]
+    for row in dlq.values():
+        assert row.get("record") is None  # include-messages: false
+        assert (row["pipeline_id"], row["run_id"], row["batch_id"], row["source_id"]) == ("no-messages", "r9", 0, "in")
+        assert row["time_of_error"] and json.loads(row["configs"])["plugin"] == "file"
