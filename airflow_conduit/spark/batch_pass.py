@@ -2,13 +2,14 @@
 
 The batch's plan (read, parse, processors, fates; see ``runner``) is
 executed by the first destination's write, which carries an observation
-(``DataFrame.observe``): the counts, the nacked records as DLQ rows (the
+(``DataFrame.observe``): the counts, the nacked records' DLQ entries (the
 first ``DLQ_COLLECT_LIMIT`` in read order, so that the bad records come back
-from the same pass), and what the nack window needs (the read-order numbers
-of the nacked records and the records per partition). The DLQ is then
-written from those rows, and only then is the first destination's write
-committed (nacked records are safe before any destination commits). Other
-destinations read the batch again, each in one job.
+from the same pass; an entry holds what varies per record, ``dlq.dlq_entry``,
+and the batch's own DLQ columns are added after the pass), and what the nack
+window needs (the read-order numbers of the nacked records and the records
+per partition). The DLQ is then written from those entries, and only then is
+the first destination's write committed (nacked records are safe before any
+destination commits). Other destinations read the batch again, each in one job.
 
 A second pass for the DLQ happens only when a batch holds more nacked
 records than ``DLQ_COLLECT_LIMIT``; the nack window orders records only
