@@ -15,7 +15,6 @@ and restarts.
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from pathlib import Path
 from typing import Any, Iterable
@@ -26,31 +25,36 @@ KEEP_FILES = 20
 
 
 class NackWindow:
+    """The last ``size`` outcomes, kept as the positions of their nacks: a batch costs O(its nacks), not O(its
+    records) (acks between two nacks are a count, not ``size`` appends)."""
+
     def __init__(self, size: int = 1, threshold: int = 0, outcomes: Iterable[bool] = (), exceeded: bool = False):
         if size > 0 and threshold == 0:
             size = 1
         self.size = size
         self.threshold = threshold
-        self.outcomes: deque[bool] = deque(maxlen=size or None)
-        if size:
-            self.outcomes.extend([False] * size)
-            self.outcomes.extend(outcomes)
-        self.nacks = sum(self.outcomes)
         self.exceeded = exceeded
+        self._end = 0  # records seen: the next record's position
+        self._nacked: deque[int] = deque()  # positions of the nacks among the last ``size`` records
+        if size:
+            kept = list(outcomes)
+            self._nacked.extend(i - len(kept) for i, nacked in enumerate(kept) if nacked)
+            self._expire()
 
-    def _store(self, nacked: bool) -> None:
-        if self.size == 0 or self.exceeded:
-            return
-        oldest = self.outcomes[0]
-        self.outcomes.append(nacked)
-        self.nacks += int(nacked) - int(oldest)
+    @property
+    def nacks(self) -> int:
+        return len(self._nacked)
+
+    def _expire(self) -> None:
+        oldest = self._end - self.size
+        while self._nacked and self._nacked[0] < oldest:
+            self._nacked.popleft()
 
     def ack(self, count: int = 1) -> None:
-        if self.nacks == 0 or self.size == 0 or self.exceeded or count <= 0:
+        if self.size == 0 or self.exceeded or count <= 0:
             return
-        count = min(count, self.size)  # acks push out the oldest outcomes: at most the whole window
-        self.nacks -= sum(itertools.islice(self.outcomes, count))
-        self.outcomes.extend(itertools.repeat(False, count))
+        self._end += count
+        self._expire()
 
     def nack(self) -> bool:
         """Record a nack; False when it exceeds the threshold (the pipeline must stop)."""
@@ -58,7 +62,9 @@ class NackWindow:
             return True
         if self.exceeded:
             return False
-        self._store(True)
+        self._nacked.append(self._end)
+        self._end += 1
+        self._expire()
         if self.nacks > self.threshold:
             self.exceeded = True
         return not self.exceeded
@@ -79,12 +85,14 @@ class NackWindow:
         return crossed
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "size": self.size,
-            "threshold": self.threshold,
-            "outcomes": "".join("1" if o else "0" for o in self.outcomes) if self.size else "",
-            "exceeded": self.exceeded,
-        }
+        outcomes = ""
+        if self.size:
+            flags = ["0"] * self.size
+            oldest = self._end - self.size
+            for position in self._nacked:
+                flags[position - oldest] = "1"
+            outcomes = "".join(flags)
+        return {"size": self.size, "threshold": self.threshold, "outcomes": outcomes, "exceeded": self.exceeded}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], size: int, threshold: int) -> "NackWindow":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 from airflow_conduit.pipeline.report import RunReport, report_path
 from airflow_conduit.spark.window import NackWindow, WindowStore
@@ -46,6 +47,47 @@ def test_apply_batch_returns_the_crossing_record_and_continues_across_batches(tm
     assert again.apply_batch(10, [1]) == 1  # batch 0's record 8 is still in the window: 2 nacks > 1
     fresh = store.before(1, 5, 1)
     assert fresh.apply_batch(10, [5]) is None  # by record 5 of batch 1 the nack of batch 0 slid out
+
+
+class OutcomeByOutcome:
+    """Conduit's window as its docs describe it, one outcome per record: the reference ``NackWindow`` must match."""
+
+    def __init__(self, size: int, threshold: int, outcomes: list[bool] = ()):
+        self.size = 1 if size > 0 and threshold == 0 else size
+        self.threshold = threshold
+        self.outcomes = ([False] * self.size + list(outcomes))[-self.size:] if self.size else []
+        self.exceeded = False
+
+    def record(self, nacked: bool) -> bool:
+        if self.size == 0:
+            return True
+        if not self.exceeded:
+            self.outcomes = (self.outcomes + [nacked])[-self.size:]
+            self.exceeded = nacked and sum(self.outcomes) > self.threshold  # only a nack can exceed it
+        return not (nacked and self.exceeded)
+
+    def apply_batch(self, total: int, nacks: set[int]) -> int | None:
+        crossed = None
+        for index in range(total):
+            if not self.record(index in nacks) and crossed is None:
+                crossed = index
+        return crossed
+
+
+def test_window_matches_outcome_by_outcome_across_batches_and_restores():
+    rng = random.Random(8)
+    for _ in range(300):
+        size, threshold = rng.choice([0, 1, 2, 5, 13]), rng.choice([0, 1, 2, 4])
+        fast, slow = NackWindow(size, threshold), OutcomeByOutcome(size, threshold)
+        for _ in range(rng.randint(1, 4)):
+            total = rng.randint(0, 40)
+            nacks = sorted(rng.sample(range(total), k=rng.randint(0, min(total, 8))))
+            assert fast.apply_batch(total, nacks) == slow.apply_batch(total, set(nacks))
+            saved = fast.to_dict()
+            assert saved["outcomes"] == "".join("1" if o else "0" for o in slow.outcomes)
+            assert fast.exceeded == slow.exceeded
+            fast = NackWindow.from_dict(saved, size, threshold)  # restored as a restart does: unfrozen
+            slow = OutcomeByOutcome(size, threshold, slow.outcomes)
 
 
 def test_report_round_trip_and_atomic_write(tmp_path):
