@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
@@ -96,23 +96,27 @@ class BatchPass:
     def _window_enabled(self, window_needed: bool) -> bool:
         return window_needed and self.spec.dead_letter_queue.window_size > 0
 
-    def _observed_inputs(self, status: DataFrame, dlq_needed: bool, *, window_needed: bool) -> DataFrame:
-        """``status`` with the columns ``_metrics`` reads, each only where it is read: the DLQ entry, the
-        nacked records' sequence numbers (NULL for the others) and the partition each record was read in.
+    def _observed_inputs(self, dlq_needed: bool, *, window_needed: bool) -> dict[str, Column]:
+        """The columns ``_metrics`` reads, each only where it is read: the DLQ entry, the nacked records'
+        sequence numbers (NULL for the others), the partition each record was read in, and where a record
+        that fails an expectation's fail rule came from. Added in one projection (one plan analysis).
 
         ``min_by`` and ``histogram_numeric`` are imperative aggregates: an observation evaluates their inputs
         with Spark's interpreted evaluator for every record. As columns of the code-generated projection
         below, what they evaluate is a column reference (docs/architecture.md, the data path: counts).
         """
+        columns: dict[str, Column] = {}
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
             entry = F.struct(F.col(C.SEQ).alias("seq"), *self.dlq_entry)
-            status = status.withColumn(DLQ_ENTRY, F.when(F.col(NACKED), entry))
+            columns[DLQ_ENTRY] = F.when(F.col(NACKED), entry)
         window = self._window_enabled(window_needed)
         if dlq_needed or window:
-            status = status.withColumn(NACKED_SEQ, F.when(F.col(NACKED), F.col(C.SEQ)))
+            columns[NACKED_SEQ] = F.when(F.col(NACKED), F.col(C.SEQ))
         if window:
-            status = status.withColumn(READ_PARTITION, _partition_of(F.col(C.SEQ)))
-        return status
+            columns[READ_PARTITION] = _partition_of(F.col(C.SEQ))
+        if self.runner.rules:
+            columns.update(expectations.offender_columns(self.runner.rules, self.runner.plans))
+        return columns
 
     def _metrics(self, dlq_needed: bool, *, window_needed: bool) -> list:
         nacked_seq = F.col(NACKED_SEQ)
@@ -149,9 +153,8 @@ class BatchPass:
         saved_window = r.windows.get(b)  # read once: the window of a batch an earlier attempt finished
         window_needed = saved_window is None
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
-        status = self._observed_inputs(self.status, dlq_needed, window_needed=window_needed)
-        if r.rules:
-            status = status.withColumns(expectations.offender_columns(r.rules, r.plans))
+        inputs = self._observed_inputs(dlq_needed, window_needed=window_needed)
+        status = self.status.withColumns(inputs) if inputs else self.status
         status = in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
         observed = status.observe(observation, *self._metrics(dlq_needed, window_needed=window_needed))
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
