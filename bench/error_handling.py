@@ -454,9 +454,27 @@ def build_spark(driver_memory: str):
     return spark
 
 
+def _next_job_id(spark) -> int:
+    """The id Spark's scheduler gives its next job (jobs are numbered in submission order)."""
+    value = spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
+    return value if isinstance(value, int) else int(value.get())
+
+
+def seconds_in_jobs(spark, first: int, end: int) -> float:
+    """Wall time of Spark jobs ``first`` .. ``end - 1`` (submission to completion, from Spark's status store),
+    summed: what a way spent with its executors at work. The rest of its time is the driver's alone."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    total = 0.0
+    for job_id in range(first, end):
+        job = store.job(job_id)
+        total += (job.completionTime().get().getTime() - job.submissionTime().get().getTime()) / 1000
+    return total
+
+
 def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, exp: dict[str, int], label: str) -> dict[str, Any]:
     todo = ways(args)
     times: dict[str, list[float]] = {w: [] for w in todo}
+    in_jobs: dict[str, list[float]] = {w: [] for w in todo}
     counts: dict[str, list[dict[str, int]]] = {w: [] for w in todo}
     orders: list[list[str]] = []
     runner: dict[str, dict[str, list[Any]]] = {w: {"batches": [], "jobs": [], "stages": []} for w in todo if w in RUNNER_WAYS}
@@ -464,8 +482,10 @@ def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, 
         order = rotated(list(todo), rep)
         orders.append(order)
         for way in order:
+            first_job = _next_job_id(spark)
             result = todo[way](spark, work, data, f"{label}{rep}", args)
             times[way].append(result["seconds"])
+            in_jobs[way].append(seconds_in_jobs(spark, first_job, _next_job_id(spark)))
             counts[way].append(count_outputs(spark, way, result))
             if way in runner:
                 for key in ("batches", "jobs", "stages"):
@@ -473,7 +493,7 @@ def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, 
             shutil.rmtree(result["root"], ignore_errors=True)
             extra = f" ({result['batches']} batches, {result['jobs']} Spark jobs)" if way in runner else ""
             log(f"  {label} rep {rep} {way}: {result['seconds']:.2f}s {counts[way][-1]}{extra}")
-    return {"times": times, "counts": counts, "orders": orders, "expected": exp, "runner": runner}
+    return {"times": times, "in_jobs": in_jobs, "counts": counts, "orders": orders, "expected": exp, "runner": runner}
 
 
 def runner_summary(run: dict[str, list[Any]], times: list[float], files_per_batch: int, files: int) -> dict[str, Any]:
@@ -563,6 +583,8 @@ def main(argv: list[str] | None = None) -> int:
         "counts": main_run["counts"],
         "warmup": {"records": args.warmup_records or args.records, "times": warm["times"], "counts": warm["counts"], "expected": warm["expected"]},
         "seconds": {w: summary(v) for w, v in times.items()},
+        "seconds_in_jobs": {w: summary(v) for w, v in main_run["in_jobs"].items()},
+        "seconds_outside_jobs": {w: summary(t - j for t, j in zip(times[w], main_run["in_jobs"][w])) for w in times},
         "records_per_second": {w: summary(records / t for t in v) for w, v in times.items()},
         "ratio_a_b": paired_ratios(times["a"], times["b"]),
         "ratio_a_c": paired_ratios(times["a"], times["c"]),

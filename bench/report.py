@@ -70,6 +70,29 @@ def _larger_part(inside: float, around: float) -> str:
     return "more of the gap to b is around the pass than inside it"
 
 
+def _jobs_split(r: dict[str, Any]) -> str:
+    """Each way's time in Spark jobs (executors at work) and outside them (the driver alone), when measured."""
+    inside, outside = r.get("seconds_in_jobs"), r.get("seconds_outside_jobs")
+    if not inside or not outside:
+        return ""
+    ways = [w for w in ("a", "t", "b", "c", "f", "p") if w in inside]
+    rows = [[w, fmt_summary(inside[w], 2, " s"), fmt_summary(outside[w], 2, " s")] for w in ways]
+    gap = ""
+    if "a" in inside and "p" in inside:
+        gap = (f"Of a's {r['seconds']['a']['median'] - r['seconds']['p']['median']:.2f} s over p (medians), "
+               f"{inside['a']['median'] - inside['p']['median']:.2f} s are in Spark jobs (the pass's per-record work and the DLQ "
+               f"write's job) and {outside['a']['median'] - outside['p']['median']:.2f} s outside them, on the driver alone "
+               "(building and planning the batch's and the DLQ's plans, the observation's rows, the nack window, commit "
+               "markers, the report). ")
+    return f"""**Time in Spark jobs and outside them** (per way: the wall time of the Spark jobs it ran, submission to
+completion, from Spark's status store, summed; the rest of its time is the driver's alone: planning, Python and
+JVM round trips, commits, the streaming query's bookkeeping; medians (min–max)). {gap}
+
+{_table(['way', 'in Spark jobs', 'outside Spark jobs (driver)'], rows)}
+
+"""
+
+
 def section_error_handling(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
     if r is None or "runner" not in r:
         return "## 1. Cost of error handling on the data path\n\n" + NA + "\n", [["1. error handling a/b ≤ 1.3", NA, "", "n/a"]]
@@ -178,7 +201,7 @@ counted from Spark's status tracker (the query's runId is the job group of every
 
 {_table(['way', 'seconds, median (min–max)', 'records/s (input records, bad included)', 'rows out'], rows)}
 
-**Ratios of times** (above 1 = the first is slower; a/b ≤ {target:.2f} means the runner takes at most
+{_jobs_split(r)}**Ratios of times** (above 1 = the first is slower; a/b ≤ {target:.2f} means the runner takes at most
 {100 * (target - 1):.0f}% longer than plain PySpark; a/c ≤ {target_ac:.2f} means it is at least {1 / target_ac:.0f}× as fast as the
 Python UDF):
 
