@@ -50,9 +50,9 @@ def test_apply_batch_returns_the_crossing_record_and_continues_across_batches(tm
 
 
 class OutcomeByOutcome:
-    """Conduit's window as its docs describe it, one outcome per record: the reference ``NackWindow`` must match."""
+    """Conduit's window as its docs describe it, one outcome per record: the model ``NackWindow`` must match."""
 
-    def __init__(self, size: int, threshold: int, outcomes: list[bool] = ()):
+    def __init__(self, size: int, threshold: int, outcomes: tuple[bool, ...] | list[bool] = ()):
         self.size = 1 if size > 0 and threshold == 0 else size
         self.threshold = threshold
         self.outcomes = ([False] * self.size + list(outcomes))[-self.size:] if self.size else []
