@@ -31,6 +31,7 @@ from airflow_conduit.spark import expectations
 from airflow_conduit.spark.dlq import dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics
+from airflow_conduit.spark.parsing import PENDING_REASON
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ DLQ_ENTRY = "__ac_dlq_entry"
 # below it: an observation evaluates its aggregates' inputs interpreted, record by record (see _metrics).
 NACKED_SEQ = "__ac_nacked_seq"
 READ_PARTITION = "__ac_read_partition"
+NACKED_PENDING = "__ac_nacked_pending"  # 1 for a nacked record whose reason is worked out after the pass
 
 
 def in_tasks_per_core(status: DataFrame) -> DataFrame:
@@ -109,6 +111,8 @@ class BatchPass:
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
             entry = F.struct(F.col(C.SEQ).alias("seq"), *self.dlq_entry)
             columns[DLQ_ENTRY] = F.when(F.col(NACKED), entry)
+            if self.runner.dlq_may_hold_pending_reasons:
+                columns[NACKED_PENDING] = F.when(F.col(NACKED) & (F.col(C.ERROR)["exception_class"] == F.lit(PENDING_REASON)), F.lit(1))
         window = self._window_enabled(window_needed)
         if dlq_needed or window:
             columns[NACKED_SEQ] = F.when(F.col(NACKED), F.col(C.SEQ))
@@ -128,6 +132,8 @@ class BatchPass:
         ]
         if dlq_needed:
             metrics.append(F.min_by(F.col(DLQ_ENTRY), nacked_seq, DLQ_COLLECT_LIMIT).alias("dlq"))
+            if self.runner.dlq_may_hold_pending_reasons:
+                metrics.append(F.count(F.col(NACKED_PENDING)).alias("pending"))
         if self._window_enabled(window_needed):
             if not dlq_needed:
                 metrics.append(F.min_by(nacked_seq, nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
@@ -215,7 +221,8 @@ class BatchPass:
             entries = metrics.elements("dlq")
         else:  # more nacked records than the first pass gathers: a second pass reads just them
             entries = self.status.where(F.col(NACKED)).select(*self.dlq_entry)
-        return r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at)
+        pending = bool(metrics.get("pending", 1))  # any reason still to work out (the pass works out most)
+        return r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending)
 
     # -- nack window ------------------------------------------------------------------------------------
 

@@ -157,6 +157,7 @@ class PendingReasons:
         per_record = {name: F.col(name) for name in DLQ_COLUMNS}
         per_record["record"] = F.col(ORIGINAL) if spec.dead_letter_queue.include_messages else F.lit(None).cast("string")
         per_record["configs"] = _configs(spec, F.col("component_id"))
+        self._as_gathered = {name: column.alias(name) for name, column in per_record.items()}  # no reason pending
         if self.needed:
             text, source_id, flags = F.col("text"), F.col("source_id"), F.col("exception_message")
             self._text = F.when(F.col("exception_class") == F.lit(parsing.PENDING_REASON), F.col(ORIGINAL)).alias("text")
@@ -167,9 +168,13 @@ class PendingReasons:
             per_record["exception_message"] = F.when(pending, reason["message"]).otherwise(F.col("exception_message"))
         self._per_record = {name: column.alias(name) for name, column in per_record.items()}
 
-    def rows(self, entries: DataFrame, *, run_id: str, batch_id: int, time_of_error: str) -> DataFrame:
+    def rows(
+        self, entries: DataFrame, *, run_id: str, batch_id: int, time_of_error: str, pending: bool = True
+    ) -> DataFrame:
         """The DLQ rows (``DLQ_COLUMNS``) of ``entries`` (the columns of ``dlq_entry``), on these few rows, after the pass.
 
+        ``pending``: some entry's reason is still to be worked out (a line over ``parsing.short_line_limit``,
+        or a field name a JSON path cannot name); without one the rows are one projection of the entries.
         The reasons in three projections, so that each line is parsed once (an expression used many times
         is not inlined into the next projection when it is not cheap): the parses, the reason, the DLQ's columns.
         """
@@ -177,8 +182,8 @@ class PendingReasons:
             "pipeline_id": F.lit(self.spec.id), "run_id": F.lit(run_id), "batch_id": F.lit(batch_id).cast("long"),
             "time_of_error": F.lit(time_of_error),
         }
+        if not (self.needed and pending):
+            return entries.select(*[batch[name].alias(name) if name in batch else self._as_gathered[name] for name in DLQ_COLUMNS])
         columns = [batch[name].alias(name) if name in batch else self._per_record[name] for name in DLQ_COLUMNS]
-        if not self.needed:
-            return entries.select(*columns)
         parsed = entries.select("*", self._text, *self._parses)
         return parsed.select("*", self._reason).select(*columns)

@@ -22,18 +22,23 @@ search per string field of every record: the only check good CSV records pay).
 
 Spark's ``from_json`` has no generated code: an expression holding it takes
 the whole projection out of whole-stage code generation, for every record.
-So the file sources defer the reason of a rejected JSON line
-(``defer_reason``): the pass only marks the line (``PENDING_REASON``) and
-keeps its text, and the reason is worked out on the DLQ's rows, after the
-pass (``rejected_json_reason``; see ``dlq.PendingReasons``). The pass also
-keeps which fields the reader left NULL (``typed_null_flags``, in the
-pending error's message): the reader's partial result of a rejected line
-is what a second typed parse would give, so the reason needs one parse of
-the line (into a map), not two.
+So the file sources work out the reason of a rejected JSON line without it
+(``defer_reason``). A line no longer than ``short_line_limit`` cannot be
+over a size limit: its reason is worked out in the pass, from
+``json_object_keys`` and ``get_json_object``, which are code-generated
+(``_short_line_reason``). A longer line (or one of a schema whose field
+names a JSON path cannot name) is only marked (``PENDING_REASON``) and keeps
+its text, and its reason is worked out on the DLQ's rows, after the pass
+(``rejected_json_reason``; see ``dlq.PendingReasons``). The pass keeps
+which fields the reader left NULL (``typed_null_flags``, in the pending
+error's message): the reader's partial result of a rejected line is what a
+second typed parse would give, so the reason needs one parse of the line
+(into a map), not two.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -219,19 +224,22 @@ class RejectedParses:
 
 
 def _parsed_reason(
-    text: Column, parses: RejectedParses, is_null: Callable[[str], Column], schema: T.StructType, *, what: str,
-    max_string_length: int, where: dict,
+    text: Column, not_an_object: Column, raw_of: dict[str, Column], is_null: Callable[[str], Column],
+    schema: T.StructType, *, what: str, max_string_length: int, where: dict,
+    longer_string: Column, longer_number: Column,
 ) -> Column:
-    """The reason of a rejected line that is valid UTF-8: size limit / malformed, missing field, wrong type."""
-    m = parses.as_map
-    raw_of = {f.name: F.try_element_at(m, F.lit(f.name)) for f in schema.fields}
+    """The reason of a rejected line that is valid UTF-8: size limit / malformed, missing field, wrong type.
+
+    ``not_an_object``: TRUE when the text is not a JSON object; ``raw_of[name]``: the field's JSON value,
+    NULL when the key is absent or its value is JSON null; ``is_null(name)``: the reader left it NULL.
+    """
     missing_key = _missing(schema, lambda name: raw_of[name])
     wrong = [(f.name, raw_of[f.name].isNotNull() & is_null(f.name)) for f in schema.fields]
     expected = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
     too_large_or_malformed = _too_large_or_malformed(
-        text, what, max_string_length, where, longer_string=parses.longer_string, longer_number=parses.longer_number
+        text, what, max_string_length, where, longer_string=longer_string, longer_number=longer_number
     )
-    reason = F.when(m.isNull(), too_large_or_malformed)
+    reason = F.when(not_an_object, too_large_or_malformed)
     if missing_key:
         reason = reason.when(_any([c for _, c in missing_key]), _missing_error(missing_key, what, where))
     return reason.otherwise(
@@ -242,6 +250,49 @@ def _parsed_reason(
             ),
             **where,
         )
+    )
+
+
+def _map_reason(
+    text: Column, parses: RejectedParses, is_null: Callable[[str], Column], schema: T.StructType, *, what: str,
+    max_string_length: int, where: dict,
+) -> Column:
+    """``_parsed_reason`` read from the line parsed into a map (``RejectedParses``: any line, any field name)."""
+    m = parses.as_map
+    return _parsed_reason(
+        text, m.isNull(), {f.name: F.try_element_at(m, F.lit(f.name)) for f in schema.fields}, is_null, schema,
+        what=what, max_string_length=max_string_length, where=where,
+        longer_string=parses.longer_string, longer_number=parses.longer_number,
+    )
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def reason_in_the_pass(schema: T.StructType) -> bool:
+    """Whether a short rejected line of ``schema`` gets its reason in the pass (``_short_line_reason``): its
+    fields are read by JSON path, which names a plain field name exactly."""
+    return all(_PLAIN_NAME.match(f.name) for f in schema.fields)
+
+
+def short_line_limit(max_string_length: int) -> int:
+    """Lines up to this many characters cannot be over a size limit: their reason needs no lifted parse."""
+    return min(max_string_length, JSON_MAX_NUMBER_LENGTH)
+
+
+def _short_line_reason(text: Column, typed: ValueOf, schema: T.StructType, *, what: str, max_string_length: int,
+                       where: dict) -> Column:
+    """The reason of a rejected line no longer than ``short_line_limit``, from code-generated expressions only.
+
+    ``json_object_keys`` (NULL: not a JSON object) and ``get_json_object`` (NULL: key absent or JSON null)
+    are code-generated, where ``from_json`` is not: in the pass's projection they keep whole-stage code
+    generation, and being inside the rejected lines' branch, good records never evaluate them. Such a
+    line is never over a size limit (no lifted parse needed), so the DLQ gets it with its reason.
+    """
+    raw_of = {f.name: F.get_json_object(text, f"$.{f.name}") for f in schema.fields}
+    return _parsed_reason(
+        text, F.json_object_keys(text).isNull(), raw_of, lambda name: typed(name).isNull(), schema, what=what,
+        max_string_length=max_string_length, where=where, longer_string=F.lit(False), longer_number=F.lit(False),
     )
 
 
@@ -259,9 +310,14 @@ def json_error(
     """
     if defer_reason:  # the message holds the typed-NULL flags until the reason replaces it
         pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
-        out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where)).when(failed, pending)
+        out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where))
+        if reason_in_the_pass(schema):
+            short = F.length(text) <= F.lit(short_line_limit(max_string_length))
+            reason = _short_line_reason(text, typed, schema, what=what, max_string_length=max_string_length, where=where)
+            out = out.when(failed & short, reason)
+        out = out.when(failed, pending)
     else:
-        parsed = _parsed_reason(
+        parsed = _map_reason(
             text, RejectedParses.of(text, max_string_length), lambda name: typed(name).isNull(), schema, what=what,
             max_string_length=max_string_length, where=where,
         )
@@ -287,7 +343,7 @@ def rejected_json_reason(
     message (``typed_null_flags``: which fields the reader left NULL); ``parses``: ``RejectedParses.of(text)``
     as columns computed in an earlier projection, on the rejected lines only.
     """
-    return _parsed_reason(
+    return _map_reason(
         text, parses, _flagged_null(flags, schema), schema, what=what, max_string_length=max_string_length, where=where
     )
 

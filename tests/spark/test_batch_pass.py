@@ -220,30 +220,59 @@ def test_a_log_destination_first_does_not_carry_the_pass_and_counts_stay_right(s
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2]
 
 
-def test_the_dlq_reason_parses_a_rejected_line_once(spark, tmp_path, monkeypatch):
-    """The reader's typed result of a rejected line rides in its pending error (which fields came out NULL),
-    so working out the reason needs no typed parse of the line: the DLQ write parses it into a map only
-    (one ``from_json``, plus the two size-limit checks, which parse only lines over a limit), and the
-    reason still names the field of the wrong type."""
+def _parses_per_write(monkeypatch) -> dict[str, list[list[str]]]:
+    """destination id -> for each of its writes, the ``from_json`` parses in the written plan (their types)."""
     import re
 
     from airflow_conduit.spark import destinations
 
-    write_lines(tmp_path / "in", "a.json", [good(1), "{bad", '{"id": 2, "name": "b", "amount": "lots"}'])
-    spec = pipeline("once", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
-    parses: list[list[str]] = []
+    parses: dict[str, list[list[str]]] = {}
     write = destinations.FileDestination.write
 
     def spy(self, df, batch_id):
-        if self.id == "dead-letter-queue":
-            plan = df._jdf.queryExecution().executedPlan().toString()
-            parses.append(re.findall(r"from_json\((\w+)\(", plan))
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        parses.setdefault(self.id, []).append(re.findall(r"from_json\((\w+)\(", plan))
         return write(self, df, batch_id)
 
     monkeypatch.setattr(destinations.FileDestination, "write", spy)
+    return parses
+
+
+def test_a_short_rejected_line_gets_its_reason_in_the_pass_without_a_parse(spark, tmp_path, monkeypatch):
+    """A rejected line no longer than ``parsing.short_line_limit`` gets its reason in the pass, from
+    code-generated JSON functions (no ``from_json`` in the pass or in the DLQ write), and the reason still
+    names the field of the wrong type and tells a malformed line from a missing field."""
+    write_lines(tmp_path / "in", "a.json", [
+        good(1), "{bad", '{"id": 2, "name": "b", "amount": "lots"}', '{"name": "c", "amount": 1}', "[1, 2]",
+        '{"id": "five", "name": null, "amount": 1}',
+    ])
+    spec = pipeline("short", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    parses = _parses_per_write(monkeypatch)
     code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
     assert code == 0, report.error
-    assert parses == [["MapType"] * 3]
+    assert parses == {"out": [[]], "dead-letter-queue": [[]]}
+    dlq = sorted(read_json_rows(spark, tmp_path / "dlq"), key=lambda r: r["source_position"])
+    assert [(r["source_position"], r["exception_class"].rsplit(".", 1)[1]) for r in dlq] == [
+        (2, "MalformedRecordError"), (3, "WrongTypeError"), (4, "MissingFieldError"), (5, "MalformedRecordError"),
+        (6, "WrongTypeError"),
+    ]
+    assert "wrong type: amount (" in dlq[1]["exception_message"]
+    assert "missing required field(s): id" in dlq[2]["exception_message"]
+    assert "wrong type: id (" in dlq[4]["exception_message"]
+
+
+def test_a_long_rejected_line_is_parsed_once_after_the_pass(spark, tmp_path, monkeypatch):
+    """A rejected line over ``parsing.short_line_limit`` keeps its reason pending through the pass. The reader's
+    typed result of it rides in its pending error (which fields came out NULL), so working out the reason
+    needs no typed parse: the DLQ write parses it into a map only (one ``from_json``, plus the two size-limit
+    checks, which parse only lines over a limit), and the reason still names the field of the wrong type."""
+    long_wrong = '{"id": 2, "name": "' + "b" * 1200 + '", "amount": "lots"}'
+    write_lines(tmp_path / "in", "a.json", [good(1), "{bad", long_wrong])
+    spec = pipeline("once", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    parses = _parses_per_write(monkeypatch)
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert parses == {"out": [[]], "dead-letter-queue": [["MapType"] * 3]}
     dlq = sorted(read_json_rows(spark, tmp_path / "dlq"), key=lambda r: r["source_position"])
     assert [r["exception_class"].rsplit(".", 1)[1] for r in dlq] == ["MalformedRecordError", "WrongTypeError"]
     assert "wrong type: amount (" in dlq[1]["exception_message"]
