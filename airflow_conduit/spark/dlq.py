@@ -8,6 +8,7 @@ csv / parquet, jdbc, log) can hold it. Column names follow Kafka Connect's
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 from pyspark.sql import Column, DataFrame
@@ -145,28 +146,34 @@ def _reason(plans: list[SourcePlan], text: Column, source_id: Column, flags: Col
 
 class PendingReasons:
     """DLQ rows from the entries the pass gathered (``rows``): every pending reason worked out, the batch's own
-    columns added. Its columns are built once per run.
+    columns added. Its columns are built once per run, the reasons' only when a batch first has a pending one.
 
-    The reason expression is a few hundred Column calls, each a round trip to the JVM: ~0.5 s of driver
-    time, which every batch with bad records paid again before its DLQ write.
+    The reason expression is a few hundred Column calls, each a round trip to the JVM: ~0.3-0.5 s of driver
+    time. Only a rejected line over ``parsing.short_line_limit`` is pending (shorter ones get their reason in
+    the pass), so most runs never build it.
     """
 
     def __init__(self, spec: PipelineSpec, plans: list[SourcePlan]):
         self.spec = spec
+        self.plans = plans
         self.needed = bool(_json_plans(plans))
         per_record = {name: F.col(name) for name in DLQ_COLUMNS}
         per_record["record"] = F.col(ORIGINAL) if spec.dead_letter_queue.include_messages else F.lit(None).cast("string")
         per_record["configs"] = _configs(spec, F.col("component_id"))
-        self._as_gathered = {name: column.alias(name) for name, column in per_record.items()}  # no reason pending
-        if self.needed:
-            text, source_id, flags = F.col("text"), F.col("source_id"), F.col("exception_message")
-            self._text = F.when(F.col("exception_class") == F.lit(parsing.PENDING_REASON), F.col(ORIGINAL)).alias("text")
-            self._parses = _parses(plans, text, source_id)
-            self._reason = _reason(plans, text, source_id, flags).alias("reason")
-            pending, reason = text.isNotNull(), F.col("reason")
-            per_record["exception_class"] = F.when(pending, reason["exception_class"]).otherwise(F.col("exception_class"))
-            per_record["exception_message"] = F.when(pending, reason["message"]).otherwise(F.col("exception_message"))
-        self._per_record = {name: column.alias(name) for name, column in per_record.items()}
+        self._as_gathered = {name: column.alias(name) for name, column in per_record.items()}
+
+    @functools.cached_property
+    def _reasons(self) -> tuple[Column, list[Column], Column, dict[str, Column]]:
+        """The pending text, its parses, its reason and the DLQ's columns with the reason in them."""
+        text, source_id, flags = F.col("text"), F.col("source_id"), F.col("exception_message")
+        pending_text = F.when(F.col("exception_class") == F.lit(parsing.PENDING_REASON), F.col(ORIGINAL)).alias("text")
+        reason_of = _reason(self.plans, text, source_id, flags).alias("reason")
+        pending, reason = text.isNotNull(), F.col("reason")
+        per_record = dict(self._as_gathered)
+        per_record["exception_class"] = F.when(pending, reason["exception_class"]).otherwise(F.col("exception_class"))
+        per_record["exception_message"] = F.when(pending, reason["message"]).otherwise(F.col("exception_message"))
+        per_record = {name: column.alias(name) for name, column in per_record.items()}
+        return pending_text, _parses(self.plans, text, source_id), reason_of, per_record
 
     def rows(
         self, entries: DataFrame, *, run_id: str, batch_id: int, time_of_error: str, pending: bool = True
@@ -182,8 +189,10 @@ class PendingReasons:
             "pipeline_id": F.lit(self.spec.id), "run_id": F.lit(run_id), "batch_id": F.lit(batch_id).cast("long"),
             "time_of_error": F.lit(time_of_error),
         }
+        def select_list(per_record: dict[str, Column]) -> list[Column]:
+            return [batch[name].alias(name) if name in batch else per_record[name] for name in DLQ_COLUMNS]
+
         if not (self.needed and pending):
-            return entries.select(*[batch[name].alias(name) if name in batch else self._as_gathered[name] for name in DLQ_COLUMNS])
-        columns = [batch[name].alias(name) if name in batch else self._per_record[name] for name in DLQ_COLUMNS]
-        parsed = entries.select("*", self._text, *self._parses)
-        return parsed.select("*", self._reason).select(*columns)
+            return entries.select(*select_list(self._as_gathered))
+        pending_text, parses, reason, per_record = self._reasons
+        return entries.select("*", pending_text, *parses).select("*", reason).select(*select_list(per_record))

@@ -183,24 +183,24 @@ class PipelineRunner:
 
     @functools.cached_property
     def pending_reasons(self) -> PendingReasons:
-        """The DLQ's reason columns, built at the first batch with bad records and kept for the run."""
+        """The DLQ's columns, built at the first batch with bad records and kept for the run (its reason
+        columns only once a batch has a reason pending)."""
         return PendingReasons(self.spec, self.plans)
 
     def _build_columns_while_the_query_starts(self) -> None:
-        """Build the run's record and reason columns now, on this thread, while Spark's stream thread lists the
-        input and writes the first offsets: the first batch then finds them built instead of building them
-        (a few hundred JVM round trips) while the executors wait. A failure here is left to the batch, which
-        builds them again and reports it where it happens."""
+        """Build the run's record columns now, on this thread, while Spark's stream thread lists the input and
+        writes the first offsets: the first batch then finds them built instead of building them (a few
+        hundred JVM round trips) while the executors wait. A failure here is left to the batch, which builds
+        them again and reports it where it happens."""
         try:
             self.source_records  # noqa: B018 - cached_property (thread-safe in Python 3.11: the batch waits for it)
-            if self.dlq_may_hold_pending_reasons:
-                self.pending_reasons  # noqa: B018
         except Exception:  # noqa: BLE001 - see the docstring
             log.debug("columns not built ahead of the first batch", exc_info=True)
 
     @property
     def dlq_may_hold_pending_reasons(self) -> bool:
-        """A JSON source's rejected lines get their reason after the pass (``dlq.PendingReasons``)."""
+        """A JSON source's rejected lines over ``parsing.short_line_limit`` get their reason after the pass
+        (``dlq.PendingReasons``)."""
         return any(plan.parser == "json" for plan in self.plans)
 
     def _has_generator(self) -> bool:
