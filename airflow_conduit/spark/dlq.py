@@ -169,10 +169,9 @@ class PendingReasons:
         pending_text = F.when(F.col("exception_class") == F.lit(parsing.PENDING_REASON), F.col(ORIGINAL)).alias("text")
         reason_of = _reason(self.plans, text, source_id, flags).alias("reason")
         pending, reason = text.isNotNull(), F.col("reason")
-        per_record = dict(self._as_gathered)
-        per_record["exception_class"] = F.when(pending, reason["exception_class"]).otherwise(F.col("exception_class"))
-        per_record["exception_message"] = F.when(pending, reason["message"]).otherwise(F.col("exception_message"))
-        per_record = {name: column.alias(name) for name, column in per_record.items()}
+        per_record = dict(self._as_gathered)  # already aliased; only the two reason columns are new
+        for name, field in (("exception_class", "exception_class"), ("exception_message", "message")):
+            per_record[name] = F.when(pending, reason[field]).otherwise(F.col(name)).alias(name)
         return pending_text, _parses(self.plans, text, source_id), reason_of, per_record
 
     def rows(
