@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import functools
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -471,10 +472,32 @@ def seconds_in_jobs(spark, first: int, end: int) -> float:
     return total
 
 
+class CpuClock:
+    """CPU seconds of the driver's JVM (all its threads: tasks, JIT compiler, GC; read from /proc) plus this Python
+    process, and the JVM's JIT compile time. Wall time on a shared 2-core host moves with the host's load; CPU time
+    counts a way's own work, so it moved less between repetitions (docs/architecture.md, the data path)."""
+
+    def __init__(self, spark) -> None:
+        jvm = spark.sparkContext._jvm
+        self._stat = Path(f"/proc/{int(jvm.java.lang.ProcessHandle.current().pid())}/stat")
+        self._jit = jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def read(self) -> tuple[float, float]:
+        """(CPU seconds so far, JIT compile seconds so far)."""
+        fields = self._stat.read_text().rsplit(")", 1)[1].split()  # from the state field on: utime, stime at 11, 12
+        own = os.times()
+        jvm_cpu = (int(fields[11]) + int(fields[12])) / self._tick
+        return jvm_cpu + own.user + own.system, self._jit.getTotalCompilationTime() / 1000
+
+
 def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, exp: dict[str, int], label: str) -> dict[str, Any]:
     todo = ways(args)
     times: dict[str, list[float]] = {w: [] for w in todo}
     in_jobs: dict[str, list[float]] = {w: [] for w in todo}
+    cpu: dict[str, list[float]] = {w: [] for w in todo}
+    jit: dict[str, list[float]] = {w: [] for w in todo}
+    clock = CpuClock(spark)
     counts: dict[str, list[dict[str, int]]] = {w: [] for w in todo}
     orders: list[list[str]] = []
     runner: dict[str, dict[str, list[Any]]] = {w: {"batches": [], "jobs": [], "stages": []} for w in todo if w in RUNNER_WAYS}
@@ -483,8 +506,12 @@ def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, 
         orders.append(order)
         for way in order:
             first_job = _next_job_id(spark)
+            cpu_before, jit_before = clock.read()
             result = todo[way](spark, work, data, f"{label}{rep}", args)
+            cpu_after, jit_after = clock.read()
             times[way].append(result["seconds"])
+            cpu[way].append(cpu_after - cpu_before)
+            jit[way].append(jit_after - jit_before)
             in_jobs[way].append(seconds_in_jobs(spark, first_job, _next_job_id(spark)))
             counts[way].append(count_outputs(spark, way, result))
             if way in runner:
@@ -493,7 +520,7 @@ def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, 
             shutil.rmtree(result["root"], ignore_errors=True)
             extra = f" ({result['batches']} batches, {result['jobs']} Spark jobs)" if way in runner else ""
             log(f"  {label} rep {rep} {way}: {result['seconds']:.2f}s {counts[way][-1]}{extra}")
-    return {"times": times, "in_jobs": in_jobs, "counts": counts, "orders": orders, "expected": exp, "runner": runner}
+    return {"times": times, "in_jobs": in_jobs, "cpu": cpu, "jit": jit, "counts": counts, "orders": orders, "expected": exp, "runner": runner}
 
 
 def runner_summary(run: dict[str, list[Any]], times: list[float], files_per_batch: int, files: int) -> dict[str, Any]:
@@ -585,6 +612,11 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": {w: summary(v) for w, v in times.items()},
         "seconds_in_jobs": {w: summary(v) for w, v in main_run["in_jobs"].items()},
         "seconds_outside_jobs": {w: summary(t - j for t, j in zip(times[w], main_run["in_jobs"][w])) for w in times},
+        "cpu_seconds": {w: summary(v) for w, v in main_run["cpu"].items()},
+        "jit_seconds": {w: summary(v) for w, v in main_run["jit"].items()},
+        "cpu_ratio_a_b": paired_ratios(main_run["cpu"]["a"], main_run["cpu"]["b"]),
+        "cpu_ratio_a_p": paired_ratios(main_run["cpu"]["a"], main_run["cpu"]["p"]),
+        "cpu_ratio_p_b": paired_ratios(main_run["cpu"]["p"], main_run["cpu"]["b"]),
         "records_per_second": {w: summary(records / t for t in v) for w, v in times.items()},
         "ratio_a_b": paired_ratios(times["a"], times["b"]),
         "ratio_a_c": paired_ratios(times["a"], times["c"]),

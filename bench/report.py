@@ -76,7 +76,9 @@ def _jobs_split(r: dict[str, Any]) -> str:
     if not inside or not outside:
         return ""
     ways = [w for w in ("a", "t", "b", "c", "f", "p") if w in inside]
-    rows = [[w, fmt_summary(inside[w], 2, " s"), fmt_summary(outside[w], 2, " s")] for w in ways]
+    cpu, jit = r.get("cpu_seconds") or {}, r.get("jit_seconds") or {}
+    rows = [[w, fmt_summary(inside[w], 2, " s"), fmt_summary(outside[w], 2, " s"),
+             fmt_summary(cpu[w], 2, " s") if w in cpu else "–", fmt_summary(jit[w], 2, " s") if w in jit else "–"] for w in ways]
     gap = ""
     if "a" in inside and "p" in inside:
         gap = (f"Of a's {r['seconds']['a']['median'] - r['seconds']['p']['median']:.2f} s over p (medians), "
@@ -86,11 +88,23 @@ def _jobs_split(r: dict[str, Any]) -> str:
                "markers, the report). ")
     return f"""**Time in Spark jobs and outside them** (per way: the wall time of the Spark jobs it ran, submission to
 completion, from Spark's status store, summed; the rest of its time is the driver's alone: planning, Python and
-JVM round trips, commits, the streaming query's bookkeeping; medians (min–max)). {gap}
+JVM round trips, commits, the streaming query's bookkeeping; medians (min–max)). {gap}{_cpu_note(r)}
 
-{_table(['way', 'in Spark jobs', 'outside Spark jobs (driver)'], rows)}
+{_table(['way', 'in Spark jobs', 'outside Spark jobs (driver)', 'CPU time (JVM + Python)', 'of it, JIT compiling'], rows)}
 
 """
+
+
+def _cpu_note(r: dict[str, Any]) -> str:
+    """What the CPU columns are, and the CPU ratios beside the wall-time ones."""
+    ab, ap, pb = r.get("cpu_ratio_a_b"), r.get("cpu_ratio_a_p"), r.get("cpu_ratio_p_b")
+    if not ab:
+        return ""
+    return (f"CPU time is the driver JVM's (every thread: tasks, JIT compiler, GC; from `/proc`) plus this Python "
+            f"process's, per way; on this shared host it moves less with the load than wall time does. In CPU time "
+            f"a/b {fmt_summary(ab)}, a/p {fmt_summary(ap)}, p/b {fmt_summary(pb)} (the targets are on wall time). "
+            "JIT compiling is the JVM's compile time during the way (`CompilationMXBean`): threads of their own, "
+            "competing with the tasks for the two cores.")
 
 
 def section_error_handling(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]:
@@ -268,6 +282,10 @@ window, commit markers and the report, a/p {r['ratio_a_p']['median']:.2f}. So a/
         summary_rows.append(["1. (reference) p/b: a streaming floor that reads the files as the runner does; a/p: what the runner adds",
                              f"p/b {pb['median']:.2f} ({pb['min']:.2f}–{pb['max']:.2f}); a/p {ap['median']:.2f} ({ap['min']:.2f}–{ap['max']:.2f})",
                              "(reference)", "measured"])
+    if r.get("cpu_ratio_a_b"):
+        summary_rows.append(["1. (reference) the same in CPU time (driver JVM + Python): a/b, a/p",
+                             f"a/b {fmt_summary(r['cpu_ratio_a_b'])}; a/p {fmt_summary(r['cpu_ratio_a_p'])}",
+                             "(reference; the target is on wall time)", "measured"])
     if cfg_t:
         tb = r["ratio_t_b"]
         summary_rows.append([f"1. (beside) t/b with max-files-per-trigger {cfg_t['max_files_per_trigger']}",
