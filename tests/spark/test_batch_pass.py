@@ -3,6 +3,8 @@ record positions without reading files whole, and state that does not grow with 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
@@ -276,3 +278,29 @@ def test_a_long_rejected_line_is_parsed_once_after_the_pass(spark, tmp_path, mon
     dlq = sorted(read_json_rows(spark, tmp_path / "dlq"), key=lambda r: r["source_position"])
     assert [r["exception_class"].rsplit(".", 1)[1] for r in dlq] == ["MalformedRecordError", "WrongTypeError"]
     assert "wrong type: amount (" in dlq[1]["exception_message"]
+
+
+def test_a_wide_schema_is_planned_and_every_bad_record_gets_its_reason(spark, tmp_path):
+    """24 fields: the batch's plan stays plannable (with Catalyst's constraint propagation on, planning grew
+    exponentially with the fields and ran out of heap at 15) and the DLQ names the wrong-typed field."""
+    extra = [f"f{i:02d}" for i in range(21)]
+    schema = "id BIGINT NOT NULL, name STRING NOT NULL, amount DOUBLE, " + ", ".join(
+        f"{name} {'STRING' if i % 2 else 'DOUBLE'}" for i, name in enumerate(extra))
+
+    def line(i: int, **override) -> str:
+        record = {"id": i, "name": f"n{i}", "amount": i / 2, **{n: (f"s{j}" if j % 2 else j * 1.5) for j, n in enumerate(extra)}}
+        record.update(override)
+        return json.dumps({k: v for k, v in record.items() if v is not None})
+
+    write_lines(tmp_path / "in", "wide.json", [line(1), line(2, f16="sixteen"), line(3, name=None), "{bad", line(5)])
+    spec = pipeline("wide", [file_source(tmp_path / "in", schema=schema)], [file_dest(tmp_path / "out")],
+                    dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 5]
+    reasons = {r["source_position"]: (r["exception_class"], r["exception_message"]) for r in read_json_rows(spark, tmp_path / "dlq")}
+    assert sorted(reasons) == [2, 3, 4]
+    assert reasons[2][0].endswith("WrongTypeError")
+    assert reasons[2][1].split(": ", 1)[1].split(" (expected")[0] == "f16", reasons[2][1]
+    assert reasons[3][0].endswith("MissingFieldError") and "name" in reasons[3][1]
+    assert reasons[4][0].endswith("MalformedRecordError")
