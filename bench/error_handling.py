@@ -435,9 +435,12 @@ def count_outputs(spark, way: str, result: dict[str, Any]) -> dict[str, int]:
 
 
 def build_spark(driver_memory: str):
-    """One local[2] session for the three ways: the runner's settings (see spark/session.py) plus driver memory."""
+    """One local[2] session for the three ways: the runner's settings (spark/session.py) and JVM options
+    (spark/jvm.py: what its launchers give the driver; b's and p's generated methods are small, so they
+    change nothing for them), plus driver memory."""
     from pyspark.sql import SparkSession
 
+    from airflow_conduit.spark.jvm import with_jit_options
     from airflow_conduit.spark.session import SESSION_SETTINGS
 
     builder = (
@@ -448,7 +451,7 @@ def build_spark(driver_memory: str):
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
     )
-    for key, value in SESSION_SETTINGS.items():
+    for key, value in {**SESSION_SETTINGS, **with_jit_options({})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -32,6 +32,11 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
         ["--records", "50000", "--per-file", "10000", "--tuned-files-per-batch", "2", "--reps", "2",
          "--warmup-records", "10000", "--driver-memory", "1g"],
     ),
+    "wide_schema": (
+        "bench.wide_schema",
+        [],
+        ["--records", "20000", "--per-file", "5000", "--reps", "2", "--driver-memory", "1g"],
+    ),
     "expectations_cost": (
         "bench.expectations_cost",
         ["--records", "200000", "--per-file", "50000"],

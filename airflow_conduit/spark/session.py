@@ -14,6 +14,8 @@ import os
 
 from pyspark.sql import SparkSession
 
+from airflow_conduit.spark.jvm import with_jit_options
+
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
 
 # Settings of every session the runner builds (local or under spark-submit).
@@ -49,6 +51,9 @@ def build_session(app_name: str, *, master: str | None = None) -> SparkSession:
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     for key, value in SESSION_SETTINGS.items():
         builder = builder.config(key, value)
+    if not under_spark_submit():  # under spark-submit the launcher put them on the command line
+        for key, value in with_jit_options({}).items():
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if under_spark_submit() and spark.conf.get("spark.sql.shuffle.partitions") == "200":
         spark.conf.set("spark.sql.shuffle.partitions", "4")  # micro-batches are small; 200 tasks per shuffle is waste

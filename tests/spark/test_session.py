@@ -26,6 +26,18 @@ def test_runner_session_has_its_settings(spark):
         assert spark.conf.get(key) == value, key
 
 
+def test_the_local_driver_jvm_compiles_huge_generated_methods(spark):
+    """build_session starts its JVM with spark/jvm.py's options: HotSpot's own switch, read back from it."""
+    from airflow_conduit.spark.jvm import JIT_OPTIONS
+
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert set(JIT_OPTIONS) <= set(arguments)
+    flag = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")).getVMOption("DontCompileHugeMethods")
+    assert flag.getValue() == "false"
+
+
 def test_a_column_call_sends_no_call_site_to_the_jvm(spark, monkeypatch):
     client = spark.sparkContext._gateway._gateway_client
     sent: list[str] = []

@@ -35,6 +35,7 @@ from airflow_conduit.hooks.backends.base import (
     run_dir,
 )
 from airflow_conduit.pipeline.report import read_json, utc_now_iso
+from airflow_conduit.spark.jvm import with_jit_options
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
 GRACEFUL_STOP_SECONDS = 30.0
@@ -95,7 +96,7 @@ class LocalBackend(JobBackend):
         if os.path.exists(POSTGRESQL_JAR):
             conf["spark.jars"] = POSTGRESQL_JAR
         conf.update(self.conf)
-        return conf
+        return with_jit_options(conf)
 
     def build_command(self, application: str, py_files: str, args: list[str], conf: dict, name: str) -> list[str]:
         """The spark-submit command line, built by the Spark provider from the connection."""

@@ -44,6 +44,7 @@ from airflow_conduit.hooks.backends.base import (
 )
 from airflow_conduit.hooks.backends.local import POSTGRESQL_JAR
 from airflow_conduit.pipeline.report import utc_now_iso
+from airflow_conduit.spark.jvm import with_jit_options
 
 SPARK_SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 FINISHED_OK = ("FINISHED",)
@@ -133,6 +134,7 @@ class StandaloneBackend(JobBackend):
         if os.path.exists(POSTGRESQL_JAR):
             conf["spark.jars"] = POSTGRESQL_JAR
         conf.update({k: str(v) for k, v in self.conf.items()})
+        conf = with_jit_options(conf)
         inner = spark_submit_argv(
             self.conn_id, application, application_args=args, conf=conf, py_files=py_files, name=name,
             deploy_mode="client",  # inside the cluster: the driver is already where it should be
