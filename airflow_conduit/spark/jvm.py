@@ -4,10 +4,10 @@ Spark compiles each stage of a batch into one Java method (whole-stage code gene
 first stage carries, per schema field, the field's value, its error checks and its DLQ context, so its
 method grows with the schema: 7,159 bytes of bytecode for benchmark 1's 5 fields, 12,789 for 25. HotSpot
 does not JIT-compile a method over 8,000 bytes (``-XX:+DontCompileHugeMethods``, on by default): the whole
-per-record loop of the pass then runs in the bytecode interpreter. Measured with 25 fields (400,000
-records, docs/benchmarks.md): the runner took 2.27x plain Spark by default, 1.61x with the option below;
-Spark's own fallback (``spark.sql.codegen.hugeMethodLimit=8000``, which gives up whole-stage code
-generation for such a stage) 2.0x.
+per-record loop of the pass then runs in the bytecode interpreter. Benchmark 1b (25 fields, 400,000
+records, docs/benchmarks.md): the runner took 2.08x plain Spark with the JVM's defaults, 1.67x with the
+option below. Spark's own fallback (``spark.sql.codegen.hugeMethodLimit=8000``, which gives up whole-stage
+code generation for such a stage) measured 2.0x once, against 1.61x for the option.
 """
 
 from __future__ import annotations
