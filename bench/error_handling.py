@@ -434,24 +434,24 @@ def count_outputs(spark, way: str, result: dict[str, Any]) -> dict[str, int]:
     return {"written": written, "bad": bad}
 
 
-def build_spark(driver_memory: str):
-    """One local[2] session for the three ways: the runner's settings (spark/session.py) and JVM options
-    (spark/jvm.py: what its launchers give the driver; b's and p's generated methods are small, so they
-    change nothing for them), plus driver memory."""
+def build_spark(driver_memory: str, *, jit_options: bool = True, app_name: str = "airflow-conduit-bench-error-handling"):
+    """One local[2] session for the ways: the runner's settings (spark/session.py) and, unless ``jit_options``
+    is False (benchmark 1b's comparison), its JVM options (spark/jvm.py: what its launchers give the driver; b's
+    and p's generated methods are small, so they change nothing for them), plus driver memory."""
     from pyspark.sql import SparkSession
 
     from airflow_conduit.spark.jvm import with_jit_options
     from airflow_conduit.spark.session import SESSION_SETTINGS
 
     builder = (
-        SparkSession.builder.appName("airflow-conduit-bench-error-handling")
+        SparkSession.builder.appName(app_name)
         .master("local[2]")
         .config("spark.driver.memory", driver_memory)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
     )
-    for key, value in {**SESSION_SETTINGS, **with_jit_options({})}.items():
+    for key, value in {**SESSION_SETTINGS, **(with_jit_options({}) if jit_options else {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -114,20 +114,10 @@ def run_b(spark, work: Path, data: Path, fields: int, tag: str) -> tuple[float, 
 
 def child(args: argparse.Namespace) -> int:
     """One JVM: a and b alternating; writes times, counts and the largest generated method to ``args.out``."""
-    from pyspark.sql import SparkSession
-
-    from airflow_conduit.spark.jvm import with_jit_options
-    from airflow_conduit.spark.session import SESSION_SETTINGS
+    from bench.error_handling import build_spark
 
     setup_environment()
-    settings = {**SESSION_SETTINGS, **(with_jit_options({}) if args.jit else {})}
-    builder = (SparkSession.builder.appName("airflow-conduit-bench-wide").master("local[2]")
-               .config("spark.driver.memory", args.driver_memory).config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4"))
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = build_spark(args.driver_memory, jit_options=bool(args.jit), app_name="airflow-conduit-bench-wide")
     methods = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_GENERATED_METHOD_BYTECODE_SIZE()
     work, data = Path(args.work), Path(args.data)
     ways = {"a": run_a, "b": run_b}
