@@ -434,10 +434,13 @@ def count_outputs(spark, way: str, result: dict[str, Any]) -> dict[str, int]:
     return {"written": written, "bad": bad}
 
 
-def build_spark(driver_memory: str, *, jit_options: bool = True, app_name: str = "airflow-conduit-bench-error-handling"):
+def build_spark(
+    driver_memory: str, *, jit_options: bool = True, app_name: str = "airflow-conduit-bench-error-handling", java_options: str = ""
+):
     """One local[2] session for the ways: the runner's settings (spark/session.py) and, unless ``jit_options``
     is False (benchmark 1b's comparison), its JVM options (spark/jvm.py: what its launchers give the driver; b's
-    and p's generated methods are small, so they change nothing for them), plus driver memory."""
+    and p's generated methods are small, so they change nothing for them), plus driver memory and any further
+    driver ``java_options`` (benchmark 1c's profiler)."""
     from pyspark.sql import SparkSession
 
     from airflow_conduit.spark.jvm import with_jit_options
@@ -451,7 +454,10 @@ def build_spark(driver_memory: str, *, jit_options: bool = True, app_name: str =
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
     )
-    for key, value in {**SESSION_SETTINGS, **(with_jit_options({}) if jit_options else {})}.items():
+    conf = {**SESSION_SETTINGS, **(with_jit_options({}) if jit_options else {})}
+    if java_options:
+        conf["spark.driver.extraJavaOptions"] = f"{conf.get('spark.driver.extraJavaOptions', '')} {java_options}".strip()
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -37,6 +37,11 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
         [],
         ["--records", "20000", "--per-file", "5000", "--reps", "2", "--driver-memory", "1g"],
     ),
+    "bookkeeping_cost": (
+        "bench.bookkeeping_cost",
+        [],
+        ["--records", "50000", "--per-file", "10000", "--reps", "2", "--driver-memory", "1g"],
+    ),
     "expectations_cost": (
         "bench.expectations_cost",
         ["--records", "200000", "--per-file", "50000"],
