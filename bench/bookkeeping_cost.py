@@ -37,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from bench.common import MIN_PAIRS, REPO, log, paired_ratios, rotated, setup_environment, summary, write_result
+from bench.common import REPO, add_child_process_arguments, log, paired_ratios, rotated, setup_environment, summary, write_result
 
 WAYS = ("a", "a_without_dlq", "a_without_bookkeeping", "p", "b")
 # Where a task thread's sample is attributed: the first of these (a substring of "class.method") found from the
@@ -205,14 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench import error_handling as eh
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=2_000_000)
-    parser.add_argument("--per-file", type=int, default=100_000)
-    parser.add_argument("--reps", type=int, default=MIN_PAIRS)
-    parser.add_argument("--driver-memory", default="4g")
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--work", help=argparse.SUPPRESS)
-    parser.add_argument("--data", help=argparse.SUPPRESS)
+    add_child_process_arguments(parser, records=2_000_000, per_file=100_000)
     parser.add_argument("--recording", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

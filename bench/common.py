@@ -7,6 +7,7 @@ min and max. ``paired_ratios`` computes exactly that from per-pair samples.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -61,6 +62,19 @@ def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) ->
     if len(numerators) != len(denominators):
         raise ValueError("paired samples must have the same length")
     return summary(n / d for n, d in zip(numerators, denominators))
+
+
+def add_child_process_arguments(parser: argparse.ArgumentParser, *, records: int, per_file: int) -> None:
+    """The arguments of a benchmark that measures in child processes (one JVM each): data size, repetitions,
+    driver memory, the result file, and the hidden ones a parent passes its child."""
+    parser.add_argument("--records", type=int, default=records)
+    parser.add_argument("--per-file", type=int, default=per_file)
+    parser.add_argument("--reps", type=int, default=MIN_PAIRS)
+    parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--work", help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
 
 
 def rotated(items: Sequence[Any], rep: int) -> list[Any]:

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import MIN_PAIRS, REPO, Stopwatch, log, paired_ratios, rotated, setup_environment, summary, write_result
+from bench.common import REPO, Stopwatch, add_child_process_arguments, log, paired_ratios, rotated, setup_environment, summary, write_result
 
 JIT_LIMIT_BYTES = 8_000  # HotSpot's HugeMethodLimit: larger methods stay interpreted by default
 BAD_EVERY = 100
@@ -138,15 +138,8 @@ def child(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fields", type=int, default=25)
-    parser.add_argument("--records", type=int, default=400_000)
-    parser.add_argument("--per-file", type=int, default=40_000)
-    parser.add_argument("--reps", type=int, default=MIN_PAIRS)
-    parser.add_argument("--driver-memory", default="4g")
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_child_process_arguments(parser, records=400_000, per_file=40_000)
     parser.add_argument("--jit", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--work", help=argparse.SUPPRESS)
-    parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
