@@ -242,7 +242,8 @@ parses, transforms and writes the lake):
 
 """
     text += f"""**Target a/b ≤ {target:.2f}: {_verdict(met).strip('*')}** (median {ab['median']:.2f}; stretch ≤ {stretch:.2f}:
-{'met' if met_stretch else 'missed'}). **Target a/c ≤ {target_ac:.2f}: {_verdict(met_ac).strip('*')}** (median {ac['median']:.2f}).
+{'met' if met_stretch else 'missed'}). **Target a/c ≤ {target_ac:.2f}: {_verdict(met_ac).strip('*')}** (median {ac['median']:.2f}). What each of the runner's steps
+costs, and an upper bound with the steps that keep its guarantees switched off: section 1c.
 
 The runner's largest steps:
 
