@@ -52,8 +52,7 @@ TASK_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 TASK_THREAD = "Executor task launch"
 STACK_DEPTH = 32  # frames printed per sample: deep enough to reach the part from the sampled frame
-RECORDER_OPTIONS = "-XX:StartFlightRecording=filename={path},settings=profile,dumponexit=true " \
-                   "-XX:FlightRecorderOptions:stackdepth=64"
+RECORDER_OPTIONS = "-XX:StartFlightRecording=settings=profile -XX:FlightRecorderOptions:stackdepth=64"
 
 
 # -- the upper bounds -----------------------------------------------------------------------------------
@@ -153,6 +152,13 @@ def attribute(samples: list[dict[str, Any]], windows: dict[str, list[tuple[float
     return {way: {part: n / max(len(windows[way]), 1) for part, n in counts.items()} for way, counts in per_way.items()}
 
 
+def dump_recording(jvm, path: Path) -> None:
+    """Write the JVM's flight recording to ``path`` now: the JVM PySpark started is not waited for when Python
+    exits, so a dump at the JVM's exit may still be under way when the parent reads it."""
+    for recording in jvm.jdk.jfr.FlightRecorder.getFlightRecorder().getRecordings():
+        recording.dump(jvm.java.io.File(str(path)).toPath())
+
+
 def read_samples(jfr_tool: Path, recording: Path) -> list[dict[str, Any]]:
     printed = subprocess.run(
         [str(jfr_tool), "print", "--json", "--stack-depth", str(STACK_DEPTH), "--events", "jdk.ExecutionSample", str(recording)],
@@ -177,7 +183,7 @@ def child(args: argparse.Namespace) -> int:
 
     setup_environment()
     spark = build_spark(args.driver_memory, app_name="airflow-conduit-bench-bookkeeping",
-                        java_options=RECORDER_OPTIONS.format(path=args.recording))
+                        java_options=RECORDER_OPTIONS)
     run_args = argparse.Namespace(files_per_batch=0, tuned_files_per_batch=-1, window_size=10_000, window_threshold=1_000)
     todo = ways(run_args)
     work, data = Path(args.work), Path(args.data)
@@ -195,7 +201,9 @@ def child(args: argparse.Namespace) -> int:
                 times[way].append(result["seconds"])
                 windows[way].append((started, ended))
             log(f"  rep {rep}{' (warm-up)' if not rep else ''} {way}: {result['seconds']:.2f}s, {rows[way]:,} rows written")
-    java_home = str(spark.sparkContext._jvm.java.lang.System.getProperty("java.home"))
+    jvm = spark.sparkContext._jvm
+    java_home = str(jvm.java.lang.System.getProperty("java.home"))
+    dump_recording(jvm, Path(args.recording))
     spark.stop()
     Path(args.out).write_text(json.dumps({"times": times, "windows": windows, "rows": rows, "java_home": java_home}))
     return 0
@@ -224,10 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         times = measured["times"]
         jfr_tool = Path(measured["java_home"]) / "bin" / "jfr"
         profile: dict[str, dict[str, float]] = {}
-        if jfr_tool.exists() and recording.exists():
+        try:
             profile = attribute(read_samples(jfr_tool, recording), measured["windows"])
-        else:
-            log(f"no profile: {jfr_tool} or {recording} is missing")
+        except (OSError, subprocess.CalledProcessError, ValueError, KeyError) as exc:  # the times stand without it
+            log(f"no profile: {jfr_tool} could not read {recording}: {getattr(exc, 'stderr', None) or exc}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {
