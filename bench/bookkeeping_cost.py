@@ -37,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from bench.common import REPO, add_child_process_arguments, log, paired_ratios, rotated, setup_environment, summary, write_result
+from bench.common import add_child_process_arguments, log, paired_ratios, rotated, run_child, setup_environment, summary, write_result
 
 WAYS = ("a", "a_without_dlq", "a_without_bookkeeping", "p", "b")
 # Where a task thread's sample is attributed: the first of these (a substring of "class.method") found from the
@@ -179,12 +179,13 @@ def child(args: argparse.Namespace) -> int:
     """One JVM with the recorder: the ways alternating; writes times, windows, row counts and the JVM's home."""
     import time
 
-    from bench.error_handling import build_spark
+    from bench import error_handling as eh
 
     setup_environment()
-    spark = build_spark(args.driver_memory, app_name="airflow-conduit-bench-bookkeeping",
+    spark = eh.build_spark(args.driver_memory, app_name="airflow-conduit-bench-bookkeeping",
                         java_options=RECORDER_OPTIONS)
-    run_args = argparse.Namespace(files_per_batch=0, tuned_files_per_batch=-1, window_size=10_000, window_threshold=1_000)
+    run_args = argparse.Namespace(files_per_batch=0, tuned_files_per_batch=-1, window_size=eh.WINDOW_SIZE,
+                                  window_threshold=eh.WINDOW_NACK_THRESHOLD)
     todo = ways(run_args)
     work, data = Path(args.work), Path(args.data)
     times: dict[str, list[float]] = {w: [] for w in todo}
@@ -223,12 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         log(f"generating {args.records:,} records ({args.per_file:,} per file)")
         kinds = eh.generate(work / "data", args.records, args.per_file)
-        out, recording = work / "child.json", work / "ways.jfr"
-        cmd = [sys.executable, "-m", "bench.bookkeeping_cost", "--child", "--reps", str(args.reps),
-               "--driver-memory", args.driver_memory, "--work", str(work), "--data", str(work / "data"),
-               "--out", str(out), "--recording", str(recording)]
-        subprocess.run(cmd, check=True, cwd=str(REPO))
-        measured = json.loads(out.read_text())
+        recording = work / "ways.jfr"
+        measured = run_child("bench.bookkeeping_cost", args, work, work / "child.json", "--recording", str(recording))
         times = measured["times"]
         jfr_tool = Path(measured["java_home"]) / "bin" / "jfr"
         profile: dict[str, dict[str, float]] = {}
@@ -239,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {
-        "records": args.records, "per_file": args.per_file, "kinds": kinds, "reps": args.reps,
+        "records": args.records, "per_file": args.per_file, "kinds": kinds, "reps": args.reps, "target_a_b": eh.TARGET_A_B,
         "rows_written": measured["rows"],
         "seconds": {w: summary(v) for w, v in times.items()},
         "ratio_to_b": {w: paired_ratios(v, times["b"]) for w, v in times.items()},

@@ -77,6 +77,14 @@ def add_child_process_arguments(parser: argparse.ArgumentParser, *, records: int
     parser.add_argument("--data", help=argparse.SUPPRESS)
 
 
+def run_child(module: str, args: argparse.Namespace, work: Path, out: Path, *extra: str) -> dict[str, Any]:
+    """Run ``module``'s child (``add_child_process_arguments``) on ``work``/data in a process of its own; its result."""
+    cmd = [sys.executable, "-m", module, "--child", "--reps", str(args.reps), "--driver-memory", args.driver_memory,
+           "--work", str(work), "--data", str(work / "data"), "--out", str(out), *extra]
+    subprocess.run(cmd, check=True, cwd=str(REPO))
+    return json.loads(out.read_text())
+
+
 def rotated(items: Sequence[Any], rep: int) -> list[Any]:
     """The items in the order of repetition ``rep``: rotated by one each time, so each goes first as often."""
     k = rep % len(items)

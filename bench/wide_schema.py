@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Stopwatch, add_child_process_arguments, log, paired_ratios, rotated, setup_environment, summary, write_result
+from bench.common import Stopwatch, add_child_process_arguments, log, paired_ratios, rotated, run_child, setup_environment, summary, write_result
 
 JIT_LIMIT_BYTES = 8_000  # HotSpot's HugeMethodLimit: larger methods stay interpreted by default
 BAD_EVERY = 100
@@ -150,13 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         bad = generate(work / "data", args.records, args.per_file, args.fields)
         settings: dict[str, Any] = {}
         for name, jit in (("default", 0), ("jit", 1)):
-            out = work / f"{name}.json"
-            cmd = [sys.executable, "-m", "bench.wide_schema", "--child", "--jit", str(jit), "--fields", str(args.fields),
-                   "--reps", str(args.reps), "--driver-memory", args.driver_memory, "--work", str(work),
-                   "--data", str(work / "data"), "--out", str(out)]
             log(f"JVM options: {name}")
-            subprocess.run(cmd, check=True, cwd=str(REPO))
-            child_result = json.loads(out.read_text())
+            child_result = run_child("bench.wide_schema", args, work, work / f"{name}.json", "--jit", str(jit), "--fields", str(args.fields))
             times = child_result["times"]
             settings[name] = {
                 **child_result,
