@@ -270,9 +270,15 @@ def test_extra_links_point_at_the_plugin_pages(ui_runs):
     assert DeadLetterQueueLink().get_link(None, ti_key=key).startswith(f"/conduit/dlq?dag_id={dr.dag_id}&run_id=")
 
 
-# -- the real thing: `airflow api-server` as a process, Debian's headless Chromium -------------------
+# -- the real thing: `airflow api-server` as a process, Debian's headless Chromium driven by Playwright -----
 
 CHROMIUM = "/usr/bin/chromium"
+# As the machine's browser probe starts it: without the background-networking flags Chromium keeps dialling
+# Google's hosts on this closed network.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Every browser step waits on a condition in the page, never on (virtual) time; this is only its deadline.
+BROWSER_DEADLINE_MS = 180_000
 
 
 def _free_port() -> int:
@@ -283,30 +289,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _chromium(url: str, *extra: str, attempts: int = 3) -> str:
-    """Headless Chromium's output for ``url``. A run that hangs (seen once in a clean-clone run: a screenshot
-    never finished) is killed with its child processes and tried again with a fresh profile."""
-    import os
-    import signal
-    import subprocess
-    import tempfile
+@pytest.fixture
+def browser():
+    """Debian's Chromium through Playwright (``executable_path``: no browser download). Playwright replaces the
+    ``--screenshot --virtual-time-budget`` command line, whose runs hung past 180 s three times in a row in CI."""
+    from playwright.sync_api import sync_playwright
 
-    for attempt in range(1, attempts + 1):
-        with tempfile.TemporaryDirectory() as profile:
-            proc = subprocess.Popen(
-                [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={profile}", *extra, url],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
-            )
-            try:
-                out, _ = proc.communicate(timeout=180)
-                return out
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                if attempt == attempts:
-                    raise
-    raise AssertionError("unreachable")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=BROWSER_DEADLINE_MS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
 
 
 def _login_url(server: str, target: str) -> str:
@@ -314,6 +308,24 @@ def _login_url(server: str, target: str) -> str:
     from urllib.parse import quote
 
     return f"{server}/auth/token/login?next={quote(target, safe='')}"
+
+
+def _open(browser, server: str, target: str):
+    """A page logged in (its own context: a fresh cookie jar) and navigated to ``target``."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1300})
+    context.set_default_timeout(BROWSER_DEADLINE_MS)
+    page = context.new_page()
+    page.goto(_login_url(server, target), wait_until="load")
+    return page
+
+
+def _dom(browser, server: str, target: str) -> str:
+    """The DOM of one of the plugin's own pages (rendered on the server: complete once loaded)."""
+    page = _open(browser, server, target)
+    try:
+        return page.content()
+    finally:
+        page.context.close()
 
 
 @pytest.fixture
@@ -358,16 +370,17 @@ def api_server(ui_runs, tmp_path):
         log.close()
 
 
-def test_views_in_a_real_browser_against_a_real_api_server(api_server, ui_runs, tmp_path):
+def test_views_in_a_real_browser_against_a_real_api_server(api_server, browser, ui_runs, tmp_path):
     """Headless Chromium loads the plugin's pages from `airflow api-server` (logged in by cookie)
-    and the rendered DOM shows the state badges, the timeline's events, batch counts and the DLQ summary."""
+    and the rendered DOM shows the state badges, the timeline's events, batch counts and the DLQ summary;
+    inside Airflow's own UI, the "Pipeline" tab embeds the same views."""
     recovered, degraded = ui_runs["recovered"], ui_runs["degraded"]
     from urllib.parse import urlencode
 
     def ti_page(dr) -> str:
         return "/conduit/ti?" + urlencode(ti_query(dr))
 
-    dom = _chromium(_login_url(api_server, ti_page(recovered)), "--dump-dom")
+    dom = _dom(browser, api_server, ti_page(recovered))
     assert 'class="badge state-stopped"' in dom, dom[:2000]
     kinds = re.findall(r'<li class="event" data-event="([a-z-]+)"', dom)
     assert {"started", "failed", "restart-scheduled", "restarted", "recovered", "stopped"} <= set(kinds)
@@ -377,7 +390,7 @@ def test_views_in_a_real_browser_against_a_real_api_server(api_server, ui_runs, 
     assert '<tr class="dlq-group"><td>source</td><td>orders-in</td>' in dom
     assert re.search(r'<tr class="batch">', dom)
 
-    dom = _chromium(_login_url(api_server, ti_page(degraded)), "--dump-dom")
+    dom = _dom(browser, api_server, ti_page(degraded))
     assert 'class="badge state-degraded"' in dom and 'id="degraded-reason"' in dom
 
     # A pipeline caught while it backs off: `airflow dags test` in another process, first run failing,
@@ -386,24 +399,24 @@ def test_views_in_a_real_browser_against_a_real_api_server(api_server, ui_runs, 
     try:
         run_id = _wait_for_pipeline_state("ui_recovering", "recovering", backing_off)
         recovering = SimpleNamespace(dag_id="ui_recovering", run_id=run_id)
-        dom = _chromium(_login_url(api_server, ti_page(recovering)), "--dump-dom")
+        dom = _dom(browser, api_server, ti_page(recovering))
         assert 'class="badge state-recovering"' in dom and 'id="next-restart"' in dom, dom[:3000]
         assert re.search(r'id="budget"><div class="k">Restarts in window</div><div class="v">1 of 5</div>', dom)
 
-        dom = _chromium(_login_url(api_server, "/conduit/pipelines"), "--dump-dom")
+        dom = _dom(browser, api_server, "/conduit/pipelines")
         assert re.search(r'<tr class="pipeline degraded" data-dag="ui_degraded"', dom)
         assert re.search(r'<tr class="pipeline recovering" data-dag="ui_recovering"', dom)
-        _screenshots(api_server, tmp_path, {
-            "ui-pipeline-recovering.png": _airflow_ti_route(recovering),
-            "ui-pipelines.png": "/plugin/conduit-pipelines",
+        _screenshots(browser, api_server, tmp_path, {
+            "ui-pipeline-recovering.png": (_airflow_ti_route(recovering), ".badge.state-recovering"),
+            "ui-pipelines.png": ("/plugin/conduit-pipelines", "tr.pipeline.degraded"),
         })
     finally:
         _stop(backing_off)
 
     # The same views inside Airflow's UI (the "Pipeline" tab), as screenshots.
-    _screenshots(api_server, tmp_path, {
-        "ui-pipeline-recovered.png": _airflow_ti_route(recovered),
-        "ui-pipeline-degraded.png": _airflow_ti_route(degraded),
+    _screenshots(browser, api_server, tmp_path, {
+        "ui-pipeline-recovered.png": (_airflow_ti_route(recovered), ".badge.state-stopped"),
+        "ui-pipeline-degraded.png": (_airflow_ti_route(degraded), ".badge.state-degraded"),
     })
 
 
@@ -413,13 +426,18 @@ def _airflow_ti_route(dr) -> str:
     return f"/dags/{dr.dag_id}/runs/{quote(dr.run_id, safe='')}/tasks/pipeline/plugin/conduit-pipeline"
 
 
-def _screenshots(api_server: str, tmp_path: Path, views: dict[str, str]) -> None:
-    """Screenshots of Airflow's UI pages (saved in $CONDUIT_UI_SCREENSHOTS, e.g. docs/, when set)."""
+def _screenshots(browser, server: str, tmp_path: Path, views: dict[str, tuple[str, str]]) -> None:
+    """Airflow's UI pages once the plugin's view inside them (an iframe) shows ``selector``; screenshots saved
+    in $CONDUIT_UI_SCREENSHOTS (e.g. docs/) when set."""
     shots = Path(os.environ.get("CONDUIT_UI_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
-    for name, target in views.items():
-        _chromium(_login_url(api_server, target), f"--screenshot={shots / name}", "--window-size=1400,1300",
-                  "--virtual-time-budget=20000", "--hide-scrollbars")
+    for name, (target, selector) in views.items():
+        page = _open(browser, server, target)
+        try:
+            page.frame_locator("iframe").locator(selector).first.wait_for(state="visible")
+            page.screenshot(path=str(shots / name))
+        finally:
+            page.context.close()
         assert (shots / name).stat().st_size > 10_000, f"{name}: no screenshot"
 
 
