@@ -152,7 +152,6 @@ def main(argv: list[str] | None = None) -> int:
         kills: list[dict[str, Any]] = []
         run_no = 1
         handle = launcher.submit(str(spec), f"run-{run_no:02d}", str(state))
-        submitted = time.time()
         log(f"{args.records:,} records, {args.per_file:,} per batch; run-01 submitted")
         watch_run(handle, launcher, lambda r: len(r.get("batches") or []) >= 1, args.timeout)
         for k in range(args.kills):
