@@ -19,7 +19,9 @@ files and the process table in a worker thread).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
@@ -35,6 +37,33 @@ LOG_TAIL_CHARS = 4000
 KILL_GRACE_SECONDS = 20.0  # below the triggerer's on_kill bound ([triggerer] on_kill_timeout, 30 s)
 STATUS_FAILURES_TOLERATED = 3
 STOPPED = "stopped"  # the job ended because it was asked to (its report has a stop_reason)
+SCHEDULER_LOOP_MARGIN_SECONDS = 5.0
+
+
+def deferral_settle_seconds() -> float:
+    """How long after its submission a run's end is held back in a triggerer before the trigger reports it.
+
+    The worker that submitted and deferred can be reported finished only a heartbeat interval later
+    (``[workers] min_heartbeat_interval``, 5 s: the operator's deferring workloads took ~5.3 s in the
+    deployment tests). A trigger event within that time let the scheduler mark the task failed on the deferral's late
+    "success" (apache/airflow#67287, #72716: Airflow 3.3.2 forgives it only while the task is still
+    scheduled). The margin covers the scheduler's loop. A Spark job rarely ends this early; one that does
+    (a refused submission, a failure at start) is reported a few seconds later.
+    """
+    from airflow.configuration import conf
+
+    return conf.getfloat("workers", "min_heartbeat_interval", fallback=5.0) + SCHEDULER_LOOP_MARGIN_SECONDS
+
+
+def settle_wait(submitted_at: str | None, now: float, settle: float) -> float:
+    """Seconds still to wait before reporting the end of a run submitted at ``submitted_at`` (ISO-8601)."""
+    if not submitted_at:
+        return 0.0
+    try:
+        submitted = datetime.fromisoformat(submitted_at).timestamp()
+    except ValueError:
+        return 0.0
+    return max(0.0, min(settle, submitted + settle - now))
 EVENT_STATUSES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
 
 
@@ -151,12 +180,25 @@ class SparkPipelineTrigger(BaseTrigger):
                     self.log.info("%s %s", run_id, line)
                     last_line = line
             if status.finished:
+                await self._let_the_deferral_settle()
                 yield TriggerEvent(await self._final_event(status, report))
                 return
             if self.report_progress and report is not None and report.first_record_written_at:
                 yield TriggerEvent(self._event(RUNNING, status, report))
                 return
             await asyncio.sleep(self.poll_interval)
+
+    async def _let_the_deferral_settle(self) -> None:
+        """In a triggerer, report a run that ended right after its submission only once the worker's deferral
+        has surely reached the scheduler (``deferral_settle_seconds``). Outside one (``dag.test()``, the CLI:
+        no ``task_instance``) there is no executor to race."""
+        if getattr(self, "task_instance", None) is None:
+            return
+        wait = settle_wait(self.handle.get("submitted_at"), time.time(), deferral_settle_seconds())
+        if wait > 0:
+            self.log.info("run %s ended right after its submission: reported in %.1f s, once the worker's deferral "
+                          "has reached the scheduler (apache/airflow#67287)", self.handle["run_id"], wait)
+            await asyncio.sleep(wait)
 
     async def on_kill(self) -> None:
         """The user marked the deferred task failed/success or cleared it: stop the Spark job, record ``stopped``.

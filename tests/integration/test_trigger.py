@@ -68,6 +68,45 @@ async def test_failure_event_carries_the_structured_error(tmp_path, tiny_job, ex
     assert "AIRFLOW_CONDUIT_ERROR" in payload["stderr_tail"]
 
 
+async def test_in_a_triggerer_a_run_that_ends_right_after_submission_is_reported_once_the_deferral_settled(
+        tmp_path, tiny_job, monkeypatch, capsys):
+    """A job that fails within seconds is reported no earlier than ``deferral_settle_seconds`` after its
+    submission when a triggerer runs the trigger (it attaches ``task_instance``), so the worker's deferral
+    reaches the scheduler first (apache/airflow#67287). Outside a triggerer (dag.test(), the CLI) nothing is held."""
+    from datetime import datetime
+    from types import SimpleNamespace
+
+    from airflow_conduit.triggers import pipeline as trigger_module
+
+    def logged() -> str:  # the trigger's log (structlog) goes to the captured output
+        out, err = capsys.readouterr()
+        return out + err
+
+    monkeypatch.setattr(trigger_module, "deferral_settle_seconds", lambda: 3.0)
+    plain = start_tiny_job(tiny_job, tmp_path / "plain", "plain", {"exit": 75})
+    assert (await first_event(SparkPipelineTrigger(plain, poll_interval=0.2))).payload["status"] == "failed"
+    assert "plain failed: exit=75" in (text := logged()) and "ended right after its submission" not in text
+
+    held = start_tiny_job(tiny_job, tmp_path / "held", "held", {"exit": 75})
+    trigger = SparkPipelineTrigger(held, poll_interval=0.2)
+    trigger.task_instance = SimpleNamespace(dag_id="d", run_id="manual_1", task_id="pipeline", map_index=-1)
+    payload = (await first_event(trigger)).payload
+    assert payload["status"] == "failed" and payload["exit_code"] == 75
+    assert "run held ended right after its submission" in logged()
+    assert time.time() >= datetime.fromisoformat(held["submitted_at"]).timestamp() + 3.0
+
+
+def test_settle_wait_counts_from_the_submission():
+    from airflow_conduit.triggers.pipeline import settle_wait
+
+    at = "2026-11-25T20:00:00+00:00"
+    submitted = 1795636800.0  # the same instant
+    assert settle_wait(at, submitted + 1.0, 10.0) == 9.0
+    assert settle_wait(at, submitted + 30.0, 10.0) == 0.0
+    assert settle_wait(at, submitted - 100.0, 10.0) == 10.0  # a clock step back never holds longer than settle
+    assert settle_wait(None, submitted, 10.0) == settle_wait("not a time", submitted, 10.0) == 0.0
+
+
 async def test_error_line_on_stderr_is_used_when_the_report_has_none(tmp_path, tiny_job):
     handle = start_tiny_job(tiny_job, tmp_path, "noreport", {"exit": 75})
     while not Path(handle["exit_path"]).exists():
