@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import Any
 
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
@@ -31,12 +30,14 @@ from airflow_conduit.hooks.backends.base import FAILED, RUNNING, SUCCEEDED, JobS
 from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
 from airflow_conduit.pipeline.report import RunReport, totals_text
 from airflow_conduit.recovery import codes
+from airflow_conduit.recovery.clock import parse_iso
 from airflow_conduit.recovery.errors import StructuredError
 
 LOG_TAIL_CHARS = 4000
 KILL_GRACE_SECONDS = 20.0  # below the triggerer's on_kill bound ([triggerer] on_kill_timeout, 30 s)
 STATUS_FAILURES_TOLERATED = 3
 STOPPED = "stopped"  # the job ended because it was asked to (its report has a stop_reason)
+EVENT_STATUSES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
 SCHEDULER_LOOP_MARGIN_SECONDS = 5.0
 
 
@@ -45,10 +46,10 @@ def deferral_settle_seconds() -> float:
 
     The worker that submitted and deferred can be reported finished only a heartbeat interval later
     (``[workers] min_heartbeat_interval``, 5 s: the operator's deferring workloads took ~5.3 s in the
-    deployment tests). A trigger event within that time let the scheduler mark the task failed on the deferral's late
-    "success" (apache/airflow#67287, #72716: Airflow 3.3.2 forgives it only while the task is still
-    scheduled). The margin covers the scheduler's loop. A Spark job rarely ends this early; one that does
-    (a refused submission, a failure at start) is reported a few seconds later.
+    deployment tests). A trigger event within that time let the scheduler mark the task failed on the
+    deferral's late "success" (apache/airflow#67287, #72716: Airflow 3.3.2 forgives it only while the
+    task is still scheduled). The margin covers the scheduler's loop. A Spark job rarely ends this early;
+    one that does (a refused submission, a failure at start) is reported a few seconds later.
     """
     from airflow.configuration import conf
 
@@ -57,14 +58,13 @@ def deferral_settle_seconds() -> float:
 
 def settle_wait(submitted_at: str | None, now: float, settle: float) -> float:
     """Seconds still to wait before reporting the end of a run submitted at ``submitted_at`` (ISO-8601)."""
-    if not submitted_at:
-        return 0.0
     try:
-        submitted = datetime.fromisoformat(submitted_at).timestamp()
+        submitted = parse_iso(submitted_at)
     except ValueError:
         return 0.0
-    return max(0.0, min(settle, submitted + settle - now))
-EVENT_STATUSES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
+    if submitted is None:
+        return 0.0
+    return max(0.0, min(settle, submitted.timestamp() + settle - now))
 
 
 def report_summary(report: RunReport | None) -> dict[str, Any] | None:
