@@ -99,17 +99,6 @@ def _any(conds: list[Column]) -> Column:
     return out
 
 
-def _given_more_than_once(text: Column, schema: T.StructType) -> list[tuple[str, Column]]:
-    """field name -> TRUE when the JSON object ``text`` has that key more than once.
-
-    Spark's reader keeps the last value of a repeated key, yet rejects the line when any of its values has
-    the wrong type, and its partial result may keep a typed value: such a line names no field by the
-    wrong-type test. Counted with ``array_remove`` (code-generated), on rejected lines only.
-    """
-    keys = F.json_object_keys(text)
-    return [(f.name, F.size(keys) - F.size(F.array_remove(keys, F.lit(f.name))) > 1) for f in schema.fields]
-
-
 def _missing(schema: T.StructType, value_of) -> list[tuple[str, Column]]:
     return [(f.name, value_of(f.name).isNull()) for f in schema.fields if not f.nullable]
 
@@ -253,18 +242,6 @@ def _parsed_reason(
     reason = F.when(not_an_object, too_large_or_malformed)
     if missing_key:
         reason = reason.when(_any([c for _, c in missing_key]), _missing_error(missing_key, what, where))
-    repeated = _given_more_than_once(text, schema)
-    reason = reason.when(
-        ~_any([c for _, c in wrong]) & _any([c for _, c in repeated]),
-        C.error_struct(
-            exception_class=C.WRONG_TYPE,
-            message=F.concat(
-                F.lit(f"{what} has field(s) given more than once with a value of the wrong type: "),
-                _names_where(repeated), F.lit(f" (expected {expected})"),
-            ),
-            **where,
-        ),
-    )
     return reason.otherwise(
         C.error_struct(
             exception_class=C.WRONG_TYPE,

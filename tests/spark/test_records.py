@@ -191,32 +191,6 @@ def test_each_json_source_names_its_own_wrong_typed_fields(spark, tmp_path):
     assert "wrong type: id (expected amount double, id bigint, note string)" in dlq["b"]["exception_message"]
 
 
-def test_a_key_given_twice_with_a_value_of_the_wrong_type_is_named(spark, tmp_path):
-    """Spark keeps a repeated key's last value but rejects the line when any of its values has the wrong type;
-    the DLQ message names that key, for short lines (reason in the pass) and long ones (reason after it).
-    Repeated keys with values of the right type, or outside the schema, are not an error."""
-    long_name = "n" * 1500  # over parsing.short_line_limit: the reason is worked out after the pass
-    write_lines(tmp_path / "in", "a.json", [
-        good(1),
-        '{"id": "x", "id": 2, "name": "n2", "amount": 1.0}',
-        '{"id": 3, "id": "y", "name": "%s", "amount": 1.0}' % long_name,
-        '{"id": 4, "id": 5, "name": "n4", "amount": 1.0, "other": 1, "other": "o"}',
-        '{"id": 6, "name": "n6", "amount": 1.0, "amount": "z", "other": 1, "other": 2}',
-        '{"id": 7, "id": 8, "name": "n7", "amount": "q"}',
-    ])
-    report, written, dlq = _run(spark, tmp_path, file_source(tmp_path / "in"))
-    assert sorted(r["id"] for r in written) == [1, 5]
-    assert sorted(dlq) == [2, 3, 5, 6]
-    assert {r["exception_class"] for r in dlq.values()} == {"airflow_conduit.spark.WrongTypeError"}
-    expected = " (expected id bigint, name string, amount double)"
-    repeated = "record has field(s) given more than once with a value of the wrong type: "
-    assert dlq[2]["exception_message"] == repeated + "id" + expected
-    assert dlq[3]["exception_message"] == repeated + "id" + expected
-    assert dlq[5]["exception_message"] == repeated + "amount" + expected
-    # a field of the wrong type given once is named as such, not the repeated key beside it
-    assert dlq[6]["exception_message"] == "record has field(s) of the wrong type: amount" + expected
-
-
 def test_without_include_messages_a_rejected_line_still_gets_its_reason_but_not_its_text(spark, tmp_path):
     """The pass gathers a rejected line's text once (``dlq.ORIGINAL``): the DLQ record's ``record``, or, with
     ``include-messages: false``, only what its reason is worked out from; the batch's own columns (pipeline,
