@@ -63,6 +63,7 @@ from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, with_branches, with_fates
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
+from airflow_conduit.spark.source_lines import SourceLines
 from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
 from airflow_conduit.spark.window import WindowStore
 
@@ -196,6 +197,11 @@ class PipelineRunner:
             self.source_records  # noqa: B018 - cached_property (thread-safe in Python 3.11: the batch waits for it)
         except Exception:  # noqa: BLE001 - see the docstring
             log.debug("columns not built ahead of the first batch", exc_info=True)
+
+    @functools.cached_property
+    def source_lines(self) -> SourceLines:
+        """Puts each DLQ record's line number and line bytes in its DLQ row, after the pass."""
+        return SourceLines(self.plans, include_messages=self.spec.dead_letter_queue.include_messages)
 
     @property
     def dlq_may_hold_pending_reasons(self) -> bool:
