@@ -39,6 +39,7 @@ from typing import Any, Callable
 from py4j.protocol import Py4JError, Py4JNetworkError
 from pyspark.sql import DataFrame, SparkSession
 
+from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, spec_fingerprints
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.pipeline.report import (
     STATUS_RUNNING,
@@ -151,6 +152,9 @@ class PipelineRunner:
     # -- setup ---------------------------------------------------------------------------------------
 
     def _setup(self) -> None:
+        self.commits.remove_leftovers()
+        # what this run's DLQ records fail under: a DLQ replay takes them only once it changed (spark/replay.py)
+        write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec))
         secrets = secret_values(self.spec)
         invalid = expectations.unparsable_rule(self.spark, self.spec, self.rules)
         if invalid is not None:
