@@ -93,6 +93,8 @@ class RunReport:
     error: dict[str, Any] | None = None
     stop_reason: str | None = None  # why a run ended early but cleanly: "signal SIGTERM" (graceful stop)
     replay: dict[str, Any] | None = None  # a DLQ replay's totals (``replay_totals``); None for a pipeline run
+    # input files changed after they were read (spark/input_files.py): their new bytes were not processed
+    input_files_changed: list[dict[str, Any]] = field(default_factory=list)
 
     # -- updates -------------------------------------------------------------------------------------
 
@@ -170,6 +172,8 @@ class RunReport:
         }
         if self.replay is not None:  # only a replay's report has the key
             data["replay"] = self.replay
+        if self.input_files_changed:
+            data["input_files_changed"] = self.input_files_changed
         return data
 
     @classmethod
@@ -192,6 +196,7 @@ class RunReport:
             error=data.get("error"),
             stop_reason=data.get("stop_reason"),
             replay=data.get("replay"),
+            input_files_changed=list(data.get("input_files_changed") or []),
         )
 
     def write_atomic(self, path: str | os.PathLike[str]) -> None:
