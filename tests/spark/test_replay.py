@@ -255,6 +255,7 @@ def test_a_replay_that_cannot_change_an_outcome_writes_nothing_and_one_after_a_f
     out = _cli(fixed, state)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("replay 1 (batch -1, resumed): 3 record(s): written[lake=2]"), out.stdout
+    assert "COLUMN_ALREADY_EXISTS" not in out.stdout + out.stderr  # the DLQ's batch_id is read from its rows only
     assert lake_ids() == [1, 2, 3, 5]  # each fixed record once
     assert [(r["record"], r["replay_count"]) for r in dlq_rows() if r["batch_id"] == -1] == [("{broken", 1)]
 
@@ -265,3 +266,28 @@ def test_a_replay_that_cannot_change_an_outcome_writes_nothing_and_one_after_a_f
         "nothing to replay; not taken: already replayed: 3, spec unchanged since it failed: 1"), out.stdout
     assert len(dlq_rows()) == 4 and lake_ids() == [1, 2, 3, 5]
     assert not (tmp_path / "lake" / "batch_id=-2").exists() and not (tmp_path / "dlq" / "batch_id=-2").exists()
+
+
+def test_csv_records_keep_their_line_and_are_replayed_as_csv_lines_after_a_fix(spark, tmp_path):
+    """A CSV source's DLQ records hold their lines (CRLF kept); a replay parses them as the source does."""
+    from spark_helpers import proc
+
+    state = tmp_path / "state"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(b"id;name;code\r\n1;n1;7\r\n2;n2;-3\r\n3;n3;x\r\n")
+
+    def spec(condition, schema):
+        source = file_source(folder, fmt="csv", schema=schema, separator=";")
+        return pipeline("csv-replay", [source], [file_dest(tmp_path / "lake", did="lake")],
+                        processors=[proc("quality", "expect", rules=[{"name": "ok", "condition": condition, "action": "drop"}])],
+                        dlq=dlq_file(tmp_path / "dlq", size=0))
+
+    code, report = execute(spark, spec("code > 0", STRICT), state_dir=state, run_id="r1")
+    assert code == 0 and report.totals["dlq"] == 2
+    dead = {r["source_position"]: r["record"] for r in read_json_rows(spark, tmp_path / "dlq")}
+    assert dead == {3: "2;n2;-3\r", 4: "3;n3;x\r"}  # line numbers count the header; the lines as they are
+    done = replay(spark, spec("code > -5", FIXED), state_dir=state)
+    assert (done.selected, done.passed, done.still_failing) == (2, 2, 0)
+    lake = {r["id"]: r for r in read_json_rows(spark, tmp_path / "lake")}
+    assert sorted(lake) == [1, 2, 3] and (lake[2]["code"], lake[3]["code"], lake[3]["name"]) == ("-3", "x", "n3")
