@@ -20,11 +20,14 @@ records are not read.
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass
 from typing import Iterator
 from urllib.parse import unquote, urlparse
 
+try:  # installed with PySpark's SQL extras; without it, a slower loop (see _Lines)
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy is in this project's environment
+    _np = None
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -68,18 +71,6 @@ def _reader_lines(line: bytes) -> list[bytes]:
     return parts or [b""]
 
 
-def _physical_lines(chunks: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
-    """(0-based line index, the line's bytes without its ``\\n``) of a file given in pieces ending at line ends."""
-    index = 0
-    for chunk in chunks:
-        lines = chunk.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        for line in lines:
-            yield index, line
-            index += 1
-
-
 def _skip_first_reader_line(data: bytes, start: int) -> int:
     """Where a split starting at ``start`` > 0 begins reading (Hadoop drops the line it starts in)."""
     at = min((i for i in (data.find(b"\n", start), data.find(b"\r", start)) if i >= 0), default=len(data))
@@ -88,26 +79,104 @@ def _skip_first_reader_line(data: bytes, start: int) -> int:
     return at + 1
 
 
+def _is_blank(part: bytes, blank: bytes) -> bool:
+    return not part or (part[0] in blank and not part.strip(blank))
+
+
+class _Lines:
+    """The physical lines of a chunk (the bytes between ``\\n``): how many, one line's bytes, and which lines hold
+    other than exactly one of the reader's records (``exceptions``).
+
+    With numpy (installed with PySpark's SQL extras) the line ends are found in C and a line is looked at in
+    Python only when it may be blank (empty, or starting with a blank byte): a Python loop over every line of
+    a large file cost about a second per 200 MB. Without numpy, that loop.
+    """
+
+    def __init__(self, chunk: bytes):
+        self.chunk = chunk
+        if _np is None:
+            self._lines = chunk.split(b"\n")
+            if self._lines and self._lines[-1] == b"":
+                self._lines.pop()
+            self.count = len(self._lines)
+            return
+        self._bytes = _np.frombuffer(chunk, dtype=_np.uint8)
+        newlines = _np.flatnonzero(self._bytes == 0x0A)
+        self._ends = newlines if chunk.endswith(b"\n") or not chunk else _np.append(newlines, len(chunk))
+        self._starts = _np.concatenate(([0], newlines + 1))[: len(self._ends)]
+        self.count = len(self._ends)
+
+    def __getitem__(self, index: int) -> bytes:
+        if _np is None:
+            return self._lines[index]
+        return self.chunk[int(self._starts[index]):int(self._ends[index])]
+
+    def _maybe_blank(self, blank: bytes) -> Iterator[int]:
+        if _np is None:
+            yield from range(self.count)
+            return
+        if not self.count:
+            return
+        lengths = self._ends - self._starts
+        first = self._bytes[_np.minimum(self._starts, len(self.chunk) - 1)]  # an empty line's is the next line's
+        candidates = (lengths == 0) | _np.isin(first, _np.frombuffer(blank, dtype=_np.uint8))
+        yield from (int(i) for i in _np.flatnonzero(candidates))
+
+    def _has_lone_cr(self) -> bool:
+        """Whether a ``\\r`` ends a reader's line inside a physical line (not CRLF's, not the file's last byte)."""
+        if b"\r" not in self.chunk:
+            return False
+        if _np is None:
+            return any(b"\r" in line[:-1] for line in self._lines)
+        ends = self._ends[self._ends > self._starts]
+        line_final = int(_np.count_nonzero(self._bytes[ends - 1] == 0x0D))
+        return int(_np.count_nonzero(self._bytes == 0x0D)) > line_final
+
+    def exceptions(self, blank: bytes) -> Iterator[tuple[int, int]]:
+        """(line index, number of records on it) for the lines that hold other than one record, in order."""
+        if not self._has_lone_cr():
+            for index in self._maybe_blank(blank):
+                if _is_blank(self[index], blank):
+                    yield index, 0
+            return
+        for index in range(self.count):
+            n = sum(1 for part in _reader_lines(self[index]) if not _is_blank(part, blank))
+            if n != 1:
+                yield index, n
+
+
 def locate(chunks: Iterator[bytes], rules: LineRules, wanted: set[int]) -> dict[int, tuple[int, bytes]]:
     """record index in the file (0-based, as the reader counts from the file's start) -> (line number, line bytes).
 
-    Reads only as far as the last wanted record.
+    ``chunks``: the file in pieces that end at a line end. Reads only as far as the last wanted record.
     """
     found: dict[int, tuple[int, bytes]] = {}
     if not wanted:
         return found
-    last = max(wanted)
-    record = -1 if rules.header else 0  # the header line takes index -1
-    blank = rules.blank
-    for index, line in _physical_lines(chunks):
-        for part in _reader_lines(line):
-            if not part or (part[0] in blank and not part.strip(blank)):
-                continue
-            if record in wanted:
-                found[record] = (index + 1, line)
-            record += 1
-        if record > last:
+    shift = 1 if rules.header else 0  # the header counts as record 0 here
+    targets = sorted(w + shift for w in wanted)
+    t = 0
+    first_line = 0  # index in the file of the chunk's first line
+    record = 0  # the reader's number of the next record
+    for chunk in chunks:
+        lines = _Lines(chunk)
+        line = 0  # walk the exceptions; between them, one record per line
+        for index, n in [*lines.exceptions(rules.blank), (lines.count, None)]:
+            plain_end = record + (index - line)  # records on lines line .. index-1, one each
+            while t < len(targets) and targets[t] < plain_end:
+                at = line + (targets[t] - record)
+                found[targets[t] - shift] = (first_line + at + 1, lines[at])
+                t += 1
+            record, line = plain_end, index
+            if n is None:
+                break
+            while t < len(targets) and targets[t] < record + n:  # several records on one line (a lone \r)
+                found[targets[t] - shift] = (first_line + index + 1, lines[index])
+                t += 1
+            record, line = record + n, index + 1
+        if t >= len(targets):
             break
+        first_line += lines.count
     return found
 
 
