@@ -38,6 +38,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from airflow_conduit.spark import faults as faults_mod
     from airflow_conduit.pipeline.replay_request import ReplayFilter, ReplayRequestError
     from airflow_conduit.spark.replay import replay
+    from airflow_conduit.spark.connector_jars import connectors_of
     from airflow_conduit.spark.session import build_session
 
     try:
@@ -55,7 +56,7 @@ def run_replay(args: argparse.Namespace) -> int:
     except ReplayRequestError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    spark = build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master)
+    spark = build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master, connectors=connectors_of(spec))
     try:
         result = replay(spark, spec, state_dir=args.state_dir, filters=filters, dry_run=args.dry_run, faults=faults,
                         force=args.force)

@@ -14,6 +14,7 @@ import os
 
 from pyspark.sql import SparkSession
 
+from airflow_conduit.spark.connector_jars import with_connectors
 from airflow_conduit.spark.jvm import with_jit_options
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
@@ -40,14 +41,18 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_session(app_name: str, *, master: str | None = None) -> SparkSession:
+def build_session(app_name: str, *, master: str | None = None, connectors: frozenset[str] | set[str] = frozenset()) -> SparkSession:
+    """The run's session; ``connectors`` (``connector_jars.connectors_of(spec)``) adds their jars and settings when
+    this process starts the JVM itself (under spark-submit the launcher put them on the command line)."""
     builder = SparkSession.builder.appName(app_name)
     if not under_spark_submit():
         builder = builder.master(master or os.environ.get("AIRFLOW_CONDUIT_SPARK_MASTER", "local[2]"))
         builder = builder.config("spark.ui.enabled", "false")
         builder = builder.config("spark.sql.shuffle.partitions", "4")
-    if os.path.exists(POSTGRESQL_JAR):
-        builder = builder.config("spark.jars", POSTGRESQL_JAR)
+    if not under_spark_submit():
+        jars = {"spark.jars": POSTGRESQL_JAR} if os.path.exists(POSTGRESQL_JAR) else {}
+        for key, value in with_connectors(jars, connectors).items():
+            builder = builder.config(key, value)
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     for key, value in SESSION_SETTINGS.items():
         builder = builder.config(key, value)
