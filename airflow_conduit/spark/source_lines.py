@@ -180,11 +180,6 @@ def locate(chunks: Iterator[bytes], rules: LineRules, wanted: set[int]) -> dict[
     return found
 
 
-def _split_chunks(data: bytes, start: int) -> Iterator[bytes]:
-    """The file from the start of a split (``start`` > 0), as one piece whose first line is the split's first line."""
-    yield data[_skip_first_reader_line(data, start):]
-
-
 def as_record(line: bytes) -> str:
     """The line as the DLQ's ``record``: its text, or base64 of its bytes when they are not UTF-8 (as the pass
     keeps a JSON line that is not UTF-8)."""
@@ -204,8 +199,10 @@ def _local_path(uri: str) -> str | None:
     return None
 
 
-def _local_chunks(path: str) -> Iterator[bytes]:
+def _local_chunks(path: str, start: int = 0) -> Iterator[bytes]:
+    """The file from byte ``start`` in pieces of about ``CHUNK`` bytes, each ending at a line end."""
     with open(path, "rb") as f:
+        f.seek(start)
         rest = b""
         while True:
             block = f.read(CHUNK)
@@ -222,6 +219,42 @@ def _local_chunks(path: str) -> Iterator[bytes]:
             yield block[:cut]
 
 
+def _local_split_start(path: str, split: int) -> tuple[int, int, int]:
+    """Where a split starting at ``split`` > 0 reads its first record, how many ``\\n`` come before it, and where
+    that record's physical line starts (before it when a lone ``\\r`` ended the line Hadoop's reader dropped).
+    Read without holding the file."""
+    with open(path, "rb") as f:
+        newlines, pos, line_start = 0, 0, 0
+        while pos < split:
+            block = f.read(min(CHUNK, split - pos))
+            if not block:
+                return pos, newlines, line_start
+            newlines += block.count(b"\n")
+            last = block.rfind(b"\n")
+            if last >= 0:
+                line_start = pos + last + 1
+            pos += len(block)
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                return pos, newlines, pos
+            at = min((i for i in (block.find(b"\n"), block.find(b"\r")) if i >= 0), default=-1)
+            if at < 0:
+                pos += len(block)
+                continue
+            end = pos + at + 1
+            if block[at:at + 1] == b"\n":
+                return end, newlines + 1, end
+            following = block[at + 1:at + 2] or f.read(1)
+            return (end + 1, newlines + 1, end + 1) if following == b"\n" else (end, newlines, line_start)
+
+
+def _local_bytes(path: str, start: int, end: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(end - start)
+
+
 def _hadoop_bytes(spark: SparkSession, uri: str) -> bytes:
     """A file of any Hadoop file system (s3a, hdfs, ...) read whole through the driver's JVM."""
     jvm = spark.sparkContext._jvm
@@ -235,23 +268,28 @@ def _hadoop_bytes(spark: SparkSession, uri: str) -> bytes:
 
 
 def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int, set[int]]) -> dict[tuple[int, int], tuple[int, bytes]]:
-    """(split start, index in the split) -> (line number, line bytes), for the wanted records of one file."""
+    """(split start, index in the split) -> (line number, line bytes), for the wanted records of one file.
+
+    A local file is read in pieces, up to its last wanted record; a file of another file system whole.
+    """
     out: dict[tuple[int, int], tuple[int, bytes]] = {}
     local = _local_path(uri)
     data: bytes | None = None
     for split, indices in wanted.items():
-        if split == 0:
-            chunks = _local_chunks(local) if local is not None else iter([_hadoop_bytes(spark, uri)])
-            found = locate(chunks, rules, indices)
-        else:  # a file larger than a split: read whole, then from the split's first line
-            if data is None:
-                data = open(local, "rb").read() if local is not None else _hadoop_bytes(spark, uri)
-            before = data.count(b"\n", 0, _skip_first_reader_line(data, split))
-            found = {
-                i: (number + before, line)
-                for i, (number, line) in locate(_split_chunks(data, split), LineRules(rules.blank, False), indices).items()
-            }
-        out.update({(split, i): v for i, v in found.items()})
+        if local is not None:
+            start, before, line_start = (0, 0, 0) if split == 0 else _local_split_start(local, split)
+            chunks = _local_chunks(local, start)
+            head = _local_bytes(local, line_start, start) if line_start < start else b""
+        else:
+            data = data if data is not None else _hadoop_bytes(spark, uri)
+            start = 0 if split == 0 else _skip_first_reader_line(data, split)
+            before = data.count(b"\n", 0, start)
+            chunks = iter([data[start:]])
+            head = data[data.rfind(b"\n", 0, start) + 1:start]
+        split_rules = rules if split == 0 else LineRules(rules.blank, header=False)  # a header is at the file's start
+        found = locate(chunks, split_rules, indices)
+        # a record on the split's first line, when that line began before the split's first record: its whole line
+        out.update({(split, i): (number + before, head + line if number == 1 else line) for i, (number, line) in found.items()})
     return out
 
 

@@ -61,3 +61,39 @@ def test_locate_agrees_with_the_readers_count_on_random_files(with_numpy, monkey
                 assert locate(_pieces(data, size), rules, wanted) == expected, (trial, data, rules, size)
             some = set(rng.sample(sorted(expected), min(3, len(expected))))
             assert locate(_pieces(data, 5), rules, some) == {k: expected[k] for k in some}
+
+
+def _reader_lines_from(data: bytes, after: int) -> list[tuple[int, bytes]]:
+    """(physical line number, physical line) of the reader's non-blank lines starting after byte ``after``."""
+    out, pos, number = [], 0, 1
+    for physical in data.split(b"\n"):
+        part_start = pos
+        parts = physical.split(b"\r")
+        for i, part in enumerate(parts):
+            if i == len(parts) - 1 and part == b"" and len(parts) > 1:
+                break  # CRLF's \r (or a \r at the end of the file)
+            if part_start > after and part.strip(JSON_BLANK):
+                out.append((number, physical))
+            part_start += len(part) + 1
+        pos += len(physical) + 1
+        number += 1
+    if data.endswith(b"\n") and out and out[-1][0] == number - 1 and out[-1][1] == b"":
+        out.pop()
+    return out
+
+
+def test_a_split_of_a_large_file_counts_its_records_from_its_first_whole_line_and_its_lines_from_the_file_start(tmp_path, monkeypatch):
+    rng = random.Random(11)
+    parts = [b'{"a": 1}', b"", b"  ", b'{"b": 22}\r', b"x\ry", b"\r"]
+    path = tmp_path / "big.json"
+    for trial in range(200):
+        data = b"\n".join(rng.choice(parts) for _ in range(rng.randint(1, 30))) + b"\n"
+        path.write_bytes(data)
+        split = rng.randint(1, len(data))
+        expected = dict(enumerate(_reader_lines_from(data, split)))
+        wanted = {split: set(range(len(expected) + 2))}
+        got = source_lines.read_lines(None, f"file:{path}", LineRules(JSON_BLANK, False), wanted)
+        assert {i: v for (s, i), v in got.items()} == expected, (trial, data, split)
+        monkeypatch.setattr(source_lines, "_hadoop_bytes", lambda spark, uri: data)  # another file system: read whole
+        got = source_lines.read_lines(None, "s3a://bucket/big.json", LineRules(JSON_BLANK, False), wanted)
+        assert {i: v for (s, i), v in got.items()} == expected, (trial, data, split)
