@@ -20,6 +20,7 @@ records are not read.
 from __future__ import annotations
 
 import base64
+import logging
 from dataclasses import dataclass
 from typing import Iterator
 from urllib.parse import unquote, urlparse
@@ -37,6 +38,8 @@ from airflow_conduit.spark.sources import SourcePlan, csv_header
 JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
 CSV_BLANK = bytes(range(33))  # Java's String.trim: a CSV line of these makes no record
 CHUNK = 64 << 20  # a file is read in pieces of about this size, each ending at a line end
+log = logging.getLogger(__name__)
+
 KEYS = ("source_id", "source_file", "source_split_start", "source_position")
 
 
@@ -331,7 +334,9 @@ class SourceLines:
             rules = self.rules[source_id]
             try:
                 found = read_lines(spark, file, rules, wanted)
-            except OSError:  # the file is gone (moved away after the pass): the reader's numbers stay
+            except Exception as exc:  # noqa: BLE001 - gone or unreadable since the pass: the reader's numbers stay
+                log.warning("DLQ records of %s keep the reader's record numbers and text: the file cannot be read "
+                            "again (%s: %s)", file, type(exc).__name__, exc)
                 continue
             for (split, index), (number, line) in found.items():
                 position = index + rules.first_position(split)
