@@ -54,12 +54,14 @@ def totals_text(totals: dict[str, Any]) -> str:
 def replay_totals_text(replay: dict[str, Any]) -> str:
     """A replay's totals on one line, as the task log and the CLI show them."""
     skipped = replay.get("skipped_already_replayed", 0)
+    unchanged = (replay.get("skipped") or {}).get("spec unchanged since it failed", 0)  # spark/replay.py UNCHANGED
+    settled = f", {unchanged} skipped as their spec is unchanged since they failed (force takes them)" if unchanged else ""
     if replay.get("dry_run"):
         return (f"DRY RUN: {replay.get('replayed', 0)} record(s) would be replayed: {replay.get('passed', 0)} would pass, "
                 f"{replay.get('filtered', 0)} filtered, {replay.get('still_failing', 0)} would still fail; "
-                f"{skipped} skipped as already replayed")
+                f"{skipped} skipped as already replayed{settled}")
     if replay.get("replay") is None:
-        return f"nothing to replay; {skipped} skipped as already replayed"
+        return f"nothing to replay; {skipped} skipped as already replayed{settled}"
     passing = ", ".join(f"{d}={n}" for d, n in sorted((replay.get("passing") or {}).items())) or "0"
     return (f"replay {replay['replay']} (batch {replay.get('batch_id')}{', resumed' if replay.get('resumed') else ''}): "
             f"replayed={replay.get('replayed', 0)} now passing[{passing}] filtered={replay.get('filtered', 0)} "
