@@ -81,8 +81,8 @@ def source_log_entries(checkpoint: Path, batch_id: int) -> list[dict[str, Any]]:
     return out
 
 
-def _finding(uri: str, read: dict[str, Any], now: tuple[int, int] | None, at: str) -> dict[str, Any]:
-    size_now, mtime_now = now if now is not None else (None, None)
+def _finding(uri: str, read: dict[str, Any], now: tuple[int, int], at: str) -> dict[str, Any]:
+    size_now, mtime_now = now
     read_bytes = read.get("size")
     return {
         "file": uri, "batch_id": read.get("batch_id"), "read_bytes": read_bytes, "read_mtime_ms": read.get("mtime_ms"),
@@ -93,9 +93,7 @@ def _finding(uri: str, read: dict[str, Any], now: tuple[int, int] | None, at: st
 def describe(finding: dict[str, Any]) -> str:
     """The WARN line of a finding: the file, what was read and the byte range not processed."""
     read, now = finding.get("read_bytes"), finding.get("size_now")
-    if now is None:
-        what = "is gone"
-    elif read is not None and now > read:
+    if read is not None and now > read:
         what = f"grew from {read:,} to {now:,} bytes: bytes {read:,}..{now:,} (end excluded) were not processed"
     elif read is not None and now != read:
         what = f"was rewritten ({read:,} bytes read, {now:,} now): its new content was not processed"
@@ -135,7 +133,9 @@ class InputFiles:
             if uri in self.changed:
                 continue
             now = self.stat(uri)
-            if now is not None and now[1] == read.get("mtime_ms") and (read.get("size") is None or now[0] == read["size"]):
+            if now is None:  # moved away or deleted after it was read (archiving read files is fine): nothing lost
+                continue
+            if now[1] == read.get("mtime_ms") and (read.get("size") is None or now[0] == read["size"]):
                 continue
             finding = _finding(uri, read, now, at)
             self.changed[uri] = finding
