@@ -69,7 +69,7 @@ def in_tasks_per_core(status: DataFrame) -> DataFrame:
     the wide columns a DLQ record is built from (the error struct, the rejected text, the source id)
     are folded into one struct that is NULL for every good record; above it, only that, the flags,
     the sequence number, the observation's inputs (``BatchPass._observed_inputs``) and the destinations'
-    fields cross (docs/architecture.md, tasks).
+    fields cross (docs/architecture.md, the data path: one task per core).
     """
     return status.coalesce(status.sparkSession.sparkContext.defaultParallelism)
 
@@ -141,7 +141,7 @@ class BatchPass:
 
         ``min_by`` and ``histogram_numeric`` are imperative aggregates: an observation evaluates their inputs
         with Spark's interpreted evaluator for every record. As columns of the code-generated projection
-        below, what they evaluate is a column reference (docs/architecture.md, the data path: counts).
+        below, what they evaluate is a column reference (docs/architecture.md, the data path: the observation's inputs).
         """
         columns: dict[str, Column] = {}
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
