@@ -19,7 +19,7 @@ Policies:
 - fixed: always ``min-delay``.
 
 A new policy is one frozen dataclass with a ``name``, registered in ``POLICY_CLASSES``. Its fields are the
-options it reads, as plain values (``build_policy``); ``RecoveryOptions`` builds it (``options.policy_for``),
+options it reads, as plain values (``build_policy``); ``recovery.options.policy_for`` builds it from the options,
 so this module does not know the options type.
 """
 

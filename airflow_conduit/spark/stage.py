@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-Where = tuple[str, "str | None", "str | None"]  # (stage, component id, component type) of a StructuredError
+Where = tuple[str, str | None, str | None]  # (stage, component id, component type) of a StructuredError
 RUNNER: Where = ("runner", None, None)
 
 
