@@ -144,6 +144,7 @@ EXCEPTION_CLASSES: dict[str, int] = {
     "SyntaxError": codes.FATAL,
     "NameError": codes.FATAL,
     "airflow_conduit.pipeline.problems.SpecError": codes.INVALID_SPEC,
+    "airflow_conduit.pipeline.kafka_settings.KafkaClientConfigError": codes.INVALID_SPEC,
     "airflow_conduit.pipeline.yaml_source.YamlSyntaxError": codes.INVALID_SPEC,
 }
 
