@@ -95,7 +95,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from airflow_conduit.pipeline.faults_option import parse_faults
     from airflow_conduit.pipeline.state_dir_check import usable_state_dir
     from airflow_conduit.recovery.actions import Action
-    from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message
+    from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, unique_run_prefix
 
     try:
         spec = load_pipeline(args.spec)
@@ -127,11 +127,13 @@ def run_pipeline(args: argparse.Namespace) -> int:
     except SparkConnectionError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_SPEC_REFUSED
-    prefix = "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    prefix = unique_run_prefix("cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
     session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
 
+    owner = {"cli": True, "pid": os.getpid()}
+
     def persist(event: dict | None = None) -> None:
-        state_dir.write_recovery(session.recovery_record({"cli": True, "pid": os.getpid()}, event))
+        state_dir.write_recovery(session.recovery_record(owner, event))
 
     _say(f"pipeline {spec.id}: state dir {args.state_dir}; recovery options {json.dumps(options.to_dict())}")
     handle = None
@@ -153,7 +155,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 if step.action != Action.WATCH:
                     break
             if step.action == Action.DONE:
-                _summary(event, spec)
+                _summary(_pipeline_totals(state_dir, session), spec)
                 return EXIT_OK
             if step.action == Action.DEGRADE:
                 print(degraded_message(session, step.decision, step.error), file=sys.stderr)
@@ -164,7 +166,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}", file=sys.stderr)
         session.current = None
         session.engine.stop(f"not submitted: {exc}")
-        persist()
+        if (state_dir.read_recovery() or {}).get("owner") == owner:
+            persist()  # this command's own record; a refused first submission leaves the holder's file alone
         return EXIT_LEASE_HELD
     except KeyboardInterrupt:
         if handle is not None and session.current is not None:
@@ -186,10 +189,20 @@ def _check_run_flags(args: argparse.Namespace) -> None:
         raise ValueError("--conn-id: empty; give an Airflow connection id or leave the flag out")
 
 
-def _summary(event: dict, spec) -> None:
+def _pipeline_totals(state_dir, session) -> dict:
+    """The records of every run of this command (restarts included), not only of the last run."""
+    from airflow_conduit.pipeline.report import read_json, report_path, totals_over_runs
+
+    def committed_rows(destination: str, batch_id: int) -> int | None:  # STATE_DIR/commits/<destination>/<batch>
+        return (read_json(state_dir.path / "commits" / destination / str(batch_id)) or {}).get("rows")
+
+    reports = [read_json(report_path(state_dir.path, run_id)) for run_id in session.run_ids()]
+    return totals_over_runs([report for report in reports if report], committed_rows)  # a run that never started has none
+
+
+def _summary(totals: dict, spec) -> None:
     from airflow_conduit.operators.links import dlq_location
 
-    totals = (event.get("report") or {}).get("totals") or {}
     print(f"records: read {totals.get('read', 0)}, filtered {totals.get('filtered', 0)}, "
           f"dead letter queue {totals.get('dlq', 0)}, written {totals.get('written', {})}")
     print(f"dead letter queue: {dlq_location(spec)}")

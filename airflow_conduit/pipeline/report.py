@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 STATUS_STARTING = "starting"
 STATUS_RUNNING = "running"
@@ -49,6 +49,39 @@ def totals_text(totals: dict[str, Any]) -> str:
     """A report's totals on one line, as the task log and the CLI show them: read=.. written[..] filtered=.. dlq=.."""
     written = ", ".join(f"{dest}={n}" for dest, n in sorted((totals.get("written") or {}).items())) or "0"
     return f"read={totals.get('read', 0)} written[{written}] filtered={totals.get('filtered', 0)} dlq={totals.get('dlq', 0)}"
+
+
+def totals_over_runs(reports: list[dict[str, Any]],
+                     committed_rows: Callable[[str, int], int | None] | None = None) -> dict[str, Any]:
+    """The pipeline's totals over its runs (reports oldest first): what a user means by "records" after restarts.
+
+    Each run's report counts the batches it recorded, after their commits. A batch a killed run had
+    not recorded is re-run by the next run and counted there once; a batch in two runs' reports (a
+    run that recorded it and ended before Spark's checkpoint did) is read, filtered and dead-lettered
+    once: its earlier counts are taken out. A re-run writes only the destinations that had not
+    committed the batch; the rows of those that had (``already_committed``, committed by a run that
+    did not record the batch) come from ``committed_rows(destination, batch)``, the commit markers.
+    """
+    totals = _empty_totals()
+    seen: dict[Any, dict[str, Any]] = {}
+    for report in reports:
+        run = report.get("totals") or {}
+        for key in ("read", "filtered", "dlq"):
+            totals[key] += int(run.get(key) or 0)
+        for dest, n in (run.get("written") or {}).items():
+            totals["written"][dest] = totals["written"].get(dest, 0) + int(n)
+        for batch in report.get("batches") or []:
+            batch_id = batch.get("batch_id")
+            earlier = seen.get(batch_id)
+            if earlier is not None:
+                for key in ("read", "filtered", "dlq"):
+                    totals[key] -= int(earlier.get(key) or 0)
+            elif committed_rows is not None:
+                for dest in batch.get("already_committed") or []:
+                    if dest in (batch.get("written") or {}):  # a destination, not the DLQ
+                        totals["written"][dest] = totals["written"].get(dest, 0) + int(committed_rows(dest, batch_id) or 0)
+            seen[batch_id] = batch
+    return totals
 
 
 def replay_totals_text(replay: dict[str, Any]) -> str:
