@@ -126,13 +126,19 @@ class LocalBackend(JobBackend):
     def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None,
                replay: str | None = None) -> JobHandle:
         folder = run_dir(state_dir, run_id)
+        created = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         application, py_files = job_files(self.application, self.py_files, folder)
         ui_port = free_port()
         args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults, replay)
         application = os.path.abspath(application)
         cmd = self.build_command(application, py_files, args, self._spark_conf(ui_port), f"conduit-{run_id}")
-        return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")
+        try:
+            return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")
+        except lease.LeaseHeld:
+            if created:  # a run that never started leaves no folder (the UI lists the runs/ folders)
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
 
     def launch(self, cmd: list[str], run_id: str, state_dir: str, spark_ui: str | None = None) -> JobHandle:
         """Start ``cmd`` detached (new session) under the lease-holding wrapper; output to driver.log.
