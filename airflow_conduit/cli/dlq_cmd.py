@@ -93,6 +93,7 @@ def run_replay(args: argparse.Namespace) -> int:
         result = replay(spark, spec, state_dir=args.state_dir, filters=filters, dry_run=args.dry_run, faults=faults,
                         run_id=run_id)
     except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
+        _keep_traceback(log_path, exc)
         print(f"FAILED: replay of pipeline {spec.id}: {_named(exc)}; Spark's log: {log_path}", file=sys.stderr)
         return EXIT_FAILED
     finally:
@@ -110,11 +111,21 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def _named(exc: BaseException) -> str:
-    """One line for a failed replay: the error's code and class and its root cause (a Java error's, not its stack)."""
+    """One line for a failed replay: its root cause (a Java error's class and message, not its stack) and code."""
     from airflow_conduit.recovery.classify import structured_error_from_exception
 
     error = structured_error_from_exception(exc, stage="runner")
-    return f"error {error.code} ({error.exception_class or type(exc).__name__}): {error.message}"
+    name = type(exc).__name__
+    message = error.message if name == "Py4JJavaError" or error.message.startswith(name) else f"{name}: {error.message}"
+    return f"{message} (error {error.code}, {'fatal' if error.fatal else 'transient'})"
+
+
+def _keep_traceback(log_path: Path, exc: BaseException) -> None:
+    """The whole error (a Java error's stack trace included) at the end of the replay's log, for whoever digs."""
+    import traceback
+
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write("".join(traceback.format_exception(exc)))
 
 
 @contextmanager
