@@ -9,6 +9,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := .venv-system-deps
+# Pinned jars from Maven Central (versions in jars/<name>/pom.xml only): Spark's Kafka and Delta connectors,
+# and a Kafka broker for the tests, each in its own folder (the broker's Kafka is not Spark's).
+JAR_SETS := kafka delta broker
+JAR_STAMPS := $(foreach set,$(JAR_SETS),jars/$(set)/lib/.fetched)
 
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
@@ -17,10 +21,10 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the project needs: Java for Spark, PostgreSQL server and its JDBC driver for the JDBC tests,
-# Chromium for the UI plugin's browser test (headless).
-APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java chromium
+# Chromium for the UI plugin's browser test (headless), Maven to fetch the connector jars.
+APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java chromium maven
 
-.PHONY: help install system-deps test test-unit test-spark test-integration test-deployment demo bench clean
+.PHONY: help install jars system-deps test test-unit test-spark test-integration test-deployment demo bench clean
 
 help:
 	@echo "make demo   - run the main job end to end on local Spark and Airflow (SQLite)"
@@ -33,6 +37,7 @@ system-deps:
 	ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	[ -f /usr/share/java/postgresql.jar ] || missing="$$missing libpostgresql-jdbc-java"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -45,7 +50,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP) system-deps
+jars/%/lib/.fetched: jars/%/pom.xml
+	$(MAKE) system-deps
+	rm -rf jars/$*/lib
+	cd jars/$* && mvn -q -B dependency:copy-dependencies
+	touch $@
+
+jars: $(JAR_STAMPS)
+
+install: $(STAMP) system-deps jars
 
 test: install
 	$(BIN)/python -m pytest -q tests/unit
@@ -72,4 +85,4 @@ bench: install
 	$(BIN)/python -m bench.run_all
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache
+	rm -rf $(VENV) .demo .pytest_cache $(foreach set,$(JAR_SETS),jars/$(set)/lib)

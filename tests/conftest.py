@@ -4,3 +4,17 @@ import os
 
 # Spark binds to loopback on these machines (no resolvable external interface needed).
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """A real single-node Kafka broker (tests/kafka_broker.py) for the whole test session; a test makes its own topics."""
+    import kafka_broker
+
+    if not kafka_broker.installed():
+        pytest.fail("the Kafka broker's jars are missing from jars/broker/lib: run `make install`")
+    with kafka_broker.kafka_broker() as broker:
+        yield broker

@@ -53,6 +53,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from airflow_conduit.spark import faults as faults_mod
     from airflow_conduit.pipeline.replay_request import ReplayFilter, ReplayRequestError
     from airflow_conduit.spark.replay import replay
+    from airflow_conduit.spark.connector_jars import connectors_of
     from airflow_conduit.spark.session import build_session
 
     try:
@@ -84,7 +85,8 @@ def run_replay(args: argparse.Namespace) -> int:
     log_path = Path(args.state_dir) / "runs" / run_id / "driver.log"
     try:
         with _spark_output_to(log_path):  # the JVM keeps the stderr it was started with
-            spark = build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master)
+            spark = build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master,
+                                  connectors=connectors_of(spec))
     except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
         print(f"FAILED: replay of pipeline {spec.id}: Spark did not start: {_named(exc)}; Spark's log: {log_path}",
               file=sys.stderr)

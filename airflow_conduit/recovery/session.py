@@ -17,7 +17,7 @@ import re
 import uuid
 from typing import Any
 
-from airflow_conduit.pipeline.report import totals_text
+from airflow_conduit.recovery.totals import totals_text
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.recovery.clock import SystemClock
 from airflow_conduit.recovery.engine import RecoveryEngine

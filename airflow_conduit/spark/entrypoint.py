@@ -95,10 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         return _finish_with_error(report, path, error, exit_code_for(error))
 
     from airflow_conduit.spark.runner import PipelineRunner, RunFailed, install_sigterm_handler
+    from airflow_conduit.spark.connector_jars import connectors_of
     from airflow_conduit.spark.session import build_session
 
     try:
-        spark = build_session(f"airflow-conduit-{spec.id}")
+        spark = build_session(f"airflow-conduit-{spec.id}", connectors=connectors_of(spec))
     except Exception as exc:  # noqa: BLE001 - no Spark, no run: report why
         error = classify(exc, "runner", None, None)
         return _finish_with_error(report, path, error, exit_code_for(error))

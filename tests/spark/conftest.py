@@ -1,7 +1,7 @@
 """Shared fixtures for the Spark runner tests: ONE local SparkSession, a real PostgreSQL server, spec builders.
 
 The SparkSession is built by the runner's own ``build_session`` (local[2],
-PostgreSQL JDBC jar) once per test session. PostgreSQL 15 runs from Debian's
+PostgreSQL JDBC jar, the Kafka and Delta connectors) once per test session. PostgreSQL 15 runs from Debian's
 binaries as user ``postgres`` (initdb refuses root) in a temp dir it owns, on
 a free loopback port.
 """
@@ -28,7 +28,8 @@ pytestmark = pytest.mark.spark
 def spark():
     from airflow_conduit.spark.session import build_session
 
-    session = build_session("airflow-conduit-tests", master="local[2]")
+    # One JVM per test process: it carries every connector (Kafka, Delta) so any test module can use them.
+    session = build_session("airflow-conduit-tests", master="local[2]", connectors={"kafka", "delta"})
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

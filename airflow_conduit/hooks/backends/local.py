@@ -35,6 +35,7 @@ from airflow_conduit.hooks.backends.base import (
     run_dir,
 )
 from airflow_conduit.pipeline.report import read_json, utc_now_iso
+from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
 from airflow_conduit.spark.jvm import with_jit_options
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
@@ -91,12 +92,12 @@ class LocalBackend(JobBackend):
 
     # -- submit ----------------------------------------------------------------------------------
 
-    def _spark_conf(self, ui_port: int) -> dict[str, Any]:
+    def _spark_conf(self, ui_port: int, connectors: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
         conf: dict[str, Any] = {"spark.ui.port": str(ui_port)}
         if os.path.exists(POSTGRESQL_JAR):
             conf["spark.jars"] = POSTGRESQL_JAR
         conf.update(self.conf)
-        return with_jit_options(conf)
+        return with_jit_options(with_connectors(conf, connectors))
 
     def build_command(self, application: str, py_files: str, args: list[str], conf: dict, name: str) -> list[str]:
         """The spark-submit command line, built by the Spark provider from the connection."""
@@ -132,7 +133,8 @@ class LocalBackend(JobBackend):
         ui_port = free_port()
         args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults, replay)
         application = os.path.abspath(application)
-        cmd = self.build_command(application, py_files, args, self._spark_conf(ui_port), f"conduit-{run_id}")
+        conf = self._spark_conf(ui_port, connectors_of_spec_file(spec_path))
+        cmd = self.build_command(application, py_files, args, conf, f"conduit-{run_id}")
         try:
             return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")
         except lease.LeaseHeld:

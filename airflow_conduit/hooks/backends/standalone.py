@@ -43,6 +43,7 @@ from airflow_conduit.hooks.backends.base import (
     run_dir,
 )
 from airflow_conduit.hooks.backends.local import POSTGRESQL_JAR
+from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
 from airflow_conduit.pipeline.report import utc_now_iso
 from airflow_conduit.spark.jvm import with_jit_options
 
@@ -116,7 +117,8 @@ class StandaloneBackend(JobBackend):
             )
             self.master_ui = f"http://{urlparse(self.master).hostname}:{int(master_ui_port)}"
 
-    def create_request(self, application: str, py_files: str, args: list[str], name: str) -> dict[str, Any]:
+    def create_request(self, application: str, py_files: str, args: list[str], name: str,
+                       connectors: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
         """The CreateSubmissionRequest body (Spark's RestSubmissionClient format).
 
         ``appArgs`` is a spark-submit command line (built by the Spark provider's hook, client deploy
@@ -134,7 +136,7 @@ class StandaloneBackend(JobBackend):
         if os.path.exists(POSTGRESQL_JAR):
             conf["spark.jars"] = POSTGRESQL_JAR
         conf.update({k: str(v) for k, v in self.conf.items()})
-        conf = with_jit_options(conf)
+        conf = with_jit_options(with_connectors(conf, connectors))
         inner = spark_submit_argv(
             self.conn_id, application, application_args=args, conf=conf, py_files=py_files, name=name,
             deploy_mode="client",  # inside the cluster: the driver is already where it should be
@@ -162,7 +164,8 @@ class StandaloneBackend(JobBackend):
         folder.mkdir(parents=True, exist_ok=True)
         application, py_files = job_files(self.application, self.py_files, folder)
         args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults, replay)
-        body = self.create_request(os.path.abspath(application), py_files, args, f"conduit-{run_id}")
+        body = self.create_request(os.path.abspath(application), py_files, args, f"conduit-{run_id}",
+                                   connectors_of_spec_file(spec_path))
         answer = tenacity.Retrying(**rest_retry(only_connect_errors=True))(
             _post, f"{self.rest_endpoint}/v1/submissions/create", body
         )
