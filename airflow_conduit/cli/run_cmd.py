@@ -30,6 +30,7 @@ EXIT_LEASE_HELD = 4
 EXIT_INTERRUPTED = 130
 CLI_CONN_ID = "conduit_cli_master"
 MAX_POLL_INTERVAL = 3600.0
+LEASE_RELEASE_WAIT_SECONDS = 60.0
 
 OPTION_FLAGS = (
     ("--min-delay", "min_delay", "Conduit min-delay (default 1s)"),
@@ -155,9 +156,11 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 if step.action != Action.WATCH:
                     break
             if step.action == Action.DONE:
+                _let_go_of_the_state_dir(handle)
                 _summary(_pipeline_totals(state_dir, session), spec)
                 return EXIT_OK
             if step.action == Action.DEGRADE:
+                _let_go_of_the_state_dir(handle)
                 print(degraded_message(session, step.decision, step.error), file=sys.stderr)
                 return EXIT_DEGRADED
             time.sleep(step.decision.delay_seconds)
@@ -177,6 +180,15 @@ def run_pipeline(args: argparse.Namespace) -> int:
         session.engine.stop("stopped by user (interrupted)")
         persist()
         return EXIT_INTERRUPTED
+
+
+def _let_go_of_the_state_dir(handle: dict) -> None:
+    """Return only once the last run's wrapper let go of the lease (a moment after it recorded the exit):
+    a command started right after this one (``dlq replay``, another ``run``) must find the state dir free."""
+    from airflow_conduit.hooks.backends import lease
+
+    if handle.get("lease_path"):
+        lease.wait_released(handle["lease_path"], LEASE_RELEASE_WAIT_SECONDS)
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:
