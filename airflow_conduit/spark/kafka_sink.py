@@ -340,3 +340,56 @@ class KafkaDeadLetterQueue(KafkaWriter):
             "records): the batch was not committed and no destination committed it, nothing is lost; the restart "
             "writes it once the limit allows"
         )
+
+
+# -- reading the DLQ back (dlq replay, the UI) --------------------------------------------------------------
+
+# DLQ column -> (header, Spark type) of a Kafka DLQ record.
+DLQ_COLUMNS_FROM_HEADERS = (
+    ("pipeline_id", HEADER_PIPELINE, "string"),
+    ("run_id", CONNECT + "task.id", "string"),
+    ("batch_id", HEADER_BATCH, "long"),
+    ("source_id", DLQ_HEADER + "source_id", "string"),
+    ("source_file", DLQ_HEADER + "source_file", "string"),
+    ("source_position", DLQ_HEADER + "source_position", "long"),
+    ("source_split_start", DLQ_HEADER + "source_split_start", "long"),
+    ("stage", CONNECT + "stage", "string"),
+    ("component_id", CONNECT + "connector.name", "string"),
+    ("component_type", CONNECT + "class.name", "string"),
+    ("exception_class", CONNECT + "exception.class.name", "string"),
+    ("exception_message", CONNECT + "exception.message", "string"),
+    ("exception_stacktrace", CONNECT + "exception.stacktrace", "string"),
+    ("attempt", DLQ_HEADER + "attempt", "int"),
+    ("time_of_error", DLQ_HEADER + "time_of_error", "string"),
+    ("configs", DLQ_HEADER + "configs", "string"),
+    ("replay_count", DLQ_HEADER + "replay_count", "int"),
+)
+
+
+def kafka_dlq_frame(spark: SparkSession, dlq: KafkaWriter) -> DataFrame:
+    """The DLQ topic from its earliest retained record to its end now, as the DLQ's columns (``record``: the
+    value as text; a value that is not UTF-8 base64-encoded, as the file DLQ keeps it) plus the DLQ record's
+    own position ``dlq_topic`` / ``dlq_partition`` / ``dlq_offset``."""
+    frame = (
+        spark.read.format("kafka").options(**dlq.options())
+        .option("subscribe", dlq.topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("includeHeaders", "true")
+        .load()
+    )
+    headers = F.col("headers")
+    text = F.col("value").cast("string")
+    utf8 = F.try_validate_utf8(text).isNotNull()
+    return frame.select(
+        *[header(headers, name).cast(kind).alias(column) for column, name, kind in DLQ_COLUMNS_FROM_HEADERS],
+        F.when(F.col("value").isNull(), F.lit(None)).when(utf8, text).otherwise(F.base64("value")).alias("record"),
+        F.col("topic").alias("dlq_topic"),
+        F.col("partition").alias("dlq_partition"),
+        F.col("offset").alias("dlq_offset"),
+    )
+
+
+def read_kafka_dlq(spark: SparkSession, dlq: KafkaWriter) -> list[dict[str, Any]]:
+    """Every record of a Kafka DLQ (see ``kafka_dlq_frame``), as dicts, for ``dlq replay``."""
+    return [row.asDict(recursive=True) for row in kafka_dlq_frame(spark, dlq).collect()]
