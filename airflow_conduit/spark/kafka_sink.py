@@ -37,6 +37,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from airflow_conduit.pipeline.kafka_headers import (
+    CONDUIT_DLQ_HEADERS,
+    CONNECT,
+    CONNECT_HEADERS,
+    DLQ_COLUMNS_FROM_HEADERS,
+    DLQ_HEADER,
+    HEADER_BATCH,
+    HEADER_PIPELINE,
+    HEADER_QUERY,
+    HEADER_RECORD,
+)
 from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_atomic
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
@@ -47,12 +58,6 @@ from airflow_conduit.spark.kafka_options import client_options
 log = logging.getLogger(__name__)
 
 RECORD_ID = "__ac_record_id"  # the column a Kafka writer dedups on (a string)
-HEADER_PIPELINE = "conduit.pipeline.id"
-HEADER_QUERY = "conduit.query.id"
-HEADER_BATCH = "conduit.batch.id"
-HEADER_RECORD = "conduit.record.id"
-CONNECT = "__connect.errors."
-DLQ_HEADER = "conduit.dlq."
 INTENTS = "kafka-intents"
 CHECKPOINT_METADATA = Path("checkpoints") / "pipeline" / "metadata"  # runner.QUERY_NAME's checkpoint
 ADMIN_TIMEOUT_SECONDS = 120
@@ -274,24 +279,6 @@ class KafkaDestination(KafkaWriter):
 
 # -- the dead letter queue ---------------------------------------------------------------------------------
 
-# Kafka Connect's DLQ header (KIP-298) -> the DLQ column it carries.
-CONNECT_HEADERS = (
-    ("topic", "source_file"),
-    ("partition", None),  # a file has none; a Kafka source's record: its partition
-    ("offset", "source_position"),
-    ("connector.name", "component_id"),
-    ("task.id", "run_id"),
-    ("stage", "stage"),
-    ("class.name", "component_type"),
-    ("exception.class.name", "exception_class"),
-    ("exception.message", "exception_message"),
-    ("exception.stacktrace", "exception_stacktrace"),
-)
-# DLQ columns with no Connect header of their own: ``conduit.dlq.<column>``.
-CONDUIT_DLQ_HEADERS = ("source_id", "source_file", "source_position", "source_split_start", "attempt", "time_of_error",
-                       "configs", "replay_count")
-
-
 def dlq_record_id(df: DataFrame) -> Column:
     """A DLQ record's identity in its batch: where the record came from (the same on a re-run of the batch)."""
     parts = ["source_id", "source_file", "source_split_start", "source_position"]
@@ -343,28 +330,6 @@ class KafkaDeadLetterQueue(KafkaWriter):
 
 
 # -- reading the DLQ back (dlq replay, the UI) --------------------------------------------------------------
-
-# DLQ column -> (header, Spark type) of a Kafka DLQ record.
-DLQ_COLUMNS_FROM_HEADERS = (
-    ("pipeline_id", HEADER_PIPELINE, "string"),
-    ("run_id", CONNECT + "task.id", "string"),
-    ("batch_id", HEADER_BATCH, "long"),
-    ("source_id", DLQ_HEADER + "source_id", "string"),
-    ("source_file", DLQ_HEADER + "source_file", "string"),
-    ("source_position", DLQ_HEADER + "source_position", "long"),
-    ("source_split_start", DLQ_HEADER + "source_split_start", "long"),
-    ("stage", CONNECT + "stage", "string"),
-    ("component_id", CONNECT + "connector.name", "string"),
-    ("component_type", CONNECT + "class.name", "string"),
-    ("exception_class", CONNECT + "exception.class.name", "string"),
-    ("exception_message", CONNECT + "exception.message", "string"),
-    ("exception_stacktrace", CONNECT + "exception.stacktrace", "string"),
-    ("attempt", DLQ_HEADER + "attempt", "int"),
-    ("time_of_error", DLQ_HEADER + "time_of_error", "string"),
-    ("configs", DLQ_HEADER + "configs", "string"),
-    ("replay_count", DLQ_HEADER + "replay_count", "int"),
-)
-
 
 def kafka_dlq_frame(spark: SparkSession, dlq: KafkaWriter) -> DataFrame:
     """The DLQ topic from its earliest retained record to its end now, as the DLQ's columns (``record``: the
