@@ -170,6 +170,9 @@ class KafkaWriter(Destination):
     """What the destination and the DLQ share: client options, the intent, the read-back, the write."""
 
     wants_record_id = True
+    # Spark's Kafka sink runs the batch's plan as a query of its own: an observation on it is never
+    # reported, so the pass is carried by another destination or a noop write, and this one reads again.
+    carries_a_pass = False
     state_dir: Path | None = None
     pipeline_id = ""
 
