@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_conduit.pipeline.ddl import DDLError, parse_ddl
 from airflow_conduit.pipeline.secrets import Secret, is_secret_key
 from airflow_conduit.pipeline.setting_kinds import (
     Boolean,
@@ -197,6 +198,22 @@ class StartingOffsets(Kind):
         return json.dumps(out, sort_keys=True)
 
 
+METADATA_NAMES = ("_kafka_key", "_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_headers")
+
+
+def _no_metadata_names(settings: dict[str, Any], report: Callable[[str, str], None]) -> None:
+    """The value's fields cannot take the names of the metadata the source adds (spark/kafka_source.py)."""
+    if not settings.get("schema"):
+        return
+    try:
+        names = [column.name for column in parse_ddl(settings["schema"])]
+    except DDLError:
+        return
+    clash = [name for name in names if name in METADATA_NAMES]
+    if clash:
+        report("schema", f"field {clash[0]!r} has the name of the Kafka metadata the source adds; rename it")
+
+
 def _topics_of_offsets(settings: dict[str, Any], report: Callable[[str, str], None]) -> None:
     offsets = settings.get("starting-offsets")
     if offsets in (None, "earliest", "latest") or "topics" not in settings:
@@ -239,7 +256,7 @@ KAFKA_SOURCE_SCHEMA = PluginSchema(
             only_when=("format", ("raw",)),
         ),
     },
-    checks=(*KAFKA_CLIENT_CHECKS, _topics_of_offsets),
+    checks=(*KAFKA_CLIENT_CHECKS, _topics_of_offsets, _no_metadata_names),
     one_of=(("topics", "topic-pattern"),),
 )
 

@@ -61,6 +61,7 @@ def test_minimal_source_fills_defaults():
         ("servers: h:1\ntopics: [a]\nschema: 'id INT'\nsasl-username: u", "settings.sasl-password: missing"),
         ("servers: h:1\ntopics: [a]\nschema: 'id INT'\nsasl-username: u\nsasl-password: p", "settings.sasl-mechanism: missing"),
         ("servers: h:1\ntopics: [a]\nformat: raw\nraw-type: text", "settings.raw-type: expected one of string, binary"),
+        ("servers: h:1\ntopics: [a]\nschema: 'id INT, _kafka_key STRING'", "settings.schema: field '_kafka_key' has the name of the Kafka metadata"),
         ("servers: h:1\ntopics: [a]\nschema: 'id INT'\nmax-records-per-batch: 0", "settings.max-records-per-batch: expected an integer >= 1"),
     ],
 )
