@@ -171,7 +171,7 @@ class PipelineRunner:
             plan.origin_in_columns = caches
         self.dlq = make_destination(self.spark, DEAD_LETTER_QUEUE_ID, dlq.plugin, dlq.settings, secrets)
         for dest in [*self.destinations, self.dlq]:
-            dest.attach(self.state_dir, self.spec.id)
+            dest.attach(self.state_dir, self.spec)
         for dest in [*self.destinations, self.dlq]:
             if dest.plugin == "jdbc":
                 self._where = ("destination", dest.id, dest.plugin)
