@@ -127,3 +127,90 @@ def test_crashes_before_and_after_the_kafka_commits_write_each_record_once(spark
     assert runs["r2"]["batches"][0]["batch_id"] == 0 and runs["r2"]["batches"][0]["written"]["out"] == 3
     assert (state / "kafka-intents" / "out" / "0.json").exists()
     assert (state / "kafka-intents" / "dead-letter-queue" / "1.json").exists()
+
+
+def test_a_kafka_source_record_in_the_kafka_dlq_keeps_its_value_bytes_key_and_headers(spark, tmp_path, kafka):
+    from test_kafka_source import kafka_source
+
+    source_topic, out_topic, dlq_topic = kafka.create_topic(partitions=2), kafka.create_topic(), kafka.create_topic()
+    rows = [  # (value, key, headers, bad)
+        (good(1).encode(), b"k1", [("trace", b"t1")], False),
+        (b"not json \xff at all", b"k2", [("trace", b"t2"), ("trace", b"t2-again")], True),
+        (b'{"id": "seven"}', None, None, True),
+        (good(4).encode(), b"k4", None, False),
+    ]
+    kafka.produce(source_topic, [r[0] for r in rows], keys=[r[1] for r in rows], headers=[r[2] for r in rows], partition=1)
+    spec = pipeline("kafka-to-kafka", [kafka_source(kafka, source_topic, sid="orders")],
+                    [kafka_dest(kafka, out_topic, key="id")], dlq=kafka_dlq(kafka, dlq_topic))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+
+    assert sorted(json.loads(m.value())["id"] for m in kafka.read_all(out_topic)) == [1, 4]
+    dlq = kafka.read_all(dlq_topic)
+    by_offset = {int(headers_of(m)["__connect.errors.offset"]): m for m in dlq}
+    assert sorted(by_offset) == [1, 2]
+    for offset, message in by_offset.items():
+        value, key, headers, _ = rows[offset]
+        assert message.value() == value and message.key() == key  # byte for byte, the key kept
+        original = [(k, v) for k, v in (message.headers() or []) if not k.startswith(("__connect.", "conduit."))]
+        assert original == (headers or [])  # the original headers, in order, repeated names too
+        h = headers_of(message)
+        assert (h["__connect.errors.topic"], h["__connect.errors.partition"]) == (source_topic, "1")
+        assert h["conduit.dlq.source_file"] == f"{source_topic}/1/{offset}"
+
+
+def test_a_dlq_record_over_the_topic_limit_stops_the_run_before_any_commit_and_is_written_once_the_limit_is_raised(
+    spark, tmp_path, kafka
+):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    out_topic = kafka.create_topic()
+    dlq_topic = kafka.create_topic(config={"max.message.bytes": "2000"})
+    huge = '{"id": "' + "x" * 5000 + '"}'
+    write_lines(tmp_path / "in", "0.json", [good(1), huge, '{"id": oops', good(2)])
+    spec = pipeline("too-big", [file_source(tmp_path / "in")], [kafka_dest(kafka, out_topic, key="id")],
+                    dlq=kafka_dlq(kafka, dlq_topic))
+    state = tmp_path / "state"
+    code, report = execute(spark, spec, state_dir=state, run_id="r1")
+    assert code == 70 and report.error["code"] == 2310 and report.error["fatal"] is True
+    assert report.error["stage"] == "dlq"
+    assert "max.message.bytes" in report.error["message"] and dlq_topic in report.error["message"]
+    assert "0.json|0|2" in report.error["message"]  # the biggest record's origin: file, split, line
+    assert not (state / "commits" / "out" / "0").exists() and not (state / "commits" / "dead-letter-queue" / "0").exists()
+    assert kafka.read_all(out_topic) == []  # the DLQ is written first: no destination wrote the batch
+
+    admin = kafka.admin()
+    resource = ConfigResource("topic", dlq_topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", "100000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=60)
+    code, report = execute(spark, spec, state_dir=state, run_id="r2")
+    assert code == 0, report.error
+    assert sorted(json.loads(m.value())["id"] for m in kafka.read_all(out_topic)) == [1, 2]
+    dlq = kafka.read_all(dlq_topic)
+    assert sorted(m.value().decode() for m in dlq) == sorted([huge, '{"id": oops'])  # each once, the big one whole
+
+
+def test_replay_reads_a_kafka_dlq_and_writes_to_a_kafka_destination_once(spark, tmp_path, kafka):
+    import dataclasses
+
+    from airflow_conduit.spark.replay import replay
+
+    out_topic, dlq_topic = kafka.create_topic(), kafka.create_topic()
+    write_lines(tmp_path / "in", "0.json", [good(1), '{"id": 2, "name": "n2", "amount": "cheap"}', "{broken"])
+    spec = pipeline("replay-kafka", [file_source(tmp_path / "in")], [kafka_dest(kafka, out_topic, key="id")],
+                    dlq=kafka_dlq(kafka, dlq_topic))
+    state = tmp_path / "state"
+    code, report = execute(spark, spec, state_dir=state, run_id="r1")
+    assert code == 0 and report.totals["dlq"] == 2
+    fixed_source = dataclasses.replace(spec.sources[0], settings={**spec.sources[0].settings,
+                                                                   "schema": "id BIGINT NOT NULL, name STRING, amount STRING"})
+    fixed = dataclasses.replace(spec, sources=(fixed_source,))
+    result = replay(spark, fixed, state_dir=state)
+    assert (result.selected, result.passed, result.still_failing) == (2, 1, 1)
+    assert sorted(json.loads(m.value())["id"] for m in kafka.read_all(out_topic)) == [1, 2]
+    dlq = kafka.read_all(dlq_topic)
+    back = [m for m in dlq if headers_of(m)["conduit.batch.id"] == "-1"]
+    assert len(dlq) == 3 and len(back) == 1
+    assert back[0].value() == b"{broken" and headers_of(back[0])["conduit.dlq.replay_count"] == "1"
+    again = replay(spark, fixed, state_dir=state)  # the replayed records are never taken again
+    assert again.selected == 1 and again.skipped == {"already replayed": 2}
