@@ -135,6 +135,9 @@ class IntentLog:
 
 def end_offsets(spark: SparkSession, options: dict[str, str], topic: str) -> dict[int, int]:
     """Each partition's end offset (the next record's offset), with Kafka's Java admin client in the driver."""
+    from airflow_conduit.spark.session import ensure_driver_class
+
+    ensure_driver_class(spark, "org.apache.kafka.clients.admin.Admin")  # from spark.jars when not on the classpath yet
     jvm = spark.sparkContext._jvm
     props = jvm.java.util.Properties()
     for key, value in options.items():
@@ -232,7 +235,8 @@ class KafkaWriter(Destination):
         if recorded is None:
             intents.record(batch_id, query_id, self.topic, end_offsets(self.spark, self.options(), self.topic))
         else:
-            log.info("%s: batch %s was written in part by an earlier attempt; writing only what is missing", self.id, batch_id)
+            log.info("%s: an earlier attempt of batch %s may have written some of its records; writing only the others",
+                     self.id, batch_id)
             records = records.join(self.written_before(recorded, query_id, batch_id), RECORD_ID, "left_anti")
         out = records.select("key", "value", "headers")
         try:
