@@ -53,7 +53,7 @@ from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_a
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.destinations import Destination
+from airflow_conduit.spark.destination_base import Destination
 from airflow_conduit.spark.kafka_options import client_options
 
 log = logging.getLogger(__name__)
