@@ -7,16 +7,12 @@ and ACLs gives an authentication and an authorization failure, and reads through
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shutil
-import tempfile
 import uuid
-from pathlib import Path
 
 import pytest
 
-import kafka_broker
+from kafka_sasl import ALICE, granted_and_closed_topics, sasl_broker
 from airflow_conduit.pipeline.kafka_settings import CONNECTIONS_ENV
 from airflow_conduit.pipeline.model import SourceSpec
 from airflow_conduit.recovery import codes
@@ -76,66 +72,14 @@ def test_records_gone_under_the_checkpoint_are_a_fatal_data_loss_unless_allowed(
     assert values == ["a", "b", "c", "f"]
 
 
-# -- a broker with SASL/PLAIN and ACLs ---------------------------------------------------------------------
-
-ADMIN, ALICE = ("admin", "admin-secret"), ("alice", "alice-Secret-7")
-
-
-@contextlib.contextmanager
-def sasl_broker():
-    workdir = Path(tempfile.mkdtemp(prefix="conduit-kafka-sasl-"))
-    broker = kafka_broker.KafkaBroker(workdir=workdir)
-    jaas = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'username="{ADMIN[0]}" password="{ADMIN[1]}" user_{ADMIN[0]}="{ADMIN[1]}" user_{ALICE[0]}="{ALICE[1]}";'
-    )
-    broker.extra_properties = {
-        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker.port},CONTROLLER://127.0.0.1:{broker.controller_port}",
-        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker.port}",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "inter.broker.listener.name": "SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": f"User:{ADMIN[0]};User:ANONYMOUS",
-    }
-    try:
-        broker.format()
-        broker.start()
-        yield broker
-    finally:
-        broker.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def client(broker, user=ADMIN) -> dict:
-    return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": user[0], "sasl.password": user[1]}
+# -- a broker with SASL/PLAIN and ACLs (tests/kafka_sasl.py) ------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def secured():
     """The SASL broker and two topics: ``granted`` (alice may read it) and ``closed`` (no ACL for alice)."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
-                                       ResourcePatternType, ResourceType)
-
     with sasl_broker() as broker:
-        admin = AdminClient(client(broker))
-        topics = {"granted": f"granted-{uuid.uuid4().hex[:6]}", "closed": f"closed-{uuid.uuid4().hex[:6]}"}
-        for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()]).values():
-            future.result(120)
-        acl = AclBinding(ResourceType.TOPIC, topics["granted"], ResourcePatternType.LITERAL, f"User:{ALICE[0]}", "*",
-                         AclOperation.ALL, AclPermissionType.ALLOW)
-        for future in admin.create_acls([acl]).values():
-            future.result(120)
-        producer = Producer(client(broker))
-        for topic in topics.values():
-            for i in range(3):
-                producer.produce(topic, value=json.dumps({"id": i}).encode())
-        assert producer.flush(120) == 0
-        yield broker, topics
+        yield broker, granted_and_closed_topics(broker)
 
 
 def test_wrong_credentials_are_a_fatal_authentication_failure(spark, secured, tmp_path):
