@@ -175,7 +175,7 @@ def test_a_dlq_record_over_the_topic_limit_stops_the_run_before_any_commit_and_i
     assert code == 70 and report.error["code"] == 2310 and report.error["fatal"] is True
     assert report.error["stage"] == "dlq"
     assert "max.message.bytes" in report.error["message"] and dlq_topic in report.error["message"]
-    assert "0.json|0|2" in report.error["message"]  # the biggest record's origin: file, split, line
+    assert "0.json|0|2" in report.error["message"] and "the limit: 2,000 bytes" in report.error["message"]
     assert not (state / "commits" / "out" / "0").exists() and not (state / "commits" / "dead-letter-queue" / "0").exists()
     assert kafka.read_all(out_topic) == []  # the DLQ is written first: no destination wrote the batch
 
