@@ -16,8 +16,7 @@ from airflow_conduit.recovery.clock import FakeClock, as_utc, clock_text
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.engine import Decision, RecoveryEngine
 from airflow_conduit.recovery.errors import FatalError
-from airflow_conduit.recovery.options import RecoveryOptions
-from airflow_conduit.recovery.policies import POLICY_CLASSES, Counting
+from airflow_conduit.recovery.options import RecoveryOptions, budget_for
 from airflow_conduit.recovery.state import PipelineState
 
 SIMULATION_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -239,7 +238,7 @@ def _timeline(engine: RecoveryEngine, ignored: list[tuple[datetime, str]], end: 
             (event.at, 1, seq, TimelineRow(event.at, event.event, event.pipeline_state.value, attempt,
                                            details.get("delay_seconds"), counted, detail))
         )
-    if not options.retries_unlimited and options.max_retries > 0 and engine.policy.counting is Counting.WINDOW:
+    if not options.retries_unlimited and options.max_retries > 0 and engine.budget.windowed:
         for _, restarted in restarts:
             frees = restarted + window
             if frees <= end and (terminal_at is None or frees <= terminal_at):
@@ -268,7 +267,7 @@ def format_table(result: SimulationResult) -> str:
     limit = "inf" if max_retries < 0 else str(max_retries)
     same_day = all(row.at.date() == result.start.date() for row in result.rows)
     # "window": slots of max-retries-window held (Conduit); "count": restarts since the last reset (Strimzi).
-    windowed = POLICY_CLASSES[result.options.policy].counting is Counting.WINDOW
+    windowed = budget_for(result.options).windowed
     header = ("time", "event", "state", "attempt", "delay", "window" if windowed else "count", "detail")
     lines = []
     for row in result.rows:
