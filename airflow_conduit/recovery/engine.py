@@ -370,7 +370,7 @@ class RecoveryEngine:
 
     def _audit(self, event: AuditEventType, message: str, *, at: datetime, **details: Any) -> None:
         state = self.state
-        state.audit.append(AuditEvent(at=at, event=event.value, pipeline_state=state.pipeline_state, message=message, details=details))
+        state.audit.append(AuditEvent(at=at, event=event, pipeline_state=state.pipeline_state, message=message, details=details))
         if len(state.audit) > AUDIT_LIMIT:
             dropped = len(state.audit) - AUDIT_LIMIT
             del state.audit[:dropped]
