@@ -25,6 +25,7 @@ chosen policy names (``RestartPolicy.budget``).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Iterable, Mapping, Protocol
@@ -32,31 +33,31 @@ from typing import Any, ClassVar, Iterable, Mapping, Protocol
 from airflow_conduit.recovery.clock import clock_text
 from airflow_conduit.recovery.durations import format_duration
 
-UNLIMITED = -1  # max-retries -1: the budget is never spent
+INFINITE_RETRIES = -1  # max-retries -1: the budget is never spent
 
 
-class RestartRecord(Protocol):
+class RestartTimes(Protocol):
     """What a budget reads of a ``state.RestartRecord`` (the state module sits above this one)."""
 
     decided_at: datetime
     restart_at: datetime
 
 
-class RecoveryState(Protocol):
+class BudgetState(Protocol):
     """What a budget reads and changes of a ``state.RecoveryState``."""
 
     window: list[Any]  # the restart records, oldest first
     attempt: int  # restarts since the last backoff reset
 
 
-def restarts_within(records: Iterable[RestartRecord], at: datetime, window_seconds: float) -> list[RestartRecord]:
+def restarts_within(records: Iterable[RestartTimes], at: datetime, window_seconds: float) -> list[RestartTimes]:
     """The restarts holding a slot of a ``window_seconds`` window at ``at``: decided, and not yet past the window."""
     window = timedelta(seconds=window_seconds)
     return [r for r in records if r.decided_at <= at < r.restart_at + window]
 
 
 @dataclass(frozen=True)
-class RetryBudget:
+class RetryBudget(ABC):
     """What the engine asks a budget; subclasses say what counts and how to tell it."""
 
     name: ClassVar[str]
@@ -64,32 +65,32 @@ class RetryBudget:
 
     max_retries: int  # -1 unlimited; 0 (recovery disabled) is the engine's concern, before any budget question
 
-    def record_restart(self, state: RecoveryState, record: RestartRecord) -> None:
+    def record_restart(self, state: BudgetState, record: RestartTimes) -> None:
         """A restart was decided: it is kept among the restart records (the pending one until confirmed)."""
         state.window.append(record)
 
-    def counted(self, state: RecoveryState, at: datetime) -> int:
+    @abstractmethod
+    def counted(self, state: BudgetState, at: datetime) -> int:
         """Restarts counted against ``max-retries`` at ``at``."""
-        raise NotImplementedError
 
-    def spent(self, state: RecoveryState, at: datetime) -> bool:
+    def spent(self, state: BudgetState, at: datetime) -> bool:
         """True when one more restart at ``at`` would exceed ``max-retries``."""
-        return self.max_retries != UNLIMITED and self.counted(state, at) >= self.max_retries
+        return self.max_retries != INFINITE_RETRIES and self.counted(state, at) >= self.max_retries
 
     @property
+    @abstractmethod
     def reset_note(self) -> str:
         """What a backoff reset does to the count, for the audit line of the reset."""
-        raise NotImplementedError
 
+    @abstractmethod
     def counted_text(self) -> str:
         """How restarts are counted, for reasons and timeline lines ("within max-retries-window 5m")."""
-        raise NotImplementedError
 
-    def spent_reason(self, state: RecoveryState, counted: int, *, policy_name: str, reset_period: float) -> str:
+    @abstractmethod
+    def spent_reason(self, state: BudgetState, counted: int, *, policy_name: str, reset_period: float) -> str:
         """Why a restart is refused: the budget is spent."""
-        raise NotImplementedError
 
-    def slot_frees_at(self, state: RecoveryState, at: datetime) -> datetime | None:
+    def slot_frees_at(self, state: BudgetState, at: datetime) -> datetime | None:
         """When the oldest counted restart stops counting on its own (None: only a reset frees the count)."""
         return None
 
@@ -103,7 +104,7 @@ class WindowBudget(RetryBudget):
 
     max_retries_window: float = 300.0
 
-    def counted(self, state: RecoveryState, at: datetime) -> int:
+    def counted(self, state: BudgetState, at: datetime) -> int:
         return len(restarts_within(state.window, at, self.max_retries_window))
 
     @property
@@ -113,11 +114,11 @@ class WindowBudget(RetryBudget):
     def counted_text(self) -> str:
         return f"within max-retries-window {format_duration(self.max_retries_window)}"
 
-    def spent_reason(self, state: RecoveryState, counted: int, *, policy_name: str, reset_period: float) -> str:
+    def spent_reason(self, state: BudgetState, counted: int, *, policy_name: str, reset_period: float) -> str:
         held = ", ".join(clock_text(r.restart_at) for r in state.window)
         return f"max-retries reached: {counted} restarts {self.counted_text()} (at {held})"
 
-    def slot_frees_at(self, state: RecoveryState, at: datetime) -> datetime | None:
+    def slot_frees_at(self, state: BudgetState, at: datetime) -> datetime | None:
         window = timedelta(seconds=self.max_retries_window)
         return min((r.restart_at + window for r in restarts_within(state.window, at, self.max_retries_window)), default=None)
 
@@ -129,7 +130,7 @@ class SinceResetBudget(RetryBudget):
     name: ClassVar[str] = "since-reset"
     windowed: ClassVar[bool] = False
 
-    def counted(self, state: RecoveryState, at: datetime) -> int:
+    def counted(self, state: BudgetState, at: datetime) -> int:
         return state.attempt  # restarts since the last reset: the counter a reset sets back to 0
 
     @property
@@ -139,7 +140,7 @@ class SinceResetBudget(RetryBudget):
     def counted_text(self) -> str:
         return "since the last reset"
 
-    def spent_reason(self, state: RecoveryState, counted: int, *, policy_name: str, reset_period: float) -> str:
+    def spent_reason(self, state: BudgetState, counted: int, *, policy_name: str, reset_period: float) -> str:
         return (
             f"max-retries reached: {counted} restarts {self.counted_text()} "
             f"({policy_name}: the count resets only after running {format_duration(reset_period)} without failure)"

@@ -11,14 +11,13 @@ import difflib
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from airflow_conduit.recovery.budgets import RetryBudget, build_budget
+from airflow_conduit.recovery.budgets import INFINITE_RETRIES, RetryBudget, build_budget
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.errors import RecoveryConfigError
 from airflow_conduit.recovery.policies import POLICY_CLASSES, POLICY_NAMES, RestartPolicy, build_policy
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 
 POLICIES = POLICY_NAMES  # exponential (Conduit), strimzi, fixed: recovery/policies.py
-INFINITE_RETRIES = -1
 CONDUIT_PREFIX = "pipelines.error-recovery."
 
 _DURATIONS = ("min-delay", "max-delay", "max-retries-window", "backoff-reset-after")
