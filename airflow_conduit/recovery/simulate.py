@@ -25,7 +25,6 @@ DEFAULT_ERROR = "source system unavailable"
 DEFAULT_FATAL_ERROR = "simulated fatal error"
 
 
-
 class SimEventKind(StrEnum):
     """What a simulated event does to the engine."""
 
@@ -35,7 +34,10 @@ class SimEventKind(StrEnum):
     STOP = "stop"  # a user stops the pipeline
 
 
-FAILURE, RECORD, CHECK, STOP = SimEventKind
+FAILURE = SimEventKind.FAILURE
+RECORD = SimEventKind.RECORD
+CHECK = SimEventKind.CHECK
+STOP = SimEventKind.STOP
 
 # The seed documents' examples, as simulator presets.
 SCENARIOS: dict[str, dict[str, Any]] = {
