@@ -93,7 +93,7 @@ def run_replay(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     try:
         result = replay(spark, spec, state_dir=args.state_dir, filters=filters, dry_run=args.dry_run, faults=faults,
-                        run_id=run_id)
+                        run_id=run_id, force=args.force)
     except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
         _keep_traceback(log_path, exc)
         print(f"FAILED: replay of pipeline {spec.id}: {_named(exc)}; Spark's log: {log_path}", file=sys.stderr)
@@ -178,6 +178,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("spec", metavar="PIPELINE.yaml", help="the pipeline spec (its current, fixed version)")
     parser.add_argument("--state-dir", required=True, help="the pipeline's state directory")
     parser.add_argument("--dry-run", action="store_true", help="print what would pass / still fail, grouped by error; write nothing")
+    parser.add_argument("--force", action="store_true", help="also take records whose spec is unchanged since they "
+                        "failed (by default a replay takes only what a spec change may now let pass)")
     parser.add_argument("--stage", action="append", help="only records failed at this stage (source, processor, ...); repeatable")
     parser.add_argument("--component", action="append", help="only records failed by this component id; repeatable")
     parser.add_argument("--error-class", action="append", help="only records with this exception_class; repeatable")

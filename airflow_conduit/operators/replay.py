@@ -43,12 +43,13 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
     :param batch_min/batch_max: only records of pipeline batches in this range
     :param since/until: only records dead-lettered in [since, until) (ISO-8601; templated, e.g. ``{{ data_interval_start }}``)
     :param dry_run: report what would pass and what would still fail, grouped by error; write nothing
+    :param force: also take records whose spec is unchanged since they failed (docs/pipelines.md, the replay rule)
 
     The filters are templated; a list may be given as a list, as comma-separated text or as JSON
     (``"{{ params.rules | tojson }}"``); empty text or ``None`` means no filter.
     """
 
-    template_fields: Sequence[str] = (*RecoveringSparkPipelineOperator.template_fields, *FILTER_ARGUMENTS, "dry_run")
+    template_fields: Sequence[str] = (*RecoveringSparkPipelineOperator.template_fields, *FILTER_ARGUMENTS, "dry_run", "force")
     ui_color = "#fdf1dc"
 
     def __init__(
@@ -63,6 +64,7 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
         since: str | None = None,
         until: str | None = None,
         dry_run: bool | str = False,
+        force: bool | str = False,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -75,6 +77,7 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
         self.since = since
         self.until = until
         self.dry_run = dry_run
+        self.force = force
 
     def replay_request(self) -> ReplayRequest:
         """The (rendered) arguments as a checked request; a bad one fails the task naming the argument."""
@@ -82,7 +85,7 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
         values["exception_classes"] = values.pop("error_classes")
         try:
             filters = ReplayFilter.from_mapping(values, where=f"{self.task_id}: replay filters")
-            return ReplayRequest(filters, as_bool(self.dry_run, f"{self.task_id}: dry_run"))
+            return ReplayRequest(filters, as_bool(self.dry_run, f"{self.task_id}: dry_run"), as_bool(self.force, f"{self.task_id}: force"))
         except ReplayRequestError as exc:
             raise AirflowFailException(f"{exc}; nothing was submitted") from None
 

@@ -89,9 +89,11 @@ class ReplayFilter:
 class ReplayRequest:
     filters: ReplayFilter = ReplayFilter()
     dry_run: bool = False
+    force: bool = False  # also take records whose spec is unchanged since they failed (docs/pipelines.md)
 
     def to_json(self) -> str:
-        return json.dumps({"filters": self.filters.to_dict(), "dry_run": self.dry_run}, sort_keys=True)
+        forced = {"force": True} if self.force else {}
+        return json.dumps({"filters": self.filters.to_dict(), "dry_run": self.dry_run, **forced}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, *, where: str = "--replay") -> "ReplayRequest":
@@ -99,10 +101,10 @@ class ReplayRequest:
             data = json.loads(text)
         except ValueError as exc:
             raise ReplayRequestError(f"{where}: not JSON: {exc}") from None
-        if not isinstance(data, dict) or set(data) - {"filters", "dry_run"}:
-            raise ReplayRequestError(f"{where}: expected an object with 'filters' and 'dry_run', got {text[:200]!r}")
+        if not isinstance(data, dict) or set(data) - {"filters", "dry_run", "force"}:
+            raise ReplayRequestError(f"{where}: expected an object with 'filters', 'dry_run' and 'force', got {text[:200]!r}")
         return cls(ReplayFilter.from_mapping(data.get("filters"), where=f"{where}: filters"),
-                   as_bool(data.get("dry_run", False), f"{where}: dry_run"))
+                   as_bool(data.get("dry_run", False), f"{where}: dry_run"), as_bool(data.get("force", False), f"{where}: force"))
 
 
 def is_none(value: Any) -> bool:

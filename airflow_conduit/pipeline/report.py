@@ -83,12 +83,14 @@ def totals_over_runs(reports: list[dict[str, Any]],
 def replay_totals_text(replay: dict[str, Any]) -> str:
     """A replay's totals on one line, as the task log and the CLI show them."""
     skipped = replay.get("skipped_already_replayed", 0)
+    unchanged = (replay.get("skipped") or {}).get("spec unchanged since it failed", 0)  # spark/replay.py UNCHANGED
+    settled = f", {unchanged} skipped as their spec is unchanged since they failed (force takes them)" if unchanged else ""
     if replay.get("dry_run"):
         return (f"DRY RUN: {replay.get('replayed', 0)} record(s) would be replayed: {replay.get('passed', 0)} would pass, "
                 f"{replay.get('filtered', 0)} filtered, {replay.get('still_failing', 0)} would still fail; "
-                f"{skipped} skipped as already replayed")
+                f"{skipped} skipped as already replayed{settled}")
     if replay.get("replay") is None:
-        return f"nothing to replay; {skipped} skipped as already replayed"
+        return f"nothing to replay; {skipped} skipped as already replayed{settled}"
     passing = ", ".join(f"{d}={n}" for d, n in sorted((replay.get("passing") or {}).items())) or "0"
     return (f"replay {replay['replay']} (batch {replay.get('batch_id')}{', resumed' if replay.get('resumed') else ''}): "
             f"replayed={replay.get('replayed', 0)} now passing[{passing}] filtered={replay.get('filtered', 0)} "
@@ -122,6 +124,8 @@ class RunReport:
     error: dict[str, Any] | None = None
     stop_reason: str | None = None  # why a run ended early but cleanly: "signal SIGTERM" (graceful stop)
     replay: dict[str, Any] | None = None  # a DLQ replay's totals (``replay_totals``); None for a pipeline run
+    # input files changed after they were read (spark/input_files.py): their new bytes were not processed
+    input_files_changed: list[dict[str, Any]] = field(default_factory=list)
 
     # -- updates -------------------------------------------------------------------------------------
 
@@ -199,6 +203,8 @@ class RunReport:
         }
         if self.replay is not None:  # only a replay's report has the key
             data["replay"] = self.replay
+        if self.input_files_changed:
+            data["input_files_changed"] = self.input_files_changed
         return data
 
     @classmethod
@@ -221,6 +227,7 @@ class RunReport:
             error=data.get("error"),
             stop_reason=data.get("stop_reason"),
             replay=data.get("replay"),
+            input_files_changed=list(data.get("input_files_changed") or []),
         )
 
     def write_atomic(self, path: str | os.PathLike[str]) -> None:

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark import expectations
+from airflow_conduit.spark import expectations, source_lines
 from airflow_conduit.spark.destinations import Destination
 from airflow_conduit.spark.dlq import dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
@@ -261,12 +261,23 @@ class BatchPass:
 
     def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
         r = self.runner
-        if metrics.size("dlq") == nacked:  # min_by returns them in read order
+        gathered = metrics.size("dlq") == nacked
+        if gathered:  # min_by returns them in read order
             entries = metrics.elements("dlq")
         else:  # more nacked records than the first pass gathers: a second pass reads just them
             entries = self.status.where(F.col(NACKED)).select(*self.dlq_entry)
         pending = bool(metrics.get("pending", 1))  # any reason still to work out (the pass works out most)
-        return r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending)
+        rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending)
+        if not r.source_lines.needed:
+            return rows
+        return r.source_lines.apply(r.spark, rows, self._origins(metrics, entries, gathered))
+
+    @staticmethod
+    def _origins(metrics: ObservedMetrics, entries: DataFrame, gathered: bool) -> list[tuple]:
+        """The nacked records' origins (``source_lines.KEYS``), read from the observation without a Spark job."""
+        if gathered:
+            return list(zip(*(metrics.field("dlq", key) for key in source_lines.KEYS)))
+        return [tuple(row) for row in entries.select(*source_lines.KEYS).collect()]
 
     # -- nack window ------------------------------------------------------------------------------------
 

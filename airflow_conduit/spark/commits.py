@@ -29,6 +29,21 @@ class CommitLog:
         """The marker's content (rows written, run id, time), or None when the batch is not committed there."""
         return read_json(self.path(destination_id, batch_id))
 
+    def remove_leftovers(self) -> int:
+        """Delete the temp files of markers whose writer was killed before its rename (``.<batch>.*.tmp``).
+
+        Such a file is never a marker (a marker exists only once renamed into place), so a killed run or replay
+        would otherwise leave it for good. Called when a run starts: one driver per state dir (the lease)
+        means no writer is mid-write then. Returns how many were deleted.
+        """
+        if not self.root.is_dir():
+            return 0
+        removed = 0
+        for leftover in self.root.glob("*/.*.tmp"):
+            leftover.unlink(missing_ok=True)
+            removed += 1
+        return removed
+
     def mark(self, destination_id: str, batch_id: int, *, rows: int, run_id: str) -> None:
         write_json_atomic(
             self.path(destination_id, batch_id),

@@ -144,7 +144,7 @@ def run_replay(spark, spec, request, *, state_dir: Path, run_id: str, faults: di
     report.write_atomic(path)
     try:
         result = replay(spark, spec, state_dir=state_dir, filters=request.filters, dry_run=request.dry_run,
-                        run_id=run_id, faults=faults)
+                        run_id=run_id, faults=faults, force=request.force)
     except Exception as exc:  # noqa: BLE001 - classified like a pipeline run's failure
         rule = getattr(exc, "rule", None) if isinstance(exc, ExpectationFailed) else None
         where = ("processor", rule.processor_id, "expect") if rule is not None else ("runner", None, None)

@@ -365,7 +365,7 @@ def csv_error(text: Column, typed: ValueOf, failed: Column, schema: T.StructType
             message=F.concat(
                 F.lit("invalid UTF-8 in the CSV line: the reader decoded a byte that is not UTF-8 as U+FFFD at character "),
                 (replaced_at - F.lit(1)).cast("string"),
-                F.lit(" of the line (0-based; the record is kept as decoded, the original bytes are in source_file)"),
+                F.lit(" of the line (0-based; the DLQ keeps the line's bytes base64-encoded)"),
             ),
             **where,
         ),
@@ -394,7 +394,7 @@ def csv_error(text: Column, typed: ValueOf, failed: Column, schema: T.StructType
                 message=F.concat(
                     F.lit("invalid UTF-8 in the CSV line: the reader decoded a byte that is not UTF-8 as U+FFFD in field(s) "),
                     _names_where(replaced),
-                    F.lit(" (the record is kept as decoded, the original bytes are in source_file)"),
+                    F.lit(" (the DLQ keeps the line's bytes base64-encoded)"),
                 ),
                 **where,
             ),

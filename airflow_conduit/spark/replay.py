@@ -19,10 +19,14 @@ applies: destinations and the DLQ are written once each, commit markers in
    fail go to the DLQ again, with their new error, their original origin
    (source, file, position) and ``replay_count`` one more than before.
 
-Payloads are JSON: a record a processor failed (its fields as read) or a
-JSON line a source could not parse. A CSV line a source could not parse and
-a line that is not UTF-8 are not replayable (a replay would read them as
-JSON) and are left in the DLQ.
+Payloads are the records as they arrived (the DLQ's ``record``: a file
+source's line, byte for byte), parsed as their source parses them (JSON, or
+CSV for a CSV source). A line that is not UTF-8 is not replayable (its
+payload is its bytes, base64-encoded) and is left in the DLQ.
+
+A replay settles: a record is taken again only when the spec that decides
+its fate (``pipeline.fingerprint``) changed since it failed, or when the
+replay is forced; a replay that cannot change an outcome writes nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, spec_fingerprints
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.pipeline.replay_request import ReplayFilter  # noqa: F401 - the filters live with the request (pure Python)
 from airflow_conduit.pipeline.report import STATUS_SUCCEEDED, read_json, utc_now_iso, write_json_atomic
@@ -114,7 +119,9 @@ def read_dlq(spark: SparkSession, dlq: Destination) -> list[dict[str, Any]]:
         if not root.exists() or not any(root.rglob("part-*")):
             return []
         fmt = dlq.settings.get("format", "json")
-        reader = spark.read.format(fmt)
+        # every row holds its batch_id: no partition discovery from the batch_id=<n> folders, whose column
+        # would clash with it (Spark logged COLUMN_ALREADY_EXISTS at every replay)
+        reader = spark.read.format(fmt).option("recursiveFileLookup", "true")
         if fmt == "csv":
             reader = reader.option("header", str(bool(dlq.settings.get("header", True))).lower())
         if fmt == "json":  # a DLQ record may hold a value over the reader's default limit (RecordTooLargeError)
@@ -142,15 +149,25 @@ def _replayable(row: dict[str, Any], spec: PipelineSpec) -> str | None:
         source = next(s for s in spec.sources if s.id == row.get("source_id"))
     except StopIteration:
         return "its source is no longer in the spec"
-    if row.get("stage") == "source" and source.plugin == "file" and source.settings.get("format") == "csv":
-        return "a CSV line (payloads are replayed as JSON)"
     if row.get("exception_class") == INVALID_UTF8:
         return "a line that is not UTF-8 (its payload is its bytes, base64-encoded)"
     return None
 
 
-def select(rows: list[dict[str, Any]], spec: PipelineSpec, taken: set[str], filters: ReplayFilter) -> tuple[list[dict], dict[str, int]]:
-    """The DLQ records a new replay takes, and how many were left out, by reason."""
+UNCHANGED = "spec unchanged since it failed"
+
+
+def select(
+    rows: list[dict[str, Any]], spec: PipelineSpec, taken: set[str], filters: ReplayFilter,
+    failed_under: Callable[[dict[str, Any]], str | None] = lambda row: None, *, force: bool = False,
+) -> tuple[list[dict], dict[str, int]]:
+    """The DLQ records a new replay takes, and how many were left out, by reason.
+
+    ``failed_under(row)``: the fingerprint (``pipeline.fingerprint``) of the spec the record failed under, None
+    when unknown. A record whose source's fingerprint is still that one is not taken (the replay would fail it the
+    same way) unless ``force``.
+    """
+    current = spec_fingerprints(spec)
     chosen: list[dict[str, Any]] = []
     skipped: dict[str, int] = {}
     for row in rows:
@@ -160,11 +177,34 @@ def select(rows: list[dict[str, Any]], spec: PipelineSpec, taken: set[str], filt
             reason = "not matching the filters"
         else:
             reason = _replayable(row, spec)
+        if reason is None and not force and failed_under(row) == current.get(row.get("source_id")):
+            reason = UNCHANGED
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
         else:
             chosen.append(row)
     return chosen, skipped
+
+
+class FailedUnder:
+    """The fingerprint of the spec a DLQ record failed under: a replay's from its plan (batch ``-k``), a pipeline
+    run's from ``runs/<run-id>/spec-fingerprints.json`` (written by the runner); None when unknown (kept by
+    a version that wrote none), so such a record is taken."""
+
+    def __init__(self, state_dir: Path, plans: dict[int, dict[str, Any]]):
+        self.state_dir = state_dir
+        self.plans = plans
+        self._runs: dict[str, dict[str, str]] = {}
+
+    def __call__(self, row: dict[str, Any]) -> str | None:
+        batch, source = row.get("batch_id"), row.get("source_id")
+        if batch is not None and int(batch) < 0:
+            return (self.plans.get(-int(batch)) or {}).get("fingerprints", {}).get(source)
+        run_id = str(row.get("run_id") or "")
+        if run_id not in self._runs:
+            saved = read_json(self.state_dir / "runs" / run_id / FINGERPRINTS_FILE) if run_id else None
+            self._runs[run_id] = saved or {}
+        return self._runs[run_id].get(source)
 
 
 # -- running a replay ------------------------------------------------------------------------------------
@@ -254,8 +294,12 @@ def replay(
     run_id: str | None = None,
     faults: dict[str, Any] | None = None,
     crash: Callable[[], None] | None = None,
+    force: bool = False,
 ) -> ReplayResult:
-    """Replay the pipeline's DLQ records (see the module docstring); a dry run writes nothing."""
+    """Replay the pipeline's DLQ records (see the module docstring); a dry run writes nothing.
+
+    ``force``: also take records whose source's spec is unchanged since they failed (see ``select``).
+    """
     from airflow_conduit.spark.runner import PipelineRunner, files_read_one_per_partition
 
     state_dir = Path(state_dir)
@@ -272,16 +316,20 @@ def replay(
         number = max(plans, default=0) + 1
         taken = {i for p in plans.values() for i in p.get("taken", [])}
         dlq = make_destination(spark, DEAD_LETTER_QUEUE_ID, spec.dead_letter_queue.plugin, spec.dead_letter_queue.settings)
-        records, skipped = select(read_dlq(spark, dlq), spec, taken, filters)
+        records, skipped = select(read_dlq(spark, dlq), spec, taken, filters, FailedUnder(state_dir, plans), force=force)
     batch_id = -number
     result = ReplayResult(None if dry_run else number, None if dry_run else batch_id, selected=len(records),
                           skipped=skipped, resumed=resumed, dry_run=dry_run)
     if not records:
         result.replay = result.batch_id = None
+        if skipped.get(UNCHANGED):
+            log.info("%s DLQ record(s) not replayed: their spec is unchanged since they failed, a replay would fail "
+                     "them the same way (force the replay to take them anyway)", skipped[UNCHANGED])
         return result
     if not dry_run and not resumed:
         plan = {"replay": number, "batch_id": batch_id, "status": "running", "started_at": utc_now_iso(),
-                "filters": dataclasses.asdict(filters), "taken": [identity(r) for r in records],
+                "filters": dataclasses.asdict(filters), "force": force, "fingerprints": spec_fingerprints(spec),
+                "taken": [identity(r) for r in records],
                 "records": [{k: r.get(k) for k in ("batch_id", "source_id", "source_file", "source_split_start",
                                                    "source_position", "record", REPLAY_COUNT)} for r in records]}
         write_json_atomic(state_dir / REPLAYS / str(number) / "plan.json", plan)  # the mark, before any write

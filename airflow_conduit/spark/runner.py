@@ -39,6 +39,7 @@ from typing import Any, Callable
 from py4j.protocol import Py4JError, Py4JNetworkError
 from pyspark.sql import DataFrame, SparkSession
 
+from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, spec_fingerprints
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.pipeline.report import (
     STATUS_RUNNING,
@@ -63,6 +64,8 @@ from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, with_branches, with_fates
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
+from airflow_conduit.spark.input_files import InputFiles, hadoop_stat
+from airflow_conduit.spark.source_lines import SourceLines
 from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
 from airflow_conduit.spark.stage import StageTracker
 from airflow_conduit.spark.window import WindowStore
@@ -152,6 +155,9 @@ class PipelineRunner:
     # -- setup ---------------------------------------------------------------------------------------
 
     def _setup(self) -> None:
+        self.commits.remove_leftovers()
+        # what this run's DLQ records fail under: a DLQ replay takes them only once it changed (spark/replay.py)
+        write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec))
         secrets = secret_values(self.spec)
         invalid = expectations.unparsable_rule(self.spark, self.spec, self.rules)
         if invalid is not None:
@@ -201,6 +207,25 @@ class PipelineRunner:
         except Exception:  # noqa: BLE001 - see the docstring
             log.debug("columns not built ahead of the first batch", exc_info=True)
 
+    @functools.cached_property
+    def input_files(self) -> InputFiles:
+        """The input files read so far, as read: a file changed after it was read is reported (``input_files``)."""
+        return InputFiles(self.state_dir, hadoop_stat(self.spark))
+
+    def _check_input_files(self, batch_id: int | None = None) -> None:
+        """Note the files ``batch_id`` reads, report the input files changed since they were read, save the ledger."""
+        if batch_id is not None:
+            self.input_files.note_batch(self.state_dir / "checkpoints" / QUERY_NAME, batch_id)
+        found = self.input_files.check()
+        if found:
+            self.report.input_files_changed = [*self.report.input_files_changed, *found]
+        self.input_files.save()
+
+    @functools.cached_property
+    def source_lines(self) -> SourceLines:
+        """Puts each DLQ record's line number and line bytes in its DLQ row, after the pass."""
+        return SourceLines(self.plans, include_messages=self.spec.dead_letter_queue.include_messages)
+
     @property
     def dlq_may_hold_pending_reasons(self) -> bool:
         """A JSON source's rejected lines over ``parsing.short_line_limit`` get their reason after the pass
@@ -246,6 +271,7 @@ class PipelineRunner:
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         ctx = self._ctx = ProcessorContext(spec=self.spec)
+        self._check_input_files(batch_id)
         try:
             status, branches = self._plan_batch(batch, ctx)
             at = utc_now_iso()
@@ -372,6 +398,8 @@ class PipelineRunner:
     def _run(self) -> RunReport:
         try:
             self._setup()
+            self.report.input_files_changed = self.input_files.repeat_known()  # never silent across a restart
+            self._check_input_files()  # before the query: its batches check from their own thread
             query = self.query = self._start_query()
         except BaseException as exc:  # noqa: BLE001 - reported, then re-raised as RunFailed
             stage, component_id, component_type = self.stage.where
@@ -402,6 +430,7 @@ class PipelineRunner:
         if self.failure is not None:
             self._fail(self.failure)
             raise RunFailed(self.failure)
+        self._check_input_files()  # a file appended after its batch, during this run
         self.report.status = STATUS_STOPPED if self.stop_reason else STATUS_SUCCEEDED
         self.report.ended_at = utc_now_iso()
         if self.stop_reason:

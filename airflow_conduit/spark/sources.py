@@ -312,13 +312,35 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
     return SourceRecords(plan, single_source=single_source, keep_originals=keep_originals).of(batch)
 
 
+def is_csv_file(spec: SourceSpec) -> bool:
+    return spec.plugin == "file" and _setting(spec, "format", "json") == "csv"
+
+
+def _without_cr(line: Column) -> Column:
+    """A DLQ record's line without the ``\\r`` of a CRLF ending (the DLQ keeps it; the reader did not see it)."""
+    return F.regexp_replace(line, r"\r$", "")
+
+
+def _replayed_csv_line(plan: SourcePlan, raw: Column) -> Column:
+    """A CSV source's DLQ record (its line, byte for byte) parsed as the source's reader parsed it."""
+    schema = parsing.reader_schema(plan.schema)
+    ddl = ", ".join(f"{C.quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": parsing.CORRUPT, "sep": csv_separator(plan.spec)}
+    return F.from_csv(_without_cr(raw), ddl, options)
+
+
 def _record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
     """The select list of ``records`` (after ``SEQ`` and, with ``origin_in_columns``, the origin columns)."""
     if plan.parser == "kafka":
         return kafka_source.record_columns(plan, keep_originals=keep_originals)
     where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
     raw = F.col(C.RAW)
-    if plan.parser == "generator":  # also a DLQ replay's payloads, parsed with their source's limit
+    if plan.parser == "generator" and is_csv_file(plan.spec):  # a DLQ replay's payloads of a CSV source
+        parsed = _replayed_csv_line(plan, raw)
+        value_of = lambda name: parsed[name]  # noqa: E731
+        failed = raw.isNotNull() & (parsed.isNull() | parsed[parsing.CORRUPT].isNotNull())
+        error = parsing.csv_error(_without_cr(raw), value_of, failed, plan.schema, separator=csv_separator(plan.spec), **where)
+    elif plan.parser == "generator":  # also a DLQ replay's payloads, parsed with their source's limit
         limit = json_max_string_length(plan.spec)
         parsed = parsing.from_json_text(raw, plan.schema, max_string_length=limit)
         value_of = lambda name: parsed[name]  # noqa: E731

@@ -128,7 +128,7 @@ def test_only_the_dlq_entry_and_the_flags_cross_into_one_task_per_core(spark, tm
     assert {"source_id", "source_file", "source_position", "exception_class", "exception_message"} <= set(entry_fields[0])
 
 
-def test_positions_are_record_numbers_in_the_file_and_csv_counts_its_header(spark, tmp_path):
+def test_positions_are_line_numbers_in_the_file_counting_blank_lines_and_the_csv_header(spark, tmp_path):
     folder = tmp_path / "json"
     folder.mkdir()
     (folder / "gaps.json").write_text(good(1) + "\n\n" + "{bad\n" + "   \n" + good(2) + "\n" + "[1, 2]\n")
@@ -142,8 +142,9 @@ def test_positions_are_record_numbers_in_the_file_and_csv_counts_its_header(spar
     code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
     assert code == 0, report.error
     got = sorted((r["source_id"], r["source_position"], r["source_split_start"], r["record"]) for r in read_json_rows(spark, tmp_path / "dlq"))
-    # blank lines are not records: "{bad" is the 2nd record of gaps.json, "[1, 2]" the 4th
-    assert got == [("csv", 3, 0, "2,b,oops"), ("csv", 5, 0, "x,d,4.0"), ("json", 2, 0, "{bad"), ("json", 4, 0, "[1, 2]")]
+    # blank lines are not records, yet they are lines: "{bad" is the 2nd record of gaps.json on line 3, "[1, 2]"
+    # the 4th on line 6 (tests/spark/test_dlq_source_lines.py checks CRLF, headers and bytes against sed)
+    assert got == [("csv", 3, 0, "2,b,oops"), ("csv", 5, 0, "x,d,4.0"), ("json", 3, 0, "{bad"), ("json", 6, 0, "[1, 2]")]
 
 
 def test_commit_markers_are_pruned_to_the_latest_batches(spark, tmp_path, monkeypatch):
@@ -157,6 +158,40 @@ def test_commit_markers_are_pruned_to_the_latest_batches(spark, tmp_path, monkey
     for dest in ("out", "dead-letter-queue"):
         assert sorted(p.name for p in (tmp_path / "state" / "commits" / dest).iterdir()) == ["2", "3"]
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [0, 1, 2, 3]
+
+
+def test_a_commit_marker_writer_killed_mid_write_leaves_a_temp_file_that_the_next_run_removes(spark, tmp_path):
+    """A real SIGKILL of a process inside the marker writer (its JSON encoding blocked) leaves ``.<batch>.*.tmp``
+    beside the markers; the next run deletes it and keeps every real marker."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    state = tmp_path / "state"
+    write_lines(tmp_path / "in", "0.json", [good(0)])
+    spec = pipeline("leftovers", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    assert execute(spark, spec, state_dir=state, run_id="r1")[0] == 0
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from airflow_conduit.spark.commits import CommitLog\n"
+        "class Slow:\n"
+        "    def __str__(self):\n"
+        "        print('writing', flush=True); time.sleep(600); return ''\n"
+        "import airflow_conduit.spark.commits as c\n"
+        "c.utc_now_iso = Slow\n"
+        f"CommitLog({str(state)!r}).mark('out', 7, rows=1, run_id='killed')\n"
+    )], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "writing"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=60)
+    leftovers = list((state / "commits" / "out").glob(".7.*.tmp"))
+    assert len(leftovers) == 1 and not (state / "commits" / "out" / "7").exists()
+
+    write_lines(tmp_path / "in", "1.json", [good(1)])
+    assert execute(spark, spec, state_dir=state, run_id="r2")[0] == 0
+    assert not list((state / "commits").rglob("*.tmp"))
+    assert sorted(p.name for p in (state / "commits" / "out").iterdir()) == ["0", "1"]
 
 
 def test_what_a_custom_processor_cached_is_released_when_the_batch_ends(spark, tmp_path, monkeypatch):

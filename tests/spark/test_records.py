@@ -136,9 +136,9 @@ def test_csv_lines_that_are_not_utf8_go_to_the_dlq_naming_the_field(spark, tmp_p
     assert sorted(dlq) == [3, 5]  # line numbers (the header is line 1)
     assert all(r["exception_class"] == "airflow_conduit.spark.InvalidUtf8Error" for r in dlq.values())
     assert "as U+FFFD in field(s) name " in dlq[3]["exception_message"]
-    assert json.loads(dlq[3]["record"])["name"] == "caf\ufffd"  # kept as decoded (documented)
+    assert base64.b64decode(dlq[3]["record"]) == lines[2]  # the line's bytes, base64-encoded (they are not UTF-8)
     assert "as U+FFFD at character 6 of the line" in dlq[5]["exception_message"]
-    assert dlq[5]["record"] == "4,n4,4\ufffd"
+    assert base64.b64decode(dlq[5]["record"]) == lines[4]
     assert report.totals["read"] == 4 and report.totals["dlq"] == 2
 
 

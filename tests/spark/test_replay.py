@@ -67,8 +67,12 @@ def test_replay_after_a_schema_fix_moves_records_to_the_lake_exactly_once(spark,
     assert len(dlq) == 4  # the DLQ row of the replay written once, not once per attempt
     assert (back["record"], back["source_position"], back["replay_count"]) == ("{broken", 4, 1)
 
-    # a second replay never takes the replayed records again: only the one that went back to the DLQ
+    # a second replay never takes the replayed records again, nor the one that went back to the DLQ under this
+    # same spec (it would fail the same way); forced, it takes that one
     second = replay(spark, fixed, state_dir=state)
+    assert (second.replay, second.selected) == (None, 0)
+    assert second.skipped == {"already replayed": 3, "spec unchanged since it failed": 1}
+    second = replay(spark, fixed, state_dir=state, force=True)
     assert (second.selected, second.passed, second.still_failing) == (1, 0, 1)
     assert second.skipped == {"already replayed": 3}
     assert lake_ids() == [1, 2, 3, 5]
@@ -202,3 +206,89 @@ def test_a_record_over_the_size_limit_is_replayed_once_the_limit_is_raised_and_a
     assert done.skipped == {"a line that is not UTF-8 (its payload is its bytes, base64-encoded)": 1}
     lake = {r["id"]: r for r in read_json_rows(spark, tmp_path / "lake")}
     assert sorted(lake) == [1, 2] and lake[2]["name"] == "x" * 300
+
+
+def _yaml_spec(path, tmp_path, schema):
+    path.write_text(f"""version: "1"
+pipeline:
+  id: settle
+  sources:
+    - {{id: in, plugin: file, settings: {{path: {tmp_path / 'in'}, format: json, schema: "{schema}"}}}}
+  destinations:
+    - {{id: lake, plugin: file, settings: {{path: {tmp_path / 'lake'}}}}}
+  dead-letter-queue: {{plugin: file, settings: {{path: {tmp_path / 'dlq'}}}, window-size: 0}}
+""")
+    return path
+
+
+def test_a_replay_that_cannot_change_an_outcome_writes_nothing_and_one_after_a_fix_moves_the_fixed_records_once(spark, tmp_path):
+    """The replay rule: a record is taken again only once the spec that decides its fate changed since it failed.
+
+    Unchanged spec: nothing is written (no DLQ copies, no destination batch folder, no replay folder) and the CLI
+    says why, its dry run shows the same. After a real fix (a schema change), the fixed records reach the lake
+    exactly once across a SIGKILL of the replay, and a further replay with the fixed spec writes nothing again.
+    """
+    from airflow_conduit.pipeline import load_pipeline
+
+    state = tmp_path / "state"
+    write_lines(tmp_path / "in", "a.json", [_line(1), _line(2, "A2"), _line(3, "B3"), "{broken", _line(5)])
+    strict = _yaml_spec(tmp_path / "strict.yaml", tmp_path, STRICT)
+    fixed = _yaml_spec(tmp_path / "fixed.yaml", tmp_path, FIXED)
+    code, report = execute(spark, load_pipeline(strict), state_dir=state, run_id="r1")  # as `run` loads it
+    assert code == 0 and report.totals["dlq"] == 3
+    lake_ids = lambda: sorted(r["id"] for r in read_json_rows(spark, tmp_path / "lake"))  # noqa: E731
+    dlq_rows = lambda: read_json_rows(spark, tmp_path / "dlq")  # noqa: E731
+
+    dry = replay(spark, load_pipeline(strict), state_dir=state, dry_run=True)
+    assert dry.selected == 0 and dry.skipped == {"spec unchanged since it failed": 3}
+    out = _cli(strict, state)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("nothing to replay; not taken: spec unchanged since it failed: 3"), out.stdout
+    assert len(dlq_rows()) == 3 and lake_ids() == [1, 5]
+    assert not (tmp_path / "lake" / "batch_id=-1").exists() and not (tmp_path / "dlq" / "batch_id=-1").exists()
+    assert not (state / "replays").exists()
+
+    # the fix, replayed and killed (SIGKILL) after the DLQ committed the replay's batch, before the lake did
+    crash = json.dumps({"crash_after_destination": {"destination": "dead-letter-queue", "batch": 1}})
+    out = _cli(fixed, state, "--faults", crash)
+    assert out.returncode in (-9, 137), (out.returncode, out.stderr[-3000:])
+    out = _cli(fixed, state)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("replay 1 (batch -1, resumed): 3 record(s): written[lake=2]"), out.stdout
+    assert "COLUMN_ALREADY_EXISTS" not in out.stdout + out.stderr  # the DLQ's batch_id is read from its rows only
+    assert lake_ids() == [1, 2, 3, 5]  # each fixed record once
+    assert [(r["record"], r["replay_count"]) for r in dlq_rows() if r["batch_id"] == -1] == [("{broken", 1)]
+
+    # settled: the fixed spec cannot change the last record's outcome
+    out = _cli(fixed, state)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith(
+        "nothing to replay; not taken: already replayed: 3, spec unchanged since it failed: 1"), out.stdout
+    assert len(dlq_rows()) == 4 and lake_ids() == [1, 2, 3, 5]
+    assert not (tmp_path / "lake" / "batch_id=-2").exists() and not (tmp_path / "dlq" / "batch_id=-2").exists()
+
+
+def test_csv_records_keep_their_line_and_are_replayed_as_csv_lines_after_a_fix(spark, tmp_path):
+    """A CSV source's DLQ records hold their lines (CRLF kept), the one a rule dropped as well as the one the
+    parser refused; a replay parses them as the source does (separator, schema)."""
+    from spark_helpers import proc
+
+    state = tmp_path / "state"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(b"id;name;code\r\n1;n1;7\r\n2;n2;-3\r\n3;n3;x\r\n")
+
+    def spec(condition, schema):
+        source = file_source(folder, fmt="csv", schema=schema, separator=";")
+        return pipeline("csv-replay", [source], [file_dest(tmp_path / "lake", did="lake")],
+                        processors=[proc("quality", "expect", rules=[{"name": "ok", "condition": condition, "action": "drop"}])],
+                        dlq=dlq_file(tmp_path / "dlq", size=0))
+
+    code, report = execute(spark, spec("code > 0", STRICT), state_dir=state, run_id="r1")
+    assert code == 0 and report.totals["dlq"] == 2
+    dead = {r["source_position"]: r["record"] for r in read_json_rows(spark, tmp_path / "dlq")}
+    assert dead == {3: "2;n2;-3\r", 4: "3;n3;x\r"}  # line numbers count the header; the lines as they are
+    done = replay(spark, spec("code <> '0'", FIXED), state_dir=state)  # the fix: any code but 0; codes are text
+    assert (done.selected, done.passed, done.still_failing) == (2, 2, 0)
+    lake = {r["id"]: r for r in read_json_rows(spark, tmp_path / "lake")}
+    assert sorted(lake) == [1, 2, 3] and (lake[2]["code"], lake[3]["code"], lake[3]["name"]) == ("-3", "x", "n3")

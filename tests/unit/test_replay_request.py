@@ -22,6 +22,11 @@ def test_request_round_trips_as_the_jobs_replay_argument():
     request = ReplayRequest(ReplayFilter(rules=("positive",), until="2026-11-02T00:00:00.000000Z"), dry_run=True)
     assert ReplayRequest.from_json(request.to_json()) == request
     assert ReplayRequest.from_json('{"filters": {}, "dry_run": "False"}') == ReplayRequest()
+    forced = ReplayRequest(force=True)
+    assert ReplayRequest.from_json(forced.to_json()) == forced and '"force": true' in forced.to_json()
+    assert "force" not in ReplayRequest().to_json()  # a job of an earlier version reads it unchanged
+    with pytest.raises(ReplayRequestError, match="force"):
+        ReplayRequest.from_json('{"force": "sometimes"}')
 
 
 @pytest.mark.parametrize(

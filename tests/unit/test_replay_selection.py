@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_conduit.pipeline.model import DestinationSpec, PipelineSpec, SourceSpec
+from airflow_conduit.pipeline.model import DestinationSpec, PipelineSpec, ProcessorSpec, SourceSpec
 from airflow_conduit.spark.replay import ReplayFilter, identity, select
 
 SPEC = PipelineSpec(
@@ -40,9 +40,35 @@ def test_filters_select_by_stage_component_class_rule_batch_and_time():
 
 def test_replayed_records_and_unreplayable_ones_are_not_taken_and_are_counted_by_reason():
     taken = _row(1)
-    rows = [taken, _row(2, record=None), _row(3, source_id="gone"), _row(4, source_id="csv-in"),
-            _row(5, source_id="csv-in", stage="processor"), _row(6)]
+    rows = [taken, _row(2, record=None), _row(3, source_id="gone"), _row(4, source_id="csv-in", record="4,x,1.0"),
+            _row(5, source_id="csv-in", stage="processor", record="5,y,2.0"), _row(6),
+            _row(7, exception_class="airflow_conduit.spark.InvalidUtf8Error")]
     chosen, skipped = select(rows, SPEC, {identity(taken)}, ReplayFilter())
-    assert [r["source_position"] for r in chosen] == [5, 6]  # a CSV record a processor failed has a JSON payload
+    assert [r["source_position"] for r in chosen] == [4, 5, 6]  # CSV lines are parsed as CSV again
     assert skipped == {"already replayed": 1, "no payload (include-messages was false)": 1,
-                       "its source is no longer in the spec": 1, "a CSV line (payloads are replayed as JSON)": 1}
+                       "its source is no longer in the spec": 1,
+                       "a line that is not UTF-8 (its payload is its bytes, base64-encoded)": 1}
+
+
+def test_a_record_is_taken_again_only_when_its_sources_spec_changed_since_it_failed_or_when_forced():
+    import dataclasses
+
+    from airflow_conduit.pipeline.fingerprint import spec_fingerprints
+    from airflow_conduit.spark.replay import UNCHANGED
+
+    before = spec_fingerprints(SPEC)
+    rows = [_row(1), _row(2, source_id="csv-in")]
+    failed_under = lambda row: before[row["source_id"]]  # noqa: E731 - both failed under SPEC
+    chosen, skipped = select(rows, SPEC, set(), ReplayFilter(), failed_under)
+    assert chosen == [] and skipped == {UNCHANGED: 2}
+    assert len(select(rows, SPEC, set(), ReplayFilter(), failed_under, force=True)[0]) == 2
+    assert len(select(rows, SPEC, set(), ReplayFilter(), lambda row: None)[0]) == 2  # unknown: taken
+
+    fixed_json = dataclasses.replace(SPEC, sources=(
+        SourceSpec("in", "file", {"path": "/in", "format": "json", "schema": "id BIGINT"}), SPEC.sources[1]))
+    chosen, skipped = select(rows, fixed_json, set(), ReplayFilter(), failed_under)
+    assert [r["source_id"] for r in chosen] == ["in"] and skipped == {UNCHANGED: 1}
+    moved = dataclasses.replace(SPEC, sources=(SourceSpec("in", "file", {"path": "/elsewhere", "format": "json"}), SPEC.sources[1]))
+    assert select(rows, moved, set(), ReplayFilter(), failed_under)[0] == []  # where the files are decides no fate
+    with_rule = dataclasses.replace(SPEC, processors=(ProcessorSpec("q", "expect", {"rules": []}),))
+    assert len(select(rows, with_rule, set(), ReplayFilter(), failed_under)[0]) == 2  # pipeline processors: every source

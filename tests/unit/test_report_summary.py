@@ -27,3 +27,6 @@ def test_a_replay_reports_its_totals_and_a_pipeline_without_rules_has_no_rule_co
     assert replay_totals_text(summary["replay"]) == (
         "replay 2 (batch -2): replayed=5 now passing[lake=4] filtered=0 still failing=1 skipped as already replayed=3")
     assert replay_totals_text({"replay": None, "skipped_already_replayed": 3}) == "nothing to replay; 3 skipped as already replayed"
+    settled = {"replay": None, "skipped_already_replayed": 3, "skipped": {"already replayed": 3, "spec unchanged since it failed": 2}}
+    assert replay_totals_text(settled) == ("nothing to replay; 3 skipped as already replayed, 2 skipped as their spec is "
+                                           "unchanged since they failed (force takes them)")

@@ -1,0 +1,156 @@
+"""Input files that changed after they were read: found, reported and repeated, never silent.
+
+Spark's file source reads a file once, by name (its checkpoint's source log
+keeps each file's path and the modification time it was listed with): lines
+appended to a file it already read are never read. The runner keeps, per
+file it read, its modification time and size as read
+(``STATE_DIR/input-files/read.json``), and at each batch and when a run
+starts and ends compares them with the file now. A file whose size or
+modification time changed is an **input file changed** finding
+(``INPUT_FILE_CHANGED``): a WARN line in the driver log naming the file and
+the byte range not processed, an entry in the run report
+(``input_files_changed``) and in ``STATE_DIR/input-files/changed.json``,
+which every later run reports again (driver log and report) until the file
+is removed from it. The bytes are not processed: deliver files complete
+(write elsewhere, then move or rename into the folder) and deliver missing
+lines as a new file (docs/pipelines.md, delivering input files).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import unquote, urlparse
+
+from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+FOLDER = "input-files"
+CODE = "INPUT_FILE_CHANGED"
+Stat = Callable[[str], "tuple[int, int] | None"]  # uri -> (size, modification time in ms), None when gone
+
+
+def local_stat(uri: str) -> tuple[int, int] | None:
+    """(size, mtime in ms) of a local file, None when it is gone; a remote one goes through ``hadoop_stat``."""
+    parsed = urlparse(uri)
+    try:
+        st = os.stat(unquote(parsed.path))
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_mtime_ns // 1_000_000
+
+
+def hadoop_stat(spark) -> Stat:
+    """``local_stat`` for local files, Hadoop's FileSystem (through the driver's JVM) for the others."""
+    def stat(uri: str) -> tuple[int, int] | None:
+        if urlparse(uri).scheme in ("", "file"):
+            return local_stat(uri)
+        jvm = spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(uri)
+        fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        if not fs.exists(path):
+            return None
+        status = fs.getFileStatus(path)
+        return int(status.getLen()), int(status.getModificationTime())
+
+    return stat
+
+
+def source_log_entries(checkpoint: Path, batch_id: int) -> list[dict[str, Any]]:
+    """The files Spark's file sources listed for ``batch_id`` (``sources/<n>/<batch>[.compact]``: path, timestamp)."""
+    out: list[dict[str, Any]] = []
+    root = checkpoint / "sources"
+    if not root.is_dir():
+        return out
+    for source in sorted(root.iterdir()):
+        for name in (str(batch_id), f"{batch_id}.compact"):
+            path = source / name
+            if not path.is_file():
+                continue
+            for line in path.read_text(encoding="utf-8").splitlines()[1:]:  # line 1 is the log's version
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("batchId") == batch_id and entry.get("path"):
+                    out.append(entry)
+    return out
+
+
+def _finding(uri: str, read: dict[str, Any], now: tuple[int, int], at: str) -> dict[str, Any]:
+    size_now, mtime_now = now
+    read_bytes = read.get("size")
+    return {
+        "file": uri, "batch_id": read.get("batch_id"), "read_bytes": read_bytes, "read_mtime_ms": read.get("mtime_ms"),
+        "size_now": size_now, "mtime_now_ms": mtime_now, "detected_at": at,
+    }
+
+
+def describe(finding: dict[str, Any]) -> str:
+    """The WARN line of a finding: the file, what was read and the byte range not processed."""
+    read, now = finding.get("read_bytes"), finding.get("size_now")
+    if read is not None and now > read:
+        what = f"grew from {read:,} to {now:,} bytes: bytes {read:,}..{now:,} (end excluded) were not processed"
+    elif read is not None and now != read:
+        what = f"was rewritten ({read:,} bytes read, {now:,} now): its new content was not processed"
+    else:
+        what = "was modified after it was read: what changed was not processed"
+    return (f"{CODE}: input file {finding['file']} (read in batch {finding.get('batch_id')}) {what}; Spark's file source "
+            "reads a file once: deliver files complete (write elsewhere, then move into the folder) and deliver "
+            "missing lines as a new file")
+
+
+class InputFiles:
+    """The files a pipeline read, as read, and the ones that changed since (see the module docstring)."""
+
+    def __init__(self, state_dir: Path, stat: Stat = local_stat):
+        self.folder = Path(state_dir) / FOLDER
+        self.stat = stat
+        self.read: dict[str, dict[str, Any]] = read_json(self.folder / "read.json") or {}
+        self.changed: dict[str, dict[str, Any]] = read_json(self.folder / "changed.json") or {}
+
+    def note_batch(self, checkpoint: Path, batch_id: int) -> None:
+        """Remember the files ``batch_id`` reads, with the size they had when Spark listed them (when the file is
+        unchanged since: its modification time is still the listed one)."""
+        for entry in source_log_entries(checkpoint, batch_id):
+            uri = entry["path"]
+            if uri in self.read:
+                continue
+            now = self.stat(uri)
+            listed = int(entry.get("timestamp") or 0)
+            size = now[0] if now is not None and now[1] == listed else None
+            self.read[uri] = {"batch_id": batch_id, "mtime_ms": listed, "size": size}
+
+    def check(self) -> list[dict[str, Any]]:
+        """Files changed since they were read and not reported yet (each is also kept in ``changed``)."""
+        found: list[dict[str, Any]] = []
+        at = utc_now_iso()
+        for uri, read in self.read.items():
+            if uri in self.changed:
+                continue
+            now = self.stat(uri)
+            if now is None:  # moved away or deleted after it was read (archiving read files is fine): nothing lost
+                continue
+            if now[1] == read.get("mtime_ms") and (read.get("size") is None or now[0] == read["size"]):
+                continue
+            finding = _finding(uri, read, now, at)
+            self.changed[uri] = finding
+            found.append(finding)
+            log.warning(describe(finding))
+        return found
+
+    def repeat_known(self) -> list[dict[str, Any]]:
+        """The changes found by earlier runs, logged again (a restart is never silent about them)."""
+        for finding in self.changed.values():
+            log.warning("%s (found earlier, at %s)", describe(finding), finding.get("detected_at"))
+        return list(self.changed.values())
+
+    def save(self) -> None:
+        if not (self.read or self.changed):
+            return
+        write_json_atomic(self.folder / "read.json", self.read)
+        write_json_atomic(self.folder / "changed.json", self.changed)

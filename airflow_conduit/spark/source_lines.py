@@ -1,0 +1,359 @@
+"""A DLQ record's line in its source file: its physical line number and its bytes, found after the pass.
+
+Spark's JSON and CSV readers do not say where a record was in its file: the
+pass knows only a record's index among the records of its file split (its
+index in the split's partition). Records are the reader's lines that are not
+blank (Hadoop's line reader splits on ``\\n``, ``\\r\\n`` and a lone ``\\r``;
+a JSON line of JSON whitespace only, a CSV line of bytes <= space only, makes
+no record; a CSV file's first non-blank line is its header), so after a
+blank line the index is no longer the line number, and the reader's text of
+a line has lost its ``\\r``.
+
+So, for the DLQ's records only, after the pass, each file that holds one is
+read again up to its last DLQ record and the records are counted as the
+reader counted them: that gives the physical line number (what ``sed -n Np``
+prints: lines end at ``\\n`` only) and the line's bytes as they are in the
+file (CRLF kept). Good records carry nothing for it; files without DLQ
+records are not read.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+from urllib.parse import unquote, urlparse
+
+try:  # installed with PySpark's SQL extras; without it, a slower loop (see _Lines)
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy is in this project's environment
+    _np = None
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from airflow_conduit.spark.sources import SourcePlan, csv_header
+
+JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
+CSV_BLANK = bytes(range(33))  # Java's String.trim: a CSV line of these makes no record
+CHUNK = 64 << 20  # a file is read in pieces of about this size, each ending at a line end
+log = logging.getLogger(__name__)
+
+KEYS = ("source_id", "source_file", "source_split_start", "source_position")
+
+
+@dataclass(frozen=True)
+class LineRules:
+    """How one source's reader turns lines into records."""
+
+    blank: bytes
+    header: bool  # the file's first non-blank line is not a record (CSV with a header)
+
+    def first_position(self, split: int) -> int:
+        """The pass's ``source_position`` of a split's first record (``sources._position``)."""
+        return 1 + (1 if self.header and split == 0 else 0)
+
+
+def rules_of(plan: SourcePlan) -> LineRules | None:
+    """The line rules of a file source read line by line (json, csv); None for the others."""
+    if plan.parser == "json":
+        return LineRules(JSON_BLANK, header=False)
+    if plan.parser == "csv":
+        return LineRules(CSV_BLANK, header=csv_header(plan.spec))
+    return None
+
+
+def _reader_lines(line: bytes) -> list[bytes]:
+    """The reader's lines within one physical line (split on a lone ``\\r``; a final ``\\r`` is CRLF's)."""
+    if b"\r" not in line:
+        return [line]
+    parts = line.split(b"\r")
+    if parts[-1] == b"":
+        parts.pop()
+    return parts or [b""]
+
+
+def _skip_first_reader_line(data: bytes, start: int) -> int:
+    """Where a split starting at ``start`` > 0 begins reading (Hadoop drops the line it starts in)."""
+    at = min((i for i in (data.find(b"\n", start), data.find(b"\r", start)) if i >= 0), default=len(data))
+    if data[at:at + 2] == b"\r\n":
+        return at + 2
+    return at + 1
+
+
+def _is_blank(part: bytes, blank: bytes) -> bool:
+    return not part or (part[0] in blank and not part.strip(blank))
+
+
+class _Lines:
+    """The physical lines of a chunk (the bytes between ``\\n``): how many, one line's bytes, and which lines hold
+    other than exactly one of the reader's records (``exceptions``).
+
+    With numpy (installed with PySpark's SQL extras) the line ends are found in C and a line is looked at in
+    Python only when it may be blank (empty, or starting with a blank byte): a Python loop over every line of
+    a large file cost about a second per 200 MB. Without numpy, that loop.
+    """
+
+    def __init__(self, chunk: bytes):
+        self.chunk = chunk
+        if _np is None:
+            self._lines = chunk.split(b"\n")
+            if self._lines and self._lines[-1] == b"":
+                self._lines.pop()
+            self.count = len(self._lines)
+            return
+        self._bytes = _np.frombuffer(chunk, dtype=_np.uint8)
+        newlines = _np.flatnonzero(self._bytes == 0x0A)
+        self._ends = newlines if chunk.endswith(b"\n") or not chunk else _np.append(newlines, len(chunk))
+        self._starts = _np.concatenate(([0], newlines + 1))[: len(self._ends)]
+        self.count = len(self._ends)
+
+    def __getitem__(self, index: int) -> bytes:
+        if _np is None:
+            return self._lines[index]
+        return self.chunk[int(self._starts[index]):int(self._ends[index])]
+
+    def _maybe_blank(self, blank: bytes) -> Iterator[int]:
+        if _np is None:
+            yield from range(self.count)
+            return
+        if not self.count:
+            return
+        lengths = self._ends - self._starts
+        first = self._bytes[_np.minimum(self._starts, len(self.chunk) - 1)]  # an empty line's is the next line's
+        candidates = (lengths == 0) | _np.isin(first, _np.frombuffer(blank, dtype=_np.uint8))
+        yield from (int(i) for i in _np.flatnonzero(candidates))
+
+    def _has_lone_cr(self) -> bool:
+        """Whether a ``\\r`` ends a reader's line inside a physical line (not CRLF's, not the file's last byte)."""
+        if b"\r" not in self.chunk:
+            return False
+        if _np is None:
+            return any(b"\r" in line[:-1] for line in self._lines)
+        ends = self._ends[self._ends > self._starts]
+        line_final = int(_np.count_nonzero(self._bytes[ends - 1] == 0x0D))
+        return int(_np.count_nonzero(self._bytes == 0x0D)) > line_final
+
+    def exceptions(self, blank: bytes) -> Iterator[tuple[int, int]]:
+        """(line index, number of records on it) for the lines that hold other than one record, in order."""
+        if not self._has_lone_cr():
+            for index in self._maybe_blank(blank):
+                if _is_blank(self[index], blank):
+                    yield index, 0
+            return
+        for index in range(self.count):
+            n = sum(1 for part in _reader_lines(self[index]) if not _is_blank(part, blank))
+            if n != 1:
+                yield index, n
+
+
+def locate(chunks: Iterator[bytes], rules: LineRules, wanted: set[int]) -> dict[int, tuple[int, bytes]]:
+    """record index in the file (0-based, as the reader counts from the file's start) -> (line number, line bytes).
+
+    ``chunks``: the file in pieces that end at a line end. Reads only as far as the last wanted record.
+    """
+    found: dict[int, tuple[int, bytes]] = {}
+    if not wanted:
+        return found
+    shift = 1 if rules.header else 0  # the header counts as record 0 here
+    targets = sorted(w + shift for w in wanted)
+    t = 0
+    first_line = 0  # index in the file of the chunk's first line
+    record = 0  # the reader's number of the next record
+    for chunk in chunks:
+        lines = _Lines(chunk)
+        line = 0  # walk the exceptions; between them, one record per line
+        for index, n in [*lines.exceptions(rules.blank), (lines.count, None)]:
+            plain_end = record + (index - line)  # records on lines line .. index-1, one each
+            while t < len(targets) and targets[t] < plain_end:
+                at = line + (targets[t] - record)
+                found[targets[t] - shift] = (first_line + at + 1, lines[at])
+                t += 1
+            record, line = plain_end, index
+            if n is None:
+                break
+            while t < len(targets) and targets[t] < record + n:  # several records on one line (a lone \r)
+                found[targets[t] - shift] = (first_line + index + 1, lines[index])
+                t += 1
+            record, line = record + n, index + 1
+        if t >= len(targets):
+            break
+        first_line += lines.count
+    return found
+
+
+def as_record(line: bytes) -> str:
+    """The line as the DLQ's ``record``: its text, or base64 of its bytes when they are not UTF-8 (as the pass
+    keeps a JSON line that is not UTF-8)."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return base64.b64encode(line).decode("ascii")
+
+
+# -- reading files ----------------------------------------------------------------------------------------
+
+
+def _local_path(uri: str) -> str | None:
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return unquote(parsed.path)
+    return None
+
+
+def _local_chunks(path: str, start: int = 0) -> Iterator[bytes]:
+    """The file from byte ``start`` in pieces of about ``CHUNK`` bytes, each ending at a line end."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        rest = b""
+        while True:
+            block = f.read(CHUNK)
+            if not block:
+                if rest:
+                    yield rest
+                return
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                rest = block
+                continue
+            rest = block[cut:]
+            yield block[:cut]
+
+
+def _local_split_start(path: str, split: int) -> tuple[int, int, int]:
+    """Where a split starting at ``split`` > 0 reads its first record, how many ``\\n`` come before it, and where
+    that record's physical line starts (before it when a lone ``\\r`` ended the line Hadoop's reader dropped).
+    Read without holding the file."""
+    with open(path, "rb") as f:
+        newlines, pos, line_start = 0, 0, 0
+        while pos < split:
+            block = f.read(min(CHUNK, split - pos))
+            if not block:
+                return pos, newlines, line_start
+            newlines += block.count(b"\n")
+            last = block.rfind(b"\n")
+            if last >= 0:
+                line_start = pos + last + 1
+            pos += len(block)
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                return pos, newlines, pos
+            at = min((i for i in (block.find(b"\n"), block.find(b"\r")) if i >= 0), default=-1)
+            if at < 0:
+                pos += len(block)
+                continue
+            end = pos + at + 1
+            if block[at:at + 1] == b"\n":
+                return end, newlines + 1, end
+            following = block[at + 1:at + 2] or f.read(1)
+            return (end + 1, newlines + 1, end + 1) if following == b"\n" else (end, newlines, line_start)
+
+
+def _local_bytes(path: str, start: int, end: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(end - start)
+
+
+def _hadoop_bytes(spark: SparkSession, uri: str) -> bytes:
+    """A file of any Hadoop file system (s3a, hdfs, ...) read whole through the driver's JVM."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    stream = fs.open(path)
+    try:
+        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+    finally:
+        stream.close()
+
+
+def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int, set[int]]) -> dict[tuple[int, int], tuple[int, bytes]]:
+    """(split start, index in the split) -> (line number, line bytes), for the wanted records of one file.
+
+    A local file is read in pieces, up to its last wanted record; a file of another file system whole.
+    """
+    out: dict[tuple[int, int], tuple[int, bytes]] = {}
+    local = _local_path(uri)
+    data: bytes | None = None
+    for split, indices in wanted.items():
+        if local is not None:
+            start, before, line_start = (0, 0, 0) if split == 0 else _local_split_start(local, split)
+            chunks = _local_chunks(local, start)
+            head = _local_bytes(local, line_start, start) if line_start < start else b""
+        else:
+            data = data if data is not None else _hadoop_bytes(spark, uri)
+            start = 0 if split == 0 else _skip_first_reader_line(data, split)
+            before = data.count(b"\n", 0, start)
+            chunks = iter([data[start:]])
+            head = data[data.rfind(b"\n", 0, start) + 1:start]
+        split_rules = rules if split == 0 else LineRules(rules.blank, header=False)  # a header is at the file's start
+        found = locate(chunks, split_rules, indices)
+        # a record on the split's first line, when that line began before the split's first record: its whole line
+        out.update({(split, i): (number + before, head + line if number == 1 else line) for i, (number, line) in found.items()})
+    return out
+
+
+# -- the DLQ rows -----------------------------------------------------------------------------------------
+
+_RESOLVED = T.StructType([
+    T.StructField("source_id", T.StringType()),
+    T.StructField("source_file", T.StringType()),
+    T.StructField("source_split_start", T.LongType()),
+    T.StructField("source_position", T.LongType()),
+    T.StructField("__ac_line", T.LongType()),
+    T.StructField("__ac_line_text", T.StringType()),
+])
+
+
+class SourceLines:
+    """Puts each DLQ record's physical line number and its line's bytes in its DLQ row (``apply``)."""
+
+    def __init__(self, plans: list[SourcePlan], *, include_messages: bool):
+        self.rules = {p.id: r for p in plans if (r := rules_of(p)) is not None}
+        self.include_messages = include_messages
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.rules)
+
+    def resolve(self, spark: SparkSession, keys: list[tuple]) -> list[tuple]:
+        """``KEYS`` of DLQ rows -> the same keys with the line number and the line's text (rows not found: left out)."""
+        per_file: dict[tuple[str, str], dict[int, set[int]]] = {}
+        for source_id, file, split, position in keys:
+            rules = self.rules.get(source_id)
+            if rules is None or file is None or position is None:
+                continue
+            split = int(split or 0)
+            index = int(position) - rules.first_position(split)
+            per_file.setdefault((source_id, file), {}).setdefault(split, set()).add(index)
+        out: list[tuple] = []
+        for (source_id, file), wanted in per_file.items():
+            rules = self.rules[source_id]
+            try:
+                found = read_lines(spark, file, rules, wanted)
+            except Exception as exc:  # noqa: BLE001 - gone or unreadable since the pass: the reader's numbers stay
+                log.warning("DLQ records of %s keep the reader's record numbers and text: the file cannot be read "
+                            "again (%s: %s)", file, type(exc).__name__, exc)
+                continue
+            for (split, index), (number, line) in found.items():
+                position = index + rules.first_position(split)
+                out.append((source_id, file, split, position, number, as_record(line)))
+        return out
+
+    def apply(self, spark: SparkSession, rows: DataFrame, keys: list[tuple]) -> DataFrame:
+        """``rows`` (the DLQ's columns) with ``source_position`` = the line number and ``record`` = the line."""
+        if not self.needed:
+            return rows
+        resolved = self.resolve(spark, keys)
+        if not resolved:
+            return rows
+        lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
+        joined = rows.join(F.broadcast(lines), on=list(KEYS), how="left")
+        found = F.col("__ac_line").isNotNull()
+        replaced = {"source_position": F.coalesce(F.col("__ac_line"), F.col("source_position"))}
+        if self.include_messages:
+            replaced["record"] = F.when(found, F.col("__ac_line_text")).otherwise(F.col("record"))
+        return joined.select(*[replaced.get(c, F.col(c)).alias(c) for c in rows.columns])

@@ -1,0 +1,79 @@
+"""An input file that changed after it was read is reported, never silent: at the next batch, run or restart.
+
+Spark's file source reads a file once, by name; the runner reports the bytes it did not process (docs/pipelines.md,
+delivering input files). Real runner, real local Spark, real files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from airflow_conduit.pipeline.report import RunReport, report_path
+from airflow_conduit.spark.runner import execute
+from spark_helpers import dlq_file, file_dest, file_source, good, pipeline, read_json_rows, write_lines
+
+pytestmark = pytest.mark.spark
+
+
+def test_lines_appended_to_a_file_already_read_are_reported_with_their_byte_range_and_again_after_a_restart(
+    spark, tmp_path, caplog
+):
+    state = tmp_path / "state"
+    spec = pipeline("appends", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    first = write_lines(tmp_path / "in", "a.json", [good(1), good(2)])
+    read_size = first.stat().st_size
+    code, report = execute(spark, spec, state_dir=state, run_id="r1")
+    assert code == 0 and report.totals["read"] == 2 and not report.input_files_changed
+
+    with first.open("a") as f:  # appended after it was read: Spark's file source never reads it again
+        f.write(good(3) + "\n")
+    grown = first.stat().st_size
+    write_lines(tmp_path / "in", "b.json", [good(4)])
+    caplog.set_level(logging.WARNING, logger="airflow_conduit.spark.input_files")
+    code, report = execute(spark, spec, state_dir=state, run_id="r2")
+    assert code == 0 and report.totals["read"] == 1
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2, 4]  # line 3 not processed...
+    [found] = report.input_files_changed  # ...and said so, in the report
+    assert found["file"].endswith("/in/a.json") and found["batch_id"] == 0
+    assert (found["read_bytes"], found["size_now"]) == (read_size, grown)
+    on_disk = RunReport.read(report_path(state, "r2"))
+    assert on_disk.input_files_changed == [found]
+    warned = [r.getMessage() for r in caplog.records if "INPUT_FILE_CHANGED" in r.getMessage()]
+    assert len(warned) == 1 and f"bytes {read_size:,}..{grown:,} (end excluded) were not processed" in warned[0]
+    assert "a.json" in warned[0] and "move into the folder" in warned[0]
+
+    caplog.clear()  # a restart with nothing new still says it; a file archived after it was read is no finding
+    (tmp_path / "in" / "b.json").rename(tmp_path / "b.json.done")
+    code, report = execute(spark, spec, state_dir=state, run_id="r3")
+    assert code == 0 and [f["file"] for f in report.input_files_changed] == [found["file"]]
+    assert any("INPUT_FILE_CHANGED" in r.getMessage() and "found earlier" in r.getMessage() for r in caplog.records)
+    assert json.loads((state / "input-files" / "changed.json").read_text())[found["file"]]["size_now"] == grown
+
+
+def test_a_file_appended_while_the_run_goes_on_is_reported_by_that_run(spark, tmp_path):
+    """Appended after its batch, before the run ends (continuous pipelines: the next batch or the run's end sees it)."""
+    state = tmp_path / "state"
+    spec = pipeline("appends-live", [file_source(tmp_path / "in", **{"max-files-per-trigger": 1})],
+                    [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    first = write_lines(tmp_path / "in", "a.json", [good(1)])
+    write_lines(tmp_path / "in", "b.json", [good(2)])
+    size = first.stat().st_size
+
+    def append_after_the_first_batch(runner):
+        process = runner._process_batch
+
+        def batch_then_append(batch, batch_id):
+            process(batch, batch_id)
+            if batch_id == 0:
+                with first.open("a") as f:
+                    f.write(good(3) + "\n")
+
+        runner._process_batch = batch_then_append
+
+    code, report = execute(spark, spec, state_dir=state, run_id="r1", on_runner=append_after_the_first_batch)
+    assert code == 0 and report.totals["read"] == 2
+    [found] = report.input_files_changed
+    assert found["file"].endswith("/in/a.json") and (found["read_bytes"], found["size_now"]) == (size, first.stat().st_size)

@@ -1,0 +1,99 @@
+"""Where a DLQ record's line is: the reader's record numbers mapped to physical lines, against a plain model.
+
+The model counts as Spark's readers do, line by line (Hadoop's lines end at \\n, \\r\\n or a lone \\r; a blank
+one makes no record; a CSV header is the first non-blank line); ``locate`` must agree with it on every record
+of random files mixing those, read whole or in small pieces. The Spark test (tests/spark/test_dlq_source_lines.py)
+checks the same against sed on a real run.
+"""
+
+from __future__ import annotations
+
+import random
+
+from airflow_conduit.spark.source_lines import CSV_BLANK, JSON_BLANK, LineRules, locate
+
+
+def _model(data: bytes, rules: LineRules) -> dict[int, tuple[int, bytes]]:
+    out, record = {}, (-1 if rules.header else 0)
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        parts = line.split(b"\r")
+        if len(parts) > 1 and parts[-1] == b"":
+            parts.pop()
+        for part in parts:
+            if part.strip(rules.blank):
+                if record >= 0:
+                    out[record] = (number, line)
+                record += 1
+    return out
+
+
+def _pieces(data: bytes, size: int):
+    """``data`` in pieces of about ``size`` bytes, each ending at a line end (as the file reader gives them)."""
+    start = 0
+    while start < len(data):
+        cut = data.find(b"\n", start + size)
+        end = len(data) if cut < 0 else cut + 1
+        yield data[start:end]
+        start = end
+
+
+import pytest
+
+from airflow_conduit.spark import source_lines
+
+
+@pytest.mark.parametrize("with_numpy", [True, False])
+def test_locate_agrees_with_the_readers_count_on_random_files(with_numpy, monkeypatch):
+    if not with_numpy:
+        monkeypatch.setattr(source_lines, "_np", None)
+    rng = random.Random(7)
+    parts = [b'{"a": 1}', b"", b"   ", b"\t", b"x,y", b"caf\xc3\xa9", b"\r", b'{"b": 2}\r', b"a\rb", b"a\r\rb\r", b"\x0c", b" \r ", b"a\r\r", b"\r\r"]
+    for trial in range(300):
+        data = b"\n".join(rng.choice(parts) for _ in range(rng.randint(0, 40)))
+        data += rng.choice([b"", b"\n", b"\r\n"])
+        for rules in (LineRules(JSON_BLANK, False), LineRules(CSV_BLANK, True), LineRules(CSV_BLANK, False)):
+            expected = _model(data, rules)
+            wanted = set(expected) | {len(expected) + 3}  # one past the end: not found
+            for size in (1 << 20, 7, 1):
+                assert locate(_pieces(data, size), rules, wanted) == expected, (trial, data, rules, size)
+            some = set(rng.sample(sorted(expected), min(3, len(expected))))
+            assert locate(_pieces(data, 5), rules, some) == {k: expected[k] for k in some}
+
+
+def _reader_lines_from(data: bytes, after: int) -> list[tuple[int, bytes]]:
+    """(physical line number, physical line) of the reader's non-blank lines starting after byte ``after``."""
+    out, pos, number = [], 0, 1
+    for physical in data.split(b"\n"):
+        part_start = pos
+        parts = physical.split(b"\r")
+        for i, part in enumerate(parts):
+            if i == len(parts) - 1 and part == b"" and len(parts) > 1:
+                break  # CRLF's \r (or a \r at the end of the file)
+            if part_start > after and part.strip(JSON_BLANK):
+                out.append((number, physical))
+            part_start += len(part) + 1
+        pos += len(physical) + 1
+        number += 1
+    if data.endswith(b"\n") and out and out[-1][0] == number - 1 and out[-1][1] == b"":
+        out.pop()
+    return out
+
+
+def test_a_split_of_a_large_file_counts_its_records_from_its_first_whole_line_and_its_lines_from_the_file_start(tmp_path, monkeypatch):
+    rng = random.Random(11)
+    parts = [b'{"a": 1}', b"", b"  ", b'{"b": 22}\r', b"x\ry", b"\r"]
+    path = tmp_path / "big.json"
+    for trial in range(200):
+        data = b"\n".join(rng.choice(parts) for _ in range(rng.randint(1, 30))) + b"\n"
+        path.write_bytes(data)
+        split = rng.randint(1, len(data))
+        expected = dict(enumerate(_reader_lines_from(data, split)))
+        wanted = {split: set(range(len(expected) + 2))}
+        got = source_lines.read_lines(None, f"file:{path}", LineRules(JSON_BLANK, False), wanted)
+        assert {i: v for (s, i), v in got.items()} == expected, (trial, data, split)
+        monkeypatch.setattr(source_lines, "_hadoop_bytes", lambda spark, uri: data)  # another file system: read whole
+        got = source_lines.read_lines(None, "s3a://bucket/big.json", LineRules(JSON_BLANK, False), wanted)
+        assert {i: v for (s, i), v in got.items()} == expected, (trial, data, split)
