@@ -11,6 +11,7 @@
   PostgreSQL's ``ON CONFLICT`` when ``key`` is set) and the staging table
   dropped. The target gets a ``_conduit_batch_id`` column. A crash before the
   commit leaves the target untouched; after it, the re-run replaces the rows.
+- delta: a Delta Lake table, exactly once by Delta's idempotent transactions (``delta_sink.py``).
 - log: each record is logged on the driver at ``level`` (secrets redacted).
   A log cannot be rolled back: a crash between logging and the commit marker
   logs that batch again (at least once).
@@ -33,6 +34,7 @@ LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARN
 
 class Destination:
     carries_a_pass = True  # its write is one action over the batch (an observation on it sees every row)
+    answers_commits = False  # True: ``committed`` reads the target itself and no commit marker is kept
 
     def __init__(self, spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any]):
         self.spark = spark
@@ -42,6 +44,10 @@ class Destination:
 
     def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def committed(self, batch_id: int) -> bool | None:
+        """Whether batch ``batch_id`` is in the target, when the target can tell (None: ask the commit marker)."""
+        return None
 
 
 class FileDestination(Destination):
@@ -146,6 +152,11 @@ def make_destination(
     spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any], secret_values: tuple[str, ...] = ()
 ) -> Destination:
     plugin = plugin.removeprefix("builtin:")
-    dest = PLUGINS[plugin](spark, component_id, plugin, settings)
+    if plugin == "delta":  # its own module (it imports this one)
+        from airflow_conduit.spark.delta_sink import DeltaDestination
+
+        dest = DeltaDestination(spark, component_id, plugin, settings)
+    else:
+        dest = PLUGINS[plugin](spark, component_id, plugin, settings)
     dest.secret_values = secret_values
     return dest
