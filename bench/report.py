@@ -391,7 +391,7 @@ What each step adds to the one below it (paired differences of the same repetiti
 
 {profile_text}
 Reading it: with its DLQ write, observation and nack window all removed, the runner takes {fmt_summary(bound)} × b,
-{verdict}. docs/architecture.md (the tenth session) has the reasoning.
+{verdict}. docs/architecture.md (the data path) says why each step stays.
 """
     return text, [["1c. (upper bound) a/b without the DLQ write; without DLQ write, observation and window",
                    f"{fmt_summary(r['ratio_to_b']['a_without_dlq'])}; {fmt_summary(bound)}",

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "airflow_conduit.cli.run_cmd",  # run PIPELINE.yaml --state-dir DIR
     "airflow_conduit.cli.recovery_cmd",  # recovery simulate ...
     "airflow_conduit.cli.dlq_cmd",  # dlq replay PIPELINE.yaml --state-dir DIR
+    "airflow_conduit.cli.schema_cmd",  # schema (the spec's JSON Schema)
 )
 
 

@@ -6,18 +6,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperatorLink
 
-XCOM_JOB = "conduit_job"  # the current job handle (spark_ui inside)
-XCOM_DLQ = "conduit_dlq"  # where the DLQ is (file URL or a description)
-
-
-def plugin_page(page: str, ti_key: Any) -> str:
-    """A same-origin link to the UI plugin's page for this task instance (airflow_conduit/plugins)."""
-    from urllib.parse import urlencode
-
-    from airflow_conduit.plugins.conduit_ui import APP_PREFIX, _base_path
-
-    query = {"dag_id": ti_key.dag_id, "run_id": ti_key.run_id, "task_id": ti_key.task_id, "map_index": ti_key.map_index}
-    return f"{_base_path()}{APP_PREFIX}/{page}?{urlencode(query)}"
+from airflow_conduit.plugins.urls import plugin_page
 
 
 class SparkUILink(BaseOperatorLink):

@@ -33,12 +33,13 @@ from airflow_conduit.hooks.backends.lease import LeaseHeld
 from airflow_conduit.hooks.backends.standalone import MasterUnavailable, RestSubmissionError
 from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
 from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
+from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_DLQ, XCOM_JOB, XCOM_STATE
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, safe_run_id
 from airflow_conduit.utils.recovery_config import resolve_recovery_options
-from airflow_conduit.operators.links import XCOM_DLQ, XCOM_JOB, DeadLetterQueueLink, SparkUILink, dlq_location
+from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink, dlq_location
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 from airflow_conduit.triggers.pipeline import EVENT_STATUSES, BackoffTrigger, SparkPipelineTrigger, record_stopped
@@ -46,9 +47,6 @@ from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable
 
 # A submission that could not happen now: retried by the recovery engine like a failed run.
 SUBMISSION_FAILURES = (PreviousRunAlive, LeaseHeld, RestSubmissionError, MasterUnavailable, httpx.HTTPError, OSError)
-STORE_KEY = "conduit_recovery"  # task_state_store key of the session carry
-XCOM_STATE = "pipeline_state"
-XCOM_AUDIT = "audit_log"
 AUDIT_IN_MESSAGE = 5  # audit events quoted in a degraded task's error message
 
 

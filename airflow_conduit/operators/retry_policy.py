@@ -26,8 +26,7 @@ from typing import Any, Mapping
 from airflow.sdk.definitions.retry_policy import RetryDecision, RetryPolicy
 
 from airflow_conduit.recovery.classify import classify
-from airflow_conduit.recovery.options import RecoveryOptions
-from airflow_conduit.recovery.policies import policy_for
+from airflow_conduit.recovery.options import RecoveryOptions, policy_for
 
 # SparkSubmitHook.submit: "Cannot execute: <cmd>. Error code is: 1." (the spark-submit exit code)
 _SPARK_SUBMIT_EXIT = re.compile(r"Error code is: (-?\d+)")

@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from airflow_conduit.recovery.totals import totals_text  # noqa: F401 - the report's totals on one line
+
 STATUS_STARTING = "starting"
 STATUS_RUNNING = "running"
 STATUS_SUCCEEDED = "succeeded"
@@ -43,12 +45,6 @@ def utc_now_iso() -> str:
 def report_path(state_dir: str | os.PathLike[str], run_id: str) -> Path:
     """STATE_DIR/runs/<run-id>/report.json (docs/architecture.md, state directory)."""
     return Path(state_dir) / "runs" / run_id / "report.json"
-
-
-def totals_text(totals: dict[str, Any]) -> str:
-    """A report's totals on one line, as the task log and the CLI show them: read=.. written[..] filtered=.. dlq=.."""
-    written = ", ".join(f"{dest}={n}" for dest, n in sorted((totals.get("written") or {}).items())) or "0"
-    return f"read={totals.get('read', 0)} written[{written}] filtered={totals.get('filtered', 0)} dlq={totals.get('dlq', 0)}"
 
 
 def replay_totals_text(replay: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessE
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow_conduit.plugins import pages, records
-from airflow_conduit.plugins.conduit_ui import APP_PREFIX, _base_path
+from airflow_conduit.plugins.urls import APP_PREFIX, base_path
 from airflow_conduit.plugins.state_view import log_tail
 from airflow_conduit.plugins.view import overview_row, pipeline_page
 
@@ -40,7 +40,7 @@ ReadRuns = Depends(requires_access_dag("GET", DagAccessEntity.RUN))
 
 
 def links() -> pages.Links:
-    return pages.Links(_base_path(), APP_PREFIX)
+    return pages.Links(base_path(), APP_PREFIX)
 
 
 def _map_index(value: str | None) -> int:

@@ -12,17 +12,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-APP_PREFIX = "/conduit"  # keep in step with plugins/app.py (not imported here: see LazyApp)
-TI_QUERY = "dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}"
-
-
-def _base_path() -> str:
-    from urllib.parse import urlparse
-
-    from airflow.configuration import conf
-
-    base = conf.get("api", "base_url", fallback="/") or "/"
-    return (urlparse(base).path if base.startswith(("http://", "https://")) else base).rstrip("/")
+from airflow_conduit.plugins.urls import APP_PREFIX, TI_QUERY, base_path
 
 
 class LazyApp:
@@ -76,4 +66,4 @@ def external_views(base: str) -> list[dict]:
 class ConduitUIPlugin(AirflowPlugin):
     name = "airflow_conduit"
     fastapi_apps = [{"app": LazyApp(), "url_prefix": APP_PREFIX, "name": "airflow-conduit pipelines"}]
-    external_views = external_views(_base_path())
+    external_views = external_views(base_path())

@@ -21,15 +21,11 @@ from airflow.models.renderedtifields import RenderedTaskInstanceFields
 from airflow.models.task_state_store import TaskStateStoreModel
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
-from airflow_conduit.operators.links import XCOM_DLQ, XCOM_JOB
+from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_DLQ, XCOM_JOB, XCOM_STATE, XCOM_SUMMARY
 from airflow_conduit.plugins.state_view import Redactor, run_prefix
 
-# The operator's records (airflow_conduit/operators/pipeline.py); tests/integration/test_ui_plugin.py
-# checks them against a real run, so a rename there fails here loudly instead of emptying the views.
-XCOM_STATE = "pipeline_state"
-XCOM_AUDIT = "audit_log"
-XCOM_SUMMARY = "return_value"
-STORE_KEY = "conduit_recovery"
+# What the operator records (airflow_conduit/names.py); tests/integration/test_ui_plugin.py reads them
+# back from a real run, so a record the operator stops writing fails there instead of emptying the views.
 PIPELINE_XCOMS = (XCOM_STATE, XCOM_AUDIT, XCOM_SUMMARY, XCOM_JOB, XCOM_DLQ)
 
 

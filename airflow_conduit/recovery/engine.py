@@ -33,8 +33,8 @@ from airflow_conduit.recovery.classify import Classification, classify
 from airflow_conduit.recovery.clock import Clock, SystemClock, clock_text, parse_iso
 from airflow_conduit.recovery.durations import format_duration
 from airflow_conduit.recovery.errors import InvalidTransition
-from airflow_conduit.recovery.options import RecoveryOptions
-from airflow_conduit.recovery.policies import Counting, RestartPolicy, jittered_delay, policy_for
+from airflow_conduit.recovery.options import RecoveryOptions, policy_for
+from airflow_conduit.recovery.policies import Counting, RestartPolicy, jittered_delay
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 from airflow_conduit.recovery.state import (
     AUDIT_LIMIT,

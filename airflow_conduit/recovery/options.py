@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.errors import RecoveryConfigError
-from airflow_conduit.recovery.policies import POLICY_CLASSES, POLICY_NAMES, Counting
+from airflow_conduit.recovery.policies import POLICY_CLASSES, POLICY_NAMES, Counting, RestartPolicy, build_policy
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 
 POLICIES = POLICY_NAMES  # exponential (Conduit), strimzi, fixed: recovery/policies.py
@@ -141,6 +141,11 @@ class RecoveryOptions:
 
 # hyphen option name -> dataclass field
 _OPTION_NAMES = {f.name.replace("_", "-"): f.name for f in fields(RecoveryOptions)}
+
+
+def policy_for(options: RecoveryOptions) -> RestartPolicy:
+    """The strategy object of ``options.policy``, built from the option values it reads."""
+    return build_policy(options.policy, {f.name: getattr(options, f.name) for f in fields(options)})
 
 
 def canonical_key(key: str) -> str:

@@ -18,20 +18,19 @@ Policies:
   min-delay/max-delay/backoff-factor/max-retries-window options do not apply.
 - fixed: always ``min-delay``.
 
-A new policy is one class with a ``name``, registered in ``POLICY_CLASSES``.
+A new policy is one frozen dataclass with a ``name``, registered in ``POLICY_CLASSES``. Its fields are the
+options it reads, as plain values (``build_policy``); ``recovery.options.policy_for`` builds it from the options,
+so this module does not know the options type.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import Any, ClassVar, Mapping, Protocol
 
 from airflow_conduit.recovery.durations import format_duration
-
-if TYPE_CHECKING:
-    from airflow_conduit.recovery.options import RecoveryOptions
 
 STRIMZI_MAX_MINUTES = 60
 
@@ -46,9 +45,6 @@ class Counting(StrEnum):
 class RestartPolicy(Protocol):
     name: ClassVar[str]
     counting: ClassVar[Counting]
-
-    @classmethod
-    def from_options(cls, options: "RecoveryOptions") -> "RestartPolicy": ...
 
     def delay(self, attempt: int) -> float: ...
 
@@ -80,17 +76,6 @@ class _ConduitResets:
     reset_on_first_record: bool
     max_retries_window: float
 
-    @classmethod
-    def from_options(cls, options: "RecoveryOptions", **extra: object) -> "_ConduitResets":
-        return cls(
-            min_delay=options.min_delay,
-            max_delay=options.max_delay,
-            backoff_reset_after=options.backoff_reset_after,
-            reset_on_first_record=options.reset_on_first_record,
-            max_retries_window=options.max_retries_window,
-            **extra,
-        )
-
     def bounds(self) -> tuple[float, float]:
         return float(self.min_delay), float(self.max_delay)
 
@@ -112,10 +97,6 @@ class ExponentialBackoff(_ConduitResets):
     name: ClassVar[str] = "exponential"
 
     backoff_factor: float = 2
-
-    @classmethod
-    def from_options(cls, options: "RecoveryOptions", **extra: object) -> "ExponentialBackoff":
-        return super().from_options(options, backoff_factor=options.backoff_factor, **extra)
 
     def delay(self, attempt: int) -> float:
         _check_attempt(attempt)
@@ -152,11 +133,7 @@ class StrimziBackoff:
     """
 
     name: ClassVar[str] = "strimzi"
-    counting: ClassVar[Counting] = Counting.SINCE_RESET
-
-    @classmethod
-    def from_options(cls, options: "RecoveryOptions") -> "StrimziBackoff":
-        return cls()  # its own formula: no option shapes it
+    counting: ClassVar[Counting] = Counting.SINCE_RESET  # its own formula: no option shapes it, so no fields
 
     def delay(self, attempt: int) -> float:
         _check_attempt(attempt)
@@ -180,9 +157,10 @@ POLICY_CLASSES: dict[str, type] = {cls.name: cls for cls in (ExponentialBackoff,
 POLICY_NAMES: tuple[str, ...] = tuple(POLICY_CLASSES)
 
 
-def policy_for(options: "RecoveryOptions") -> RestartPolicy:
-    """The strategy object of ``options.policy``, built from the options it reads."""
-    return POLICY_CLASSES[options.policy].from_options(options)
+def build_policy(name: str, values: Mapping[str, Any]) -> RestartPolicy:
+    """The policy called ``name``, its fields taken from ``values`` (plain option values by field name)."""
+    cls = POLICY_CLASSES[name]
+    return cls(**{f.name: values[f.name] for f in fields(cls)})
 
 
 def jittered_delay(policy: RestartPolicy, attempt: int, *, jitter: float, seed: int, draw: int) -> float:

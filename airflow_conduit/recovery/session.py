@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from airflow_conduit.pipeline.report import totals_text
+from airflow_conduit.recovery.totals import totals_text
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.recovery.clock import SystemClock
 from airflow_conduit.recovery.engine import RecoveryEngine

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
@@ -35,7 +35,16 @@ from airflow_conduit.spark.parsing import PENDING_REASON
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
 
 if TYPE_CHECKING:
-    from airflow_conduit.spark.runner import PipelineRunner
+    from pyspark.sql import SparkSession
+
+    from airflow_conduit.pipeline.model import PipelineSpec
+    from airflow_conduit.pipeline.report import RunReport
+    from airflow_conduit.spark.commits import CommitLog
+    from airflow_conduit.spark.destinations import Destination
+    from airflow_conduit.spark.dlq import PendingReasons
+    from airflow_conduit.spark.sources import SourcePlan
+    from airflow_conduit.spark.stage import StageTracker
+    from airflow_conduit.spark.window import WindowStore
 
 DLQ_COLLECT_LIMIT = 50_000  # nacked records per batch gathered in the first pass (bounded driver memory)
 PARTITION_BINS = 10_000  # histogram_numeric is exact up to this many distinct partitions
@@ -60,7 +69,7 @@ def in_tasks_per_core(status: DataFrame) -> DataFrame:
     the wide columns a DLQ record is built from (the error struct, the rejected text, the source id)
     are folded into one struct that is NULL for every good record; above it, only that, the flags,
     the sequence number, the observation's inputs (``BatchPass._observed_inputs``) and the destinations'
-    fields cross (docs/architecture.md, tasks).
+    fields cross (docs/architecture.md, the data path: one task per core).
     """
     return status.coalesce(status.sparkSession.sparkContext.defaultParallelism)
 
@@ -83,8 +92,39 @@ class PassResult:
     expectation_failed: Exception | None = None  # a fail rule failed in this batch (raised once it is committed)
 
 
+class BatchContext(Protocol):
+    """What a batch pass uses of the run it belongs to (``runner.PipelineRunner`` passes itself).
+
+    The pass moves ``stage`` as it writes, so that a failure is reported where it happened.
+    """
+
+    spark: "SparkSession"
+    spec: "PipelineSpec"
+    run_id: str
+    plans: "list[SourcePlan]"
+    keep_originals: bool
+    rules: list  # the expect processors' rules (spark/expectations.py)
+    destinations: "list[Destination]"
+    dlq: "Destination"
+    commits: "CommitLog"
+    windows: "WindowStore"
+    report: "RunReport"
+    stage: "StageTracker"
+    crash_hook: Callable[[str, int], None]  # called after each commit (fault injection in tests)
+
+    @property
+    def dlq_may_hold_pending_reasons(self) -> bool: ...
+
+    def committed(self, dest: "Destination", batch_id: int) -> bool: ...  # in the target already (marker or its own log)
+
+    def mark_committed(self, dest: "Destination", batch_id: int, rows: int) -> None: ...
+
+    @property
+    def pending_reasons(self) -> "PendingReasons": ...
+
+
 class BatchPass:
-    def __init__(self, runner: "PipelineRunner", status: DataFrame, branches: list[Branch], batch_id: int, at: str):
+    def __init__(self, runner: BatchContext, status: DataFrame, branches: list[Branch], batch_id: int, at: str):
         self.runner = runner
         self.status = status
         self.branches = branches
@@ -105,7 +145,7 @@ class BatchPass:
 
         ``min_by`` and ``histogram_numeric`` are imperative aggregates: an observation evaluates their inputs
         with Spark's interpreted evaluator for every record. As columns of the code-generated projection
-        below, what they evaluate is a column reference (docs/architecture.md, the data path: counts).
+        below, what they evaluate is a column reference (docs/architecture.md, the data path: the observation's inputs).
         """
         columns: dict[str, Column] = {}
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
@@ -165,10 +205,10 @@ class BatchPass:
         observed = status.observe(observation, *self._metrics(dlq_needed, window_needed=window_needed))
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
-            r._where = ("destination", dest.id, dest.plugin)
+            r.stage.at("destination", dest.id, dest.plugin)
             dest.write(branch.rows(observed), b)
         else:
-            r._where = ("runner", None, None)
+            r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
         metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",))  # the DLQ rows stay in the JVM
         counts = {"read": int(metrics["read"]), "nacked": int(metrics["nacked"]), "filtered": int(metrics["filtered"])}
@@ -179,7 +219,7 @@ class BatchPass:
             result.expectations = expectations.counts(r.rules, metrics)
             result.expectation_failed = expectations.first_failure(r.rules, metrics, b)
 
-        r._where = ("dlq", DEAD_LETTER_QUEUE_ID, r.dlq.plugin)
+        r.stage.at("dlq", DEAD_LETTER_QUEUE_ID, r.dlq.plugin)
         result.crossed, result.replayed, window = self._advance_window(metrics, counts, saved_window)
         if dlq_needed:
             result.dlq_written = self._write_dlq(metrics, counts["nacked"])
@@ -187,7 +227,7 @@ class BatchPass:
             result.already.append(DEAD_LETTER_QUEUE_ID)
         written_now: dict[str, int] = {}
         for position, (dest, branch) in enumerate(todo):
-            r._where = ("destination", dest.id, dest.plugin)
+            r.stage.at("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if (position > 0 or not dest.carries_a_pass) and n:
                 dest.write(branch.rows(in_tasks_per_core(self.status)), b)
@@ -195,7 +235,7 @@ class BatchPass:
             written_now[dest.id] = n
             r.crash_hook(dest.id, b)
         result.written = {d.id: written_now.get(d.id, 0) for d in r.destinations}
-        r._where = ("runner", None, None)
+        r.stage.reset()
         if window is not None:  # saved only once every write of the batch is committed
             r.windows.save(b, window, result.crossed)
         return result

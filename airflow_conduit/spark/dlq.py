@@ -148,8 +148,7 @@ class PendingReasons:
     """DLQ rows from the entries the pass gathered (``rows``): every pending reason worked out, the batch's own
     columns added. Its columns are built once per run, the reasons' only when a batch first has a pending one.
 
-    The reason expression is a few hundred Column calls, each a round trip to the JVM: ~0.3-0.5 s of driver
-    time. Only a rejected line over ``parsing.short_line_limit`` is pending (shorter ones get their reason in
+    The reason expression is a few hundred Column calls, each a round trip to the JVM. Only a rejected line over ``parsing.short_line_limit`` is pending (shorter ones get their reason in
     the pass), so most runs never build it.
     """
 

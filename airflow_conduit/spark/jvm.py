@@ -2,12 +2,11 @@
 
 Spark compiles each stage of a batch into one Java method (whole-stage code generation). The runner's
 first stage carries, per schema field, the field's value, its error checks and its DLQ context, so its
-method grows with the schema: 7,159 bytes of bytecode for benchmark 1's 5 fields, 12,789 for 25. HotSpot
-does not JIT-compile a method over 8,000 bytes (``-XX:+DontCompileHugeMethods``, on by default): the whole
-per-record loop of the pass then runs in the bytecode interpreter. Benchmark 1b (25 fields, 400,000
-records, docs/benchmarks.md): the runner took 2.08x plain Spark with the JVM's defaults, 1.67x with the
-option below. Spark's own fallback (``spark.sql.codegen.hugeMethodLimit=8000``, which gives up whole-stage
-code generation for such a stage) measured 2.0x once, against 1.61x for the option.
+method grows with the schema and passes HotSpot's size limit for JIT compilation at about ten fields
+(``-XX:+DontCompileHugeMethods``, on by default): the whole per-record loop of the pass would then run in
+the bytecode interpreter. Compiling it anyway is faster than Spark's own fallback
+(``spark.sql.codegen.hugeMethodLimit``, which gives up whole-stage code generation for such a stage);
+benchmark 1b (docs/benchmarks.md) compares the two.
 """
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ from airflow_conduit.spark.fates import Branch, with_branches, with_fates
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
 from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
+from airflow_conduit.spark.stage import StageTracker
 from airflow_conduit.spark.window import WindowStore
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ class PipelineRunner:
         self.failure: StructuredError | None = None
         self.crashed = False  # a SimulatedCrash stopped the query (tests)
         self._ctx: ProcessorContext | None = None
-        self._where: tuple[str, str | None, str | None] = ("runner", None, None)
+        self.stage = StageTracker()  # where the run is now: a failure is classified there
         self.plans: list[SourcePlan] = []
         self.query = None  # the StreamingQuery once started (its runId is the job group of every batch job)
         self.destinations: list[Destination] = []
@@ -155,10 +156,10 @@ class PipelineRunner:
         secrets = secret_values(self.spec)
         invalid = expectations.unparsable_rule(self.spark, self.spec, self.rules)
         if invalid is not None:
-            self._where = ("processor", invalid.rule.processor_id, expectations.PLUGIN)
+            self.stage.at("processor", invalid.rule.processor_id, expectations.PLUGIN)
             raise invalid
         for index, source in enumerate(self.spec.sources):
-            self._where = ("source", source.id, source.plugin)
+            self.stage.at("source", source.id, source.plugin)
             self.plans.append(
                 plan_source(self.spark, source, index, trigger_seconds=self.spec.trigger_interval_seconds, mode=self.spec.mode)
             )
@@ -175,9 +176,9 @@ class PipelineRunner:
         self.keep_originals = self.keep_originals or (dlq.include_messages and bool(self._fitting_destinations()))
         for dest in [*self.destinations, self.dlq]:
             if dest.plugin == "jdbc":
-                self._where = ("destination", dest.id, dest.plugin)
+                self.stage.at("destination", dest.id, dest.plugin)
                 ensure_driver_class(self.spark, str(dest.settings.get("driver", "org.postgresql.Driver")))
-        self._where = ("runner", None, None)
+        self.stage.reset()
 
     # -- destinations that keep their own commits (Delta) ---------------------------------------------------
 
@@ -199,10 +200,10 @@ class PipelineRunner:
         for setting_path, dest in [*placed, ("pipeline.dead-letter-queue", self.dlq)]:
             if not dest.answers_commits:
                 continue
-            self._where = ("dlq" if dest is self.dlq else "destination", dest.id, dest.plugin)
+            self.stage.at("dlq" if dest is self.dlq else "destination", dest.id, dest.plugin)
             dest.bind(lambda: self.txn_scope, spec_file=self.spec.source_file, setting_path=setting_path)
             dest.check_target()
-        self._where = ("runner", None, None)
+        self.stage.reset()
 
     def committed(self, dest: Destination, batch_id: int) -> bool:
         """Whether ``dest`` has batch ``batch_id``: its own answer (a Delta table's log), else its commit marker."""
@@ -287,7 +288,7 @@ class PipelineRunner:
             raise RuntimeError("simulated driver crash") from crash
         except BaseException as exc:  # noqa: BLE001 - classified here (Python context is lost once in the JVM)
             if self.failure is None and not self._stopping():
-                stage, component_id, component_type = self._where
+                stage, component_id, component_type = self.stage.where
                 if self._ctx is not None and self._ctx.where is not None:  # inside a processor
                     stage, component_id, component_type = self._ctx.where
                 self.failure = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
@@ -302,7 +303,7 @@ class PipelineRunner:
             result = BatchPass(self, status, branches, batch_id, at).run()
         finally:
             ctx.release()
-        self._where = ("runner", None, None)
+        self.stage.reset()
         counts = result.counts
         if result.generator_done:
             self.generator_done = True
@@ -315,10 +316,10 @@ class PipelineRunner:
             f" (already committed: {already})" if already else "",
         )
         if result.expectation_failed is not None and self._first_time_failed(batch_id, result.expectation_failed):
-            self._where = ("processor", result.expectation_failed.rule.processor_id, expectations.PLUGIN)
+            self.stage.at("processor", result.expectation_failed.rule.processor_id, expectations.PLUGIN)
             raise result.expectation_failed
         if result.crossed is not None and not result.replayed:
-            self._where = ("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
+            self.stage.at("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
             raise self._threshold_error(result.crossed, batch_id)
 
     def _plan_batch(self, batch: DataFrame, ctx: ProcessorContext) -> tuple[DataFrame, list[Branch]]:
@@ -326,12 +327,12 @@ class PipelineRunner:
         parts = []
         for source in self.source_records:
             plan = source.plan
-            self._where = ("source", plan.id, plan.spec.plugin)
+            self.stage.at("source", plan.id, plan.spec.plugin)
             parts.append(apply_processors(source.of(batch), plan.spec.processors, ctx))
         union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         union = apply_processors(union, self.spec.processors, ctx)
         union, branches = with_branches(union, self._destinations_as_planned(), ctx)
-        self._where = ("runner", None, None)
+        self.stage.reset()
         return with_fates(union, branches), branches
 
     def _record_batch(
@@ -424,7 +425,7 @@ class PipelineRunner:
             self._setup()
             query = self.query = self._start_query()
         except BaseException as exc:  # noqa: BLE001 - reported, then re-raised as RunFailed
-            stage, component_id, component_type = self._where
+            stage, component_id, component_type = self.stage.where
             error = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
             self._fail(error)
             raise RunFailed(error) from exc
@@ -446,7 +447,7 @@ class PipelineRunner:
             if self._stopping() and self.failure is None:
                 pass  # stopped on purpose; an interrupted batch is not committed and re-runs next time
             else:
-                error = self.failure or classify(lost_jvm_or(exc, self.spark), *self._where)
+                error = self.failure or classify(lost_jvm_or(exc, self.spark), *self.stage.where)
                 self._fail(error)
                 raise RunFailed(error) from exc
         if self.failure is not None:

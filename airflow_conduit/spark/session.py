@@ -21,15 +21,13 @@ POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
 
 # Settings of every session the runner builds (local or under spark-submit).
 # - PySpark's DataFrame debugging (on by default) wraps each Column call to send its Python call site to
-#   the JVM first: ~10 extra JVM round trips per call. A batch's plan is a few thousand Column calls, so
-#   it cost ~0.5 s of driver time per batch plan (measured: 2,400 -> 1,100 round trips, 0.8 s -> 0.3 s to
-#   build the DLQ's reason columns), while the call sites it records are the runner's own lines, which
-#   tell a user nothing: an error names the component (stage, id, plugin) instead.
+#   the JVM first, several extra JVM round trips per call; a batch's plan is thousands of Column calls. The
+#   call sites it records are the runner's own lines, which tell a user nothing: an error names the
+#   component (stage, id, plugin) instead.
 # - Catalyst's constraint propagation (``PruneFilters``, ``InferFiltersFromConstraints``) derives the
 #   constraints of every column of the batch's projections; with the per-field error and reason columns its
-#   cost grew exponentially with the number of schema fields (measured on 1,000 records: 5 fields 0.4 s,
-#   10 fields 1.2 s, 15 fields 14.6 s of planning and then the driver ran out of heap; 45 fields 0.4 s
-#   without it). It has little to work on in the runner's plans (processors mark records instead of dropping
+#   planning time grows exponentially with the number of schema fields (a wide schema runs the driver out
+#   of heap). It has little to work on in the runner's plans (processors mark records instead of dropping
 #   them; the only filter is a fate flag before each write), so it is off.
 SESSION_SETTINGS = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",

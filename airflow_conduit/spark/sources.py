@@ -276,8 +276,8 @@ def origin_position(plans: list[SourcePlan]) -> Column:
 
 
 class SourceRecords:
-    """``records`` for one source, its columns built once per run: they are ~700 Column calls, each a JVM
-    round trip (~0.3 s of driver time that every batch paid again)."""
+    """``records`` for one source, its columns built once per run: they are hundreds of Column calls, each a
+    JVM round trip, that every batch would pay again."""
 
     def __init__(self, plan: SourcePlan, *, single_source: bool, keep_originals: bool):
         self.plan = plan

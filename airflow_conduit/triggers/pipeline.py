@@ -45,8 +45,7 @@ def deferral_settle_seconds() -> float:
     """How long after its submission a run's end is held back in a triggerer before the trigger reports it.
 
     The worker that submitted and deferred can be reported finished only a heartbeat interval later
-    (``[workers] min_heartbeat_interval``, 5 s: the operator's deferring workloads took ~5.3 s in the
-    deployment tests). A trigger event within that time let the scheduler mark the task failed on the
+    (``[workers] min_heartbeat_interval``). A trigger event within that time let the scheduler mark the task failed on the
     deferral's late "success" (apache/airflow#67287, #72716: Airflow 3.3.2 forgives it only while the
     task is still scheduled). The margin covers the scheduler's loop. A Spark job rarely ends this early;
     one that does (a refused submission, a failure at start) is reported a few seconds later.

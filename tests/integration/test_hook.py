@@ -116,7 +116,7 @@ def test_killing_the_wrapper_kills_the_driver_and_frees_the_lease(tmp_path, tiny
     handle = tiny(tiny_job, tmp_path, "r1", {"sleep": 300})
     driver = job_pid(handle)
     wait_for(lambda: lease.is_held(lease.lease_path(tmp_path)), "the lease to be taken")
-    os.kill(handle["pid"], signal.SIGKILL)  # kill -9 the wrapper, as in issue 10
+    os.kill(handle["pid"], signal.SIGKILL)  # kill -9 the wrapper
     wait_for(lambda: not pid_alive(driver), "the driver to die with its wrapper")
     wait_for(lambda: not lease.is_held(lease.lease_path(tmp_path)), "the lease to be released")
     status = LocalBackend().status(handle)

@@ -306,7 +306,7 @@ async def test_on_kill_records_stopped_for_the_sensors(tmp_path, tiny_job):
     await wait_started(tmp_path, "running")
     session = RecoverySession(RecoveryOptions.from_mapping({}), pipeline_id="tiny")
     session.engine.on_failure({"code": 1100, "fatal": False, "message": "connection refused"})
-    session.engine.on_restarted()  # a recovering pipeline, as in issue 10
+    session.engine.on_restarted()  # a recovering pipeline
     session.current = handle
     StateDir(tmp_path).write_recovery(session.recovery_record({"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1}))
     assert StateDir(tmp_path).pipeline_state() == "recovering"

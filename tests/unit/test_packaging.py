@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import pkgutil
 import subprocess
@@ -76,3 +77,139 @@ def test_driver_wrapper_starts_without_airflow():
                "airflow_conduit.pipeline.state_store"]
     result = _import_with_blocked(modules, ["airflow", "pyspark"])
     assert result.returncode == 0, result.stderr
+
+
+# The layers, lowest first (docs/architecture.md, layers). A module imports from its own package or from a
+# lower layer, never from a higher one nor from another package of its own layer. "names" and "__init__"
+# are the package's leaf modules (airflow_conduit/names.py, airflow_conduit/__init__.py).
+LAYERS = (
+    ("__init__", "names"),
+    ("get_provider_info",),
+    ("recovery",),
+    ("pipeline",),
+    ("spark",),
+    ("hooks", "utils"),
+    ("triggers", "plugins"),
+    ("operators", "sensors"),
+    ("cli",),
+)
+RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
+
+
+def _module_files() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name, not ``.__init__``)."""
+    root = PACKAGE_DIR.parent
+    return {".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): path
+            for path in PACKAGE_DIR.rglob("*.py")}
+
+
+def _imported_modules(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package's modules that ``module`` imports anywhere in its text: top level, in functions, under
+    ``TYPE_CHECKING``. ``from package import name`` counts as importing the submodule when ``name`` is one."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return {name for name in found if name in known and name != module}
+
+
+def _import_graph() -> dict[str, set[str]]:
+    known = _module_files()
+    return {module: _imported_modules(module, path, known) for module, path in known.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph[succ]))))
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    return cycles
+
+
+def _part(module: str) -> str:
+    """The layer entry of a module: its subpackage (``recovery``), or the top-level module's own name."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _climbs(graph: dict[str, set[str]]) -> list[str]:
+    climbs = []
+    for module, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            here, there = _part(module), _part(target)
+            if here != there and RANK[there] >= RANK[here]:
+                climbs.append(f"{module} -> {target} ({here} is layer {RANK[here]}, {there} is layer {RANK[there]})")
+    return climbs
+
+
+def test_every_module_belongs_to_a_layer():
+    unplaced = sorted({_part(module) for module in _import_graph()} - set(RANK))
+    assert not unplaced, f"place these in LAYERS (and in docs/architecture.md, layers): {unplaced}"
+
+
+def test_no_import_cycles_between_modules():
+    cycles = _cycles(_import_graph())
+    assert not cycles, "import cycles (each list imports itself round): " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_import_climbs_a_layer():
+    """recovery/ below pipeline/ below spark/ below the Airflow shell: an import never goes up or sideways."""
+    climbs = _climbs(_import_graph())
+    assert not climbs, "imports that climb the layers:\n" + "\n".join(climbs)
+
+
+def test_cycle_and_climb_detection_sees_what_it_is_meant_to_see():
+    """The rules above would pass on an empty graph: check them on small graphs with a known answer."""
+    graph = {"airflow_conduit.recovery.a": {"airflow_conduit.recovery.b"},
+             "airflow_conduit.recovery.b": {"airflow_conduit.recovery.c"},
+             "airflow_conduit.recovery.c": {"airflow_conduit.recovery.a", "airflow_conduit.pipeline.d"},
+             "airflow_conduit.pipeline.d": set()}
+    assert _cycles(graph) == [["airflow_conduit.recovery.a", "airflow_conduit.recovery.b", "airflow_conduit.recovery.c"]]
+    assert _climbs(graph) == ["airflow_conduit.recovery.c -> airflow_conduit.pipeline.d (recovery is layer 2, pipeline is layer 3)"]
+    graph = _import_graph()
+    assert "airflow_conduit.recovery.policies" in graph["airflow_conduit.recovery.options"]  # a top-level import
+    assert "airflow_conduit.recovery.session" in graph["airflow_conduit.cli.run_cmd"]  # one inside a function
+    assert "airflow_conduit.plugins.app" in graph["airflow_conduit.plugins.conduit_ui"]  # one inside a method
+    assert "airflow_conduit.spark.stage" in graph["airflow_conduit.spark.batch_pass"]  # one under TYPE_CHECKING

@@ -150,7 +150,7 @@ def test_format_duration(seconds, text):
     assert parse_duration(text) == seconds
 
 
-# --- durations a user can type wrong (issue 10: IndexError, OverflowError) ---------------------------------------
+# --- durations a user can type wrong (no IndexError, no OverflowError) ------------------------------------------------
 
 
 @pytest.mark.parametrize("value", ["", "   ", "-", "+"])

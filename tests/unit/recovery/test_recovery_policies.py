@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_conduit.recovery import RecoveryOptions
+from airflow_conduit.recovery.options import policy_for
 from airflow_conduit.recovery.policies import (
     POLICY_CLASSES,
     Counting,
@@ -12,7 +13,6 @@ from airflow_conduit.recovery.policies import (
     FixedDelay,
     StrimziBackoff,
     jittered_delay,
-    policy_for,
 )
 
 

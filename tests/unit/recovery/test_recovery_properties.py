@@ -20,7 +20,8 @@ from airflow_conduit.recovery import (
     format_duration,
     parse_duration,
 )
-from airflow_conduit.recovery.policies import jittered_delay, policy_for
+from airflow_conduit.recovery.options import policy_for
+from airflow_conduit.recovery.policies import jittered_delay
 
 durations = st.integers(min_value=0, max_value=3 * 3600).map(float) | st.floats(min_value=0, max_value=600, allow_nan=False)
 
