@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_conduit.pipeline import model
-from airflow_conduit.pipeline.spec_durations import parse_duration
+from airflow_conduit.pipeline.spec_durations import parse_duration, parse_duration_bare_ms
 from airflow_conduit.pipeline.envvars import substitute
 from airflow_conduit.pipeline.problems import Problem, SpecError
 from airflow_conduit.pipeline.secrets import Secret, is_secret_key
@@ -109,11 +109,13 @@ class _Validator:
             return default
         return value
 
-    def duration(self, data: dict, key: str, path: Path, default: float, positive: bool = False) -> float:
+    def duration(self, data: dict, key: str, path: Path, default: float, positive: bool = False,
+                 bare_ms: bool = False) -> float:
+        """A duration (``bare_ms``: a number without a unit is milliseconds, as in Kafka Connect)."""
         if key not in data:
             return default
         try:
-            seconds = parse_duration(data[key])
+            seconds = (parse_duration_bare_ms if bare_ms else parse_duration)(data[key])
         except ValueError as exc:
             self.report(path + (key,), str(exc))
             return default
@@ -299,6 +301,7 @@ class _Validator:
         self.check_keys(data, path, DLQ_KEYS, "dead-letter-queue")
         plugin = self.plugin(data, path, "destination", default="log")
         settings = self.settings(data.get("settings"), path + ("settings",), "destination", plugin)
+        self.dlq_record_settings(plugin, settings, path + ("settings",))
         defaults = model.DeadLetterQueueSpec()
         return model.DeadLetterQueueSpec(
             plugin=plugin or defaults.plugin,
@@ -309,6 +312,15 @@ class _Validator:
             include_configs=self.boolean(data, "include-configs", path, defaults.include_configs),
         )
 
+    def dlq_record_settings(self, plugin: str | None, settings: dict[str, Any], path: Path) -> None:
+        """A Kafka DLQ record is the original record (its bytes, key, headers): the destination's record settings do not apply."""
+        if plugin != "kafka":
+            return
+        for key in ("key", "value", "headers", "header-fields"):
+            if key in settings:
+                self.report(path + (key,), "not a setting of a Kafka dead letter queue: a DLQ record keeps the original "
+                            "record's value, key and headers (docs/pipelines.md, Kafka DLQ)")
+
     def errors(self, raw: Any, path: Path) -> model.ErrorsSpec:
         data = self.mapping(raw, path, "errors") or {}
         self.check_keys(data, path, ERRORS_KEYS, "errors")
@@ -318,8 +330,10 @@ class _Validator:
         defaults = model.RetrySpec()
         return model.ErrorsSpec(
             retry=model.RetrySpec(
-                timeout_seconds=self.duration(retry, "timeout", retry_path, defaults.timeout_seconds),
-                delay_max_seconds=self.duration(retry, "delay.max", retry_path, defaults.delay_max_seconds, positive=True),
+                # Kafka Connect's keys, so a bare number is Connect's milliseconds (docs/pipelines.md)
+                timeout_seconds=self.duration(retry, "timeout", retry_path, defaults.timeout_seconds, bare_ms=True),
+                delay_max_seconds=self.duration(retry, "delay.max", retry_path, defaults.delay_max_seconds, positive=True,
+                                                bare_ms=True),
             )
         )
 

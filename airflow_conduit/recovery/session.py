@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from typing import Any
 
 from airflow_conduit.recovery.totals import totals_text
@@ -30,6 +31,15 @@ CARRY_VERSION = 1
 def safe_run_id(text: str) -> str:
     """A run id usable as a folder name (Airflow run ids hold ':' and '+')."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120] or "run"
+
+
+def unique_run_prefix(readable: str) -> str:
+    """``<readable>-<8 hex>``: the run id prefix of one session, unique whoever submits and whenever.
+
+    Two sessions on one state dir (two CLI runs in the same second, two DAGs with the same run id and
+    task id) must never share a run folder: its exit file and its processes' marker are the run's.
+    """
+    return f"{safe_run_id(readable)[:110]}-{uuid.uuid4().hex[:8]}"
 
 
 class RecoverySession:
@@ -97,7 +107,7 @@ class RecoverySession:
     @property
     def awaiting_first_record(self) -> bool:
         """Recovering and the restarted job has not written a record end to end yet (the watcher reports it)."""
-        return self.pipeline_state == "recovering" and self.engine.state.records_since_restart == 0
+        return self.engine.state.pipeline_state is PipelineState.RECOVERING and self.engine.state.records_since_restart == 0
 
     def recovery_record(self, owner: dict[str, Any], event: dict | None = None, carry: dict | None = None) -> dict:
         """The ``STATE_DIR/recovery.json`` record of this session (``StateDir.write_recovery``)."""
@@ -113,7 +123,14 @@ class RecoverySession:
 
     def next_run_id(self) -> str:
         self.submissions += 1
-        return f"{self.run_prefix}-s{self.submissions:02d}"
+        return self.run_id(self.submissions)
+
+    def run_id(self, submission: int) -> str:
+        return f"{self.run_prefix}-s{submission:02d}"
+
+    def run_ids(self) -> list[str]:
+        """The run ids of every submission of this session, first to last."""
+        return [self.run_id(n) for n in range(1, self.submissions + 1)]
 
     # -- timeline lines --------------------------------------------------------------------------
 
@@ -183,9 +200,9 @@ def apply_event(session: RecoverySession, event: dict[str, Any]) -> Step:
     written = records_written(report)
 
     if status == "running":  # first record end to end after a restart
-        before = session.pipeline_state
+        before = session.engine.state.pipeline_state
         session.engine.on_progress(written)
-        if before == "recovering" and session.pipeline_state == "running":
+        if before is PipelineState.RECOVERING and session.engine.state.pipeline_state is PipelineState.RUNNING:
             line = f"recovered: run {run_id} wrote its first records ({session.counts_line(report)})"
         else:
             line = f"running: run {run_id}, {session.counts_line(report)}"
@@ -198,7 +215,7 @@ def apply_event(session: RecoverySession, event: dict[str, Any]) -> Step:
         return Step(Action.DONE, [f"stopped: run {run_id} ({reason}), {session.counts_line(report)}"])
     if status == "succeeded":
         lines = []
-        was_recovering = session.pipeline_state == "recovering"
+        was_recovering = session.engine.state.pipeline_state is PipelineState.RECOVERING
         if written:
             session.engine.on_progress(written)
         if was_recovering:

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
+from airflow_conduit.spark.destinations import Destination
 from airflow_conduit.spark.dlq import dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from airflow_conduit.pipeline.model import PipelineSpec
     from airflow_conduit.pipeline.report import RunReport
     from airflow_conduit.spark.commits import CommitLog
-    from airflow_conduit.spark.destinations import Destination
     from airflow_conduit.spark.dlq import PendingReasons
     from airflow_conduit.spark.sources import SourcePlan
     from airflow_conduit.spark.stage import StageTracker
@@ -79,6 +79,11 @@ def _partition_of(seq):
     return F.shiftright(seq, PARTITION_SHIFT)
 
 
+def rows_for(dest: Destination, branch: Branch, status: DataFrame) -> DataFrame:
+    """What ``dest`` writes: the branch's records, with their read-order number when it dedups on it (Kafka)."""
+    return branch.rows(status, keep=(C.SEQ,) if dest.wants_record_id else ())
+
+
 @dataclass
 class PassResult:
     counts: dict[str, int]
@@ -111,6 +116,7 @@ class BatchContext(Protocol):
     report: "RunReport"
     stage: "StageTracker"
     crash_hook: Callable[[str, int], None]  # called after each commit (fault injection in tests)
+    crash_before_commit: Callable[[str, int], None]  # called after each write, before its commit (the same)
 
     @property
     def dlq_may_hold_pending_reasons(self) -> bool: ...
@@ -206,7 +212,7 @@ class BatchPass:
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r.stage.at("destination", dest.id, dest.plugin)
-            dest.write(branch.rows(observed), b)
+            dest.write(rows_for(dest, branch, observed), b)
         else:
             r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
@@ -230,7 +236,8 @@ class BatchPass:
             r.stage.at("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if (position > 0 or not dest.carries_a_pass) and n:
-                dest.write(branch.rows(in_tasks_per_core(self.status)), b)
+                dest.write(rows_for(dest, branch, in_tasks_per_core(self.status)), b)
+            r.crash_before_commit(dest.id, b)
             r.mark_committed(dest, b, n)
             written_now[dest.id] = n
             r.crash_hook(dest.id, b)
@@ -251,6 +258,7 @@ class BatchPass:
         except BaseException:
             r.report.add_counters(deadletterqueue_produce_failures=nacked)
             raise
+        r.crash_before_commit(DEAD_LETTER_QUEUE_ID, self.batch_id)
         r.mark_committed(r.dlq, self.batch_id, nacked)
         r.crash_hook(DEAD_LETTER_QUEUE_ID, self.batch_id)
         return nacked

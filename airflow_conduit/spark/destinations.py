@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.secrets import redact
-from airflow_conduit.spark.destination_base import Destination
+from airflow_conduit.spark.destination_base import Destination  # noqa: F401 - re-exported: callers import it here
 
 BATCH_COLUMN = "_conduit_batch_id"
 LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARNING, "error": logging.ERROR}
@@ -131,15 +131,24 @@ class LogDestination(Destination):
 PLUGINS = {"file": FileDestination, "jdbc": JdbcDestination, "log": LogDestination}
 
 
+def plugin_class(plugin: str, component_id: str) -> type[Destination]:
+    """The class writing ``plugin``; Kafka's module is imported only by pipelines that use it."""
+    if plugin == "kafka":
+        from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
+        from airflow_conduit.spark.kafka_sink import KafkaDeadLetterQueue, KafkaDestination
+
+        return KafkaDeadLetterQueue if component_id == DEAD_LETTER_QUEUE_ID else KafkaDestination
+    if plugin == "delta":
+        from airflow_conduit.spark.delta_sink import DeltaDestination
+
+        return DeltaDestination
+    return PLUGINS[plugin]
+
+
 def make_destination(
     spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any], secret_values: tuple[str, ...] = ()
 ) -> Destination:
     plugin = plugin.removeprefix("builtin:")
-    if plugin == "delta":  # its own module (it imports this one)
-        from airflow_conduit.spark.delta_sink import DeltaDestination
-
-        dest = DeltaDestination(spark, component_id, plugin, settings)
-    else:
-        dest = PLUGINS[plugin](spark, component_id, plugin, settings)
+    dest = plugin_class(plugin, component_id)(spark, component_id, plugin, settings)
     dest.secret_values = secret_values
     return dest

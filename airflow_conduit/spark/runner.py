@@ -132,6 +132,7 @@ class PipelineRunner:
         self.run_id = run_id
         self.faults = faults or {}
         self.crash_hook = faults_mod.crash_point(self.state_dir, self.faults, crash)
+        self.crash_before_commit = faults_mod.crash_point(self.state_dir, self.faults, crash, key="crash_before_commit")
         self.report = RunReport(pipeline_id=spec.id, run_id=run_id, status=STATUS_STARTING, started_at=utc_now_iso())
         self.report_file = report_path(self.state_dir, run_id)
         self.commits = CommitLog(self.state_dir)
@@ -174,6 +175,8 @@ class PipelineRunner:
         self.dlq = make_destination(self.spark, DEAD_LETTER_QUEUE_ID, dlq.plugin, dlq.settings, secrets)
         self._bind_self_committing_destinations()
         self.keep_originals = self.keep_originals or (dlq.include_messages and bool(self._fitting_destinations()))
+        for dest in [*self.destinations, self.dlq]:
+            dest.attach(self.state_dir, self.spec)
         for dest in [*self.destinations, self.dlq]:
             if dest.plugin == "jdbc":
                 self.stage.at("destination", dest.id, dest.plugin)
