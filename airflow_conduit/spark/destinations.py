@@ -11,6 +11,7 @@
   PostgreSQL's ``ON CONFLICT`` when ``key`` is set) and the staging table
   dropped. The target gets a ``_conduit_batch_id`` column. A crash before the
   commit leaves the target untouched; after it, the re-run replaces the rows.
+- delta: a Delta Lake table, exactly once by Delta's idempotent transactions (``delta_sink.py``).
 - log: each record is logged on the driver at ``level`` (secrets redacted).
   A log cannot be rolled back: a crash between logging and the commit marker
   logs that batch again (at least once).
@@ -137,6 +138,10 @@ def plugin_class(plugin: str, component_id: str) -> type[Destination]:
         from airflow_conduit.spark.kafka_sink import KafkaDeadLetterQueue, KafkaDestination
 
         return KafkaDeadLetterQueue if component_id == DEAD_LETTER_QUEUE_ID else KafkaDestination
+    if plugin == "delta":
+        from airflow_conduit.spark.delta_sink import DeltaDestination
+
+        return DeltaDestination
     return PLUGINS[plugin]
 
 
