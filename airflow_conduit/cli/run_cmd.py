@@ -122,9 +122,12 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
     state_dir = StateDir(args.state_dir)
     hook = _hook(args)
+    from airflow_conduit.hooks import kafka_connections
+
     try:
         hook.get_conn()
-    except SparkConnectionError as exc:
+        kafka_connections.check(spec, args.spec)
+    except (SparkConnectionError, kafka_connections.KafkaConnectionError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_SPEC_REFUSED
     prefix = "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")

@@ -79,6 +79,18 @@ def make_backend(kind: str, conn_id: str | None = None, connection: dict | None 
     raise ValueError(f"unknown backend {kind!r}: expected one of {', '.join(BACKEND_KINDS)}")
 
 
+def hand_over_connections(backend: JobBackend, spec_path: str) -> None:
+    """Put the Kafka connections the spec names in the driver's environment (hooks/kafka_connections.py)."""
+    from airflow_conduit.hooks.kafka_connections import driver_environment
+    from airflow_conduit.pipeline.kafka_settings import CONNECTIONS_ENV
+
+    env = getattr(backend, "env", None)
+    if env is None:
+        return
+    env.pop(CONNECTIONS_ENV, None)
+    env.update(driver_environment(spec_path))
+
+
 class SparkPipelineHook(BaseHook):
     """Submit a pipeline's Spark job through a ``spark`` connection, watch it, stop it.
 
@@ -143,6 +155,7 @@ class SparkPipelineHook(BaseHook):
         backend = self.backend
         if previous:
             self.backend_for_handle(previous).ensure_gone(previous)
+        hand_over_connections(backend, spec_path)
         if replay is not None:
             return backend.submit(spec_path, run_id, state_dir, faults, replay=replay)
         return backend.submit(spec_path, run_id, state_dir, faults)

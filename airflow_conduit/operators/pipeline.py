@@ -149,11 +149,18 @@ class RecoveringSparkPipelineOperator(BaseOperator):
     def _validated_spec(self) -> tuple[str, Any]:
         from airflow_conduit.pipeline import SpecError, load_pipeline
 
+        from airflow_conduit.hooks import kafka_connections
+
         path = self._spec_path()
         try:
-            return path, load_pipeline(path)
+            spec = load_pipeline(path)
         except SpecError as exc:
             raise AirflowFailException(f"pipeline spec refused, nothing was submitted:\n{exc}") from exc
+        try:
+            kafka_connections.check(spec, path)
+        except kafka_connections.KafkaConnectionError as exc:
+            raise AirflowFailException(f"{exc}; nothing was submitted") from exc
+        return path, spec
 
     def _faults(self) -> dict | None:
         faults = self.faults

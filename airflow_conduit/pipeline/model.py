@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-SOURCE_PLUGINS = ("file", "generator")
+SOURCE_PLUGINS = ("file", "generator", "kafka")
 DESTINATION_PLUGINS = ("file", "jdbc", "log")
 PROCESSOR_PLUGINS = ("field.set", "field.rename", "field.exclude", "filter", "sql", "json.decode", "custom", "expect")
 MODES = ("available-now", "continuous")

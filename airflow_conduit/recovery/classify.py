@@ -6,6 +6,8 @@ Rules are tried in this order; the first that gives an answer wins:
 2. ``FatalError`` / ``TransientError`` raised by user code, anywhere in the cause chain (outermost wins);
 3. the structured error's code (``AIRFLOW_CONDUIT_ERROR {json}``, run report, dict): 1xxx transient, 2xxx fatal;
 4. the Spark job's exit code (70 fatal, 75 transient, 78 invalid spec, killed by a signal: infrastructure);
+4b. Kafka's own failures, by the Kafka client's exception classes and Spark's Kafka messages (``KAFKA_FAILURES``),
+    with what the user can do;
 5. Spark error conditions (``[UNRESOLVED_COLUMN.WITH_SUGGESTION]``);
 6. SQLSTATE classes (42 analysis: fatal, 08 connection: transient, ...);
 7. exception classes in the chain, and Java class names in the text;
@@ -37,6 +39,7 @@ class Classification:
     reason: str  # "<rule>: <why>", for humans and the audit log
     rule: str  # machine name of the deciding rule: user-rule, marker, code, exit-code, condition, sqlstate, class, stage, message, default
     message: str = ""  # one-line summary of the error
+    advice: str | None = None  # what the user can do (Kafka failures)
     exception_class: str | None = None
     error_condition: str | None = None
     sqlstate: str | None = None
@@ -141,8 +144,71 @@ EXCEPTION_CLASSES: dict[str, int] = {
     "SyntaxError": codes.FATAL,
     "NameError": codes.FATAL,
     "airflow_conduit.pipeline.problems.SpecError": codes.INVALID_SPEC,
+    "airflow_conduit.pipeline.kafka_settings.KafkaClientConfigError": codes.INVALID_SPEC,
     "airflow_conduit.pipeline.yaml_source.YamlSyntaxError": codes.INVALID_SPEC,
 }
+
+# Kafka's failures, first match wins (fatal ones first: a data loss or an ACL refusal may also time out):
+# (name, what matches in the class names or text (regex, case-sensitive), code, what the user can do).
+_KAFKA_ERRORS = r"org\.apache\.kafka\.common\.errors\."
+KAFKA_FAILURES: tuple[tuple[str, str, int, str], ...] = (
+    (
+        "data loss",
+        r"Some data may have been lost because they are not available in Kafka|\[KAFKA_DATA_LOSS"
+        r"|org\.apache\.kafka\.clients\.consumer\.OffsetOutOfRangeException",
+        codes.KAFKA_DATA_LOSS,
+        "Kafka no longer holds records the pipeline's checkpoint expects (aged out by retention, deleted records or a "
+        "deleted topic); with fail-on-data-loss: true the pipeline stops instead of skipping them. Recover them into "
+        "the topic if you can, or accept the loss: run once with the source setting fail-on-data-loss: false (the "
+        "missing offsets are skipped), then set it back",
+    ),
+    (
+        "authentication",
+        _KAFKA_ERRORS + r"(?:Sasl|Ssl)?AuthenticationException|" + _KAFKA_ERRORS + r"IllegalSaslStateException"
+        r"|Authentication failed during authentication due to invalid credentials",
+        codes.KAFKA_AUTHENTICATION,
+        "the Kafka brokers refused the client's credentials: check sasl-username / sasl-password (or the Airflow "
+        "connection's extra), sasl-mechanism and security-protocol, and the truststore for SSL",
+    ),
+    (
+        "authorization",
+        _KAFKA_ERRORS + r"(?:Topic|Group|Cluster|TransactionalId)AuthorizationException",
+        codes.KAFKA_AUTHORIZATION,
+        "the Kafka principal is not allowed to use the topic: grant it ACLs (READ and DESCRIBE on the source's topics "
+        "and consumer groups, WRITE and DESCRIBE on the topics written to)",
+    ),
+    (
+        "unknown topic",
+        _KAFKA_ERRORS + r"(?:UnknownTopicOrPartitionException|InvalidTopicException|UnknownTopicIdException)",
+        codes.KAFKA_UNKNOWN_TOPIC,
+        "the Kafka topic does not exist and the brokers do not create topics on use: create it (kafka-topics.sh "
+        "--create) or correct the topic names in the spec",
+    ),
+    (
+        "brokers unreachable",
+        r"Timed out waiting for a node assignment|" + _KAFKA_ERRORS + r"(?:NetworkException|DisconnectException)"
+        r"|Connection to node -?\d+ .* could not be established|Bootstrap broker .* disconnected",
+        codes.KAFKA_UNREACHABLE,
+        "no Kafka broker answered: check the servers (bootstrap.servers) and that the brokers run; the pipeline is "
+        "restarted with backoff",
+    ),
+    (
+        "not ready",
+        _KAFKA_ERRORS + r"(?:LeaderNotAvailableException|NotLeaderOrFollowerException|NotLeaderForPartitionException"
+        r"|NotEnoughReplicas(?:AfterAppend)?Exception|CoordinatorNotAvailableException|CoordinatorLoadInProgressException"
+        r"|NotCoordinatorException|BrokerNotAvailableException|KafkaStorageException|FencedLeaderEpochException)",
+        codes.KAFKA_NOT_READY,
+        "a Kafka partition has no leader or too few in-sync replicas yet (a broker restarting or being moved); "
+        "the pipeline is restarted with backoff",
+    ),
+    (
+        "request timeout",
+        _KAFKA_ERRORS + r"TimeoutException",
+        codes.KAFKA_TIMEOUT,
+        "a Kafka request timed out (a slow or overloaded broker); the pipeline is restarted with backoff; raise "
+        "options request.timeout.ms / default.api.timeout.ms if it persists",
+    ),
+)
 
 # Stages whose failures are fatal by default (Conduit recovery doc: processors are deterministic).
 FATAL_STAGES: dict[str, int] = {"processor": codes.PROCESSOR}
@@ -194,6 +260,7 @@ def classify_facts(facts: ErrorFacts, rules: Iterable[ClassificationRule | dict]
         _by_marker,
         _by_code,
         _by_exit_code,
+        _by_kafka,
         _by_condition,
         _by_sqlstate,
         _by_class,
@@ -225,7 +292,7 @@ def structured_error_from_exception(
     return StructuredError(
         code=verdict.code,
         fatal=verdict.fatal,
-        message=facts.summary,
+        message=f"{verdict.advice} ({facts.summary})" if verdict.advice else facts.summary,
         exception_class=facts.exception_class,
         error_condition=verdict.error_condition,
         sqlstate=verdict.sqlstate,
@@ -283,6 +350,18 @@ def _by_exit_code(facts: ErrorFacts) -> Classification | None:
         return _verdict(facts, codes.INVALID_SPEC, "exit-code", f"exit code {exit_code} (EXIT_INVALID_SPEC)")
     if exit_code < 0 or exit_code in _KILLED_EXIT_CODES:
         return _verdict(facts, codes.INFRASTRUCTURE, "exit-code", f"exit code {exit_code}: killed by a signal")
+    return None
+
+
+def _by_kafka(facts: ErrorFacts) -> Classification | None:
+    """Kafka's failures (``KAFKA_FAILURES``), found in the chain's class names or the text."""
+    haystack = "\n".join([*facts.class_names, facts.text])
+    if "kafka" not in haystack.lower():
+        return None
+    for name, pattern, code, advice in KAFKA_FAILURES:
+        match = re.search(pattern, haystack)
+        if match:
+            return _verdict(facts, code, "kafka", f"Kafka {name}: {match.group(0)}", advice=advice)
     return None
 
 
@@ -350,6 +429,7 @@ def _verdict(
     exception_class: str | None = None,
     condition: str | None = None,
     sqlstate: str | None = None,
+    advice: str | None = None,
 ) -> Classification:
     is_fatal = bool(codes.is_fatal_code(code)) if fatal is None else fatal
     return Classification(
@@ -358,6 +438,7 @@ def _verdict(
         reason=f"{'fatal' if is_fatal else 'transient'} {code}, {why}",
         rule=rule,
         message=facts.summary,
+        advice=advice,
         exception_class=exception_class or facts.exception_class,
         error_condition=condition or (facts.conditions[0] if facts.conditions else None),
         sqlstate=sqlstate or (facts.sqlstates[0] if facts.sqlstates else None),

@@ -11,8 +11,11 @@ from __future__ import annotations
 # 1000-1999: transient, the pipeline is restarted with backoff.
 TRANSIENT = 1000  # transient, no more detail
 CONNECTION = 1100  # network / connection refused / SQLSTATE 08xxx
+KAFKA_UNREACHABLE = 1110  # no Kafka broker answers (wrong address, brokers down, network)
 TIMEOUT = 1200  # timeouts
+KAFKA_TIMEOUT = 1210  # a Kafka request timed out (a broker is slow or overloaded)
 RESOURCE_UNAVAILABLE = 1300  # throttled, out of resources, service unavailable
+KAFKA_NOT_READY = 1310  # a Kafka partition has no leader yet / too few in-sync replicas / a coordinator is loading
 INFRASTRUCTURE = 1400  # executor lost, driver killed, JVM crash: the platform, not the data
 INJECTED_TRANSIENT = 1500  # fault injected on purpose (tests, demo)
 
@@ -23,8 +26,12 @@ PROCESSOR = 2200  # a processor failed (fatal by default, Conduit recovery doc)
 DLQ_NACK_THRESHOLD = 2300  # window-nack-threshold exceeded (fatal by default, Conduit recovery doc)
 DLQ_WRITE = 2310  # reserved for a DLQ that refuses records for good; the runner does not emit it (see docs/recovery.md)
 ANALYSIS = 2400  # Spark analysis / schema errors, SQLSTATE 42xxx
+KAFKA_UNKNOWN_TOPIC = 2410  # a Kafka topic does not exist (and the brokers do not create topics on use)
 PERMISSION = 2500  # authentication / authorization, SQLSTATE 28xxx
+KAFKA_AUTHENTICATION = 2510  # the Kafka brokers refused the client's credentials (SASL / SSL)
+KAFKA_AUTHORIZATION = 2520  # the Kafka principal lacks an ACL (topic, group, cluster)
 DATA_INTEGRITY = 2600  # constraint violations on a destination, SQLSTATE 23xxx
+KAFKA_DATA_LOSS = 2610  # Kafka records the checkpoint expects are gone (retention, deleted records), fail-on-data-loss
 SPARK_STARTUP = 2700  # Spark itself could not start (JavaSparkContext failed) and nothing says a retry could help
 INJECTED_FATAL = 2900  # fault injected on purpose (tests, demo)
 

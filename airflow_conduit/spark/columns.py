@@ -39,8 +39,15 @@ WRONG_TYPE = "airflow_conduit.spark.WrongTypeError"
 MISSING_FIELD = "airflow_conduit.spark.MissingFieldError"
 
 
+# Record metadata a source offers processors (the Kafka source's key, topic, ...; spark/kafka_source.py):
+# kept through processors like the internal columns, never expanded by ``*``, never written by destinations.
+METADATA_COLUMNS = frozenset(
+    {"_kafka_key", "_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_headers"}
+)
+
+
 def is_internal(name: str) -> bool:
-    return name.startswith(PREFIX)
+    return name.startswith(PREFIX) or name in METADATA_COLUMNS
 
 
 def user_columns(df: DataFrame) -> list[str]:

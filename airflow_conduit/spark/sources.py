@@ -35,7 +35,7 @@ from pyspark.sql import types as T
 
 from airflow_conduit.pipeline.model import SourceSpec
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark import parsing
+from airflow_conduit.spark import kafka_source, parsing
 
 ONE_FILE_PER_PARTITION = str(1 << 40)  # spark.sql.files.openCostInBytes: no two files share a partition
 FILE = "__ac_file"  # origin columns, only with origin_in_columns
@@ -53,7 +53,7 @@ class SourcePlan:
     spec: SourceSpec
     index: int
     schema: T.StructType
-    parser: str  # json | csv | parquet | generator
+    parser: str  # json | csv | parquet | generator | kafka
     rows_per_batch: int | None = None  # generator only
     records: int | None = None  # generator only
     # file and split as columns of every record: needed when a stage caches the batch (a custom
@@ -88,6 +88,8 @@ def plan_source(spark: SparkSession, spec: SourceSpec, index: int, *, trigger_se
         else:
             rows = min(records, GENERATOR_MAX_ROWS_PER_BATCH)
         return SourcePlan(spec, index, schema, "generator", rows_per_batch=rows, records=records)
+    if spec.plugin == kafka_source.PLUGIN:
+        return SourcePlan(spec, index, kafka_source.value_schema(spec.settings), "kafka")
     fmt = _setting(spec, "format", "json")
     ddl = _setting(spec, "schema")
     if ddl:
@@ -108,6 +110,8 @@ def plan_source(spark: SparkSession, spec: SourceSpec, index: int, *, trigger_se
 def read_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     """The source as a stream of origin columns plus its (prefixed) fields; see the module docstring."""
     spec = plan.spec
+    if plan.parser == "kafka":
+        return kafka_source.read_stream(spark, plan)
     if plan.parser == "generator":
         stream = _generator_stream(spark, plan)
     elif plan.parser == "parquet":
@@ -232,10 +236,14 @@ def _read_file(plan: SourcePlan) -> Column:
 
 
 def _split(plan: SourcePlan) -> Column:
+    if plan.parser == "kafka":
+        return kafka_source.origin_split()
     return F.col(SPLIT) if plan.origin_in_columns else _read_split(plan)
 
 
 def _file(plan: SourcePlan) -> Column:
+    if plan.parser == "kafka":
+        return kafka_source.origin_file()
     return F.col(FILE) if plan.origin_in_columns else _read_file(plan)
 
 
@@ -290,7 +298,7 @@ class SourceRecords:
         rows = batch if self._mine is None else batch.where(self._mine)
         # built for each batch: nondeterministic expressions (a new instance per plan)
         rows = rows.withColumn(C.SEQ, F.monotonically_increasing_id())  # batch only; partitions of a union are never mixed
-        if plan.origin_in_columns:
+        if plan.origin_in_columns and plan.parser != "kafka":  # a Kafka record's origin is in its columns
             rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
         return rows.select(*self._columns)
 
@@ -306,6 +314,8 @@ def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_ori
 
 def _record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
     """The select list of ``records`` (after ``SEQ`` and, with ``origin_in_columns``, the origin columns)."""
+    if plan.parser == "kafka":
+        return kafka_source.record_columns(plan, keep_originals=keep_originals)
     where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
     raw = F.col(C.RAW)
     if plan.parser == "generator":  # also a DLQ replay's payloads, parsed with their source's limit

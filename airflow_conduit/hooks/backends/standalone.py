@@ -103,9 +103,14 @@ class StandaloneBackend(JobBackend):
         application: str | None = None,
         py_files: str | None = None,
         python: str | None = None,
+        env: dict[str, str] | None = None,
     ):
-        """``connection``: the Spark provider's reading of ``conn_id`` (needed to submit; status and kill use the handle)."""
+        """``connection``: the Spark provider's reading of ``conn_id`` (needed to submit; status and kill use the handle).
+
+        ``env``: environment variables of the driver, sent in the submission's body (never in its argv).
+        """
         self.conn_id = conn_id
+        self.env = dict(env or {})
         self.conf = dict(conf or {})
         self.application = application
         self.py_files = py_files
@@ -154,7 +159,7 @@ class StandaloneBackend(JobBackend):
             "mainClass": SPARK_SUBMIT_CLASS,
             "appArgs": inner,
             "clientSparkVersion": pyspark.__version__,
-            "environmentVariables": {"PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python},
+            "environmentVariables": {"PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": self.python, **self.env},
             "sparkProperties": properties,
         }
 
