@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 MAX_FAULTS_CHARS = 10_000
-KEYS = ("transient_first_runs", "fatal", "crash_after_destination")
+KEYS = ("transient_first_runs", "fatal", "crash_after_destination", "crash_before_commit")
 CRASH_KEYS = ("destination", "batch")
 
 
@@ -59,8 +59,9 @@ def parse_faults(value: str | dict | None, *, option: str = "--faults") -> dict[
         faults["transient_first_runs"] = _count(faults["transient_first_runs"], "transient_first_runs", option)
     if "fatal" in faults and not isinstance(faults["fatal"], bool):
         raise FaultsError(f"key 'fatal': expected true or false, got {faults['fatal']!r}", option)
-    if "crash_after_destination" in faults:
-        faults["crash_after_destination"] = _crash(faults["crash_after_destination"], option)
+    for key in ("crash_after_destination", "crash_before_commit"):
+        if key in faults:
+            faults[key] = _crash(faults[key], option, key)
     return faults
 
 
@@ -70,8 +71,7 @@ def _count(value: Any, key: str, option: str) -> int:
     return value
 
 
-def _crash(value: Any, option: str) -> dict[str, Any] | None:
-    key = "crash_after_destination"
+def _crash(value: Any, option: str, key: str) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict):

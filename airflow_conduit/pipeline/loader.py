@@ -299,6 +299,7 @@ class _Validator:
         self.check_keys(data, path, DLQ_KEYS, "dead-letter-queue")
         plugin = self.plugin(data, path, "destination", default="log")
         settings = self.settings(data.get("settings"), path + ("settings",), "destination", plugin)
+        self.dlq_record_settings(plugin, settings, path + ("settings",))
         defaults = model.DeadLetterQueueSpec()
         return model.DeadLetterQueueSpec(
             plugin=plugin or defaults.plugin,
@@ -308,6 +309,15 @@ class _Validator:
             include_messages=self.boolean(data, "include-messages", path, defaults.include_messages),
             include_configs=self.boolean(data, "include-configs", path, defaults.include_configs),
         )
+
+    def dlq_record_settings(self, plugin: str | None, settings: dict[str, Any], path: Path) -> None:
+        """A Kafka DLQ record is the original record (its bytes, key, headers): the destination's record settings do not apply."""
+        if plugin != "kafka":
+            return
+        for key in ("key", "value", "headers", "header-fields"):
+            if key in settings:
+                self.report(path + (key,), "not a setting of a Kafka dead letter queue: a DLQ record keeps the original "
+                            "record's value, key and headers (docs/pipelines.md, Kafka DLQ)")
 
     def errors(self, raw: Any, path: Path) -> model.ErrorsSpec:
         data = self.mapping(raw, path, "errors") or {}

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_conduit.pipeline.ddl import DDLError, parse_type
-from airflow_conduit.pipeline.kafka_settings import KAFKA_SOURCE_SCHEMA
+from airflow_conduit.pipeline.kafka_settings import KAFKA_CLIENT_CHECKS, KAFKA_CLIENT_SETTINGS, KAFKA_SOURCE_SCHEMA
 from airflow_conduit.pipeline.secrets import mask_url_credentials, url_has_credentials
 from airflow_conduit.pipeline.setting_kinds import (  # noqa: F401 - re-exported: the loader and tests import them here
     Boolean,
@@ -274,6 +274,36 @@ SOURCE_SCHEMAS: dict[str, PluginSchema] = {
     "kafka": KAFKA_SOURCE_SCHEMA,
 }
 
+RESERVED_HEADER_PREFIXES = ("conduit.", "__connect.")  # the headers the Kafka writers set themselves
+
+
+def _header_names_free(settings: dict[str, Any], report: Callable[[str, str], None]) -> None:
+    """A Kafka record's own headers must not pose as the dedup or error headers the runner writes."""
+    names = [*(settings.get("headers") or {}), *(settings.get("header-fields") or [])]
+    for key in ("headers", "header-fields"):
+        for name in settings.get(key) or []:
+            if name.startswith(RESERVED_HEADER_PREFIXES):
+                report(key, f"header {name!r}: names starting with {' or '.join(RESERVED_HEADER_PREFIXES)} are the runner's own")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        report("header-fields", f"header(s) {', '.join(map(repr, twice))} given both in headers and header-fields")
+
+
+KAFKA_DESTINATION_SCHEMA = PluginSchema(
+    "Records written to a Kafka topic with Spark's Kafka sink, exactly once per batch (dedup headers, read-back).",
+    {
+        **KAFKA_CLIENT_SETTINGS,
+        "topic": Setting(String(), "topic to write (it must exist)", required=True),
+        "key": Setting(Expression(), "the record's key: a field name or any Spark SQL expression; unset: no key"),
+        "value": Setting(
+            Expression(), "the record's value: a field name or Spark SQL expression; unset: the whole record as JSON"
+        ),
+        "headers": Setting(StringMap(), "static headers: name -> value"),
+        "header-fields": Setting(StringList(allow_single=True), "fields whose values become headers of their own name"),
+    },
+    checks=(*KAFKA_CLIENT_CHECKS, _header_names_free),
+)
+
 DESTINATION_SCHEMAS: dict[str, PluginSchema] = {
     "file": PluginSchema(
         "Files written by Spark's writer, one batch at a time, idempotent per batch.",
@@ -296,6 +326,7 @@ DESTINATION_SCHEMAS: dict[str, PluginSchema] = {
             "driver": Setting(String(), "JDBC driver class", default="org.postgresql.Driver"),
         },
     ),
+    "kafka": KAFKA_DESTINATION_SCHEMA,
     "log": PluginSchema(
         "Writes each record to the driver log (Conduit's default DLQ, builtin:log).",
         {

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
+from airflow_conduit.spark.destinations import Destination
 from airflow_conduit.spark.dlq import dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics
@@ -77,6 +78,11 @@ def in_tasks_per_core(status: DataFrame) -> DataFrame:
 def _partition_of(seq):
     """The partition a record was read in (monotonically_increasing_id keeps it in the upper bits)."""
     return F.shiftright(seq, PARTITION_SHIFT)
+
+
+def rows_for(dest: Destination, branch: Branch, status: DataFrame) -> DataFrame:
+    """What ``dest`` writes: the branch's records, with their read-order number when it dedups on it (Kafka)."""
+    return branch.rows(status, keep=(C.SEQ,) if dest.wants_record_id else ())
 
 
 @dataclass
@@ -202,7 +208,7 @@ class BatchPass:
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r.stage.at("destination", dest.id, dest.plugin)
-            dest.write(branch.rows(observed), b)
+            dest.write(rows_for(dest, branch, observed), b)
         else:
             r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
@@ -226,7 +232,8 @@ class BatchPass:
             r.stage.at("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if (position > 0 or not dest.carries_a_pass) and n:
-                dest.write(branch.rows(in_tasks_per_core(self.status)), b)
+                dest.write(rows_for(dest, branch, in_tasks_per_core(self.status)), b)
+            r.crash_before_commit(dest.id, b)
             r.commits.mark(dest.id, b, rows=n, run_id=r.run_id)
             written_now[dest.id] = n
             r.crash_hook(dest.id, b)
@@ -247,6 +254,7 @@ class BatchPass:
         except BaseException:
             r.report.add_counters(deadletterqueue_produce_failures=nacked)
             raise
+        r.crash_before_commit(DEAD_LETTER_QUEUE_ID, self.batch_id)
         r.commits.mark(DEAD_LETTER_QUEUE_ID, self.batch_id, rows=nacked, run_id=r.run_id)
         r.crash_hook(DEAD_LETTER_QUEUE_ID, self.batch_id)
         return nacked

@@ -33,12 +33,16 @@ LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARN
 
 class Destination:
     carries_a_pass = True  # its write is one action over the batch (an observation on it sees every row)
+    wants_record_id = False  # its rows come with the record's read-order number (columns.SEQ): see kafka_sink
 
     def __init__(self, spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any]):
         self.spark = spark
         self.id = component_id
         self.plugin = plugin
         self.settings = reveal(dict(settings))
+
+    def attach(self, state_dir, pipeline_id: str) -> None:
+        """Told where the run keeps its state (a writer that keeps its own bookkeeping there needs it)."""
 
     def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -142,10 +146,20 @@ class LogDestination(Destination):
 PLUGINS = {"file": FileDestination, "jdbc": JdbcDestination, "log": LogDestination}
 
 
+def plugin_class(plugin: str, component_id: str) -> type[Destination]:
+    """The class writing ``plugin``; Kafka's module is imported only by pipelines that use it."""
+    if plugin == "kafka":
+        from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
+        from airflow_conduit.spark.kafka_sink import KafkaDeadLetterQueue, KafkaDestination
+
+        return KafkaDeadLetterQueue if component_id == DEAD_LETTER_QUEUE_ID else KafkaDestination
+    return PLUGINS[plugin]
+
+
 def make_destination(
     spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any], secret_values: tuple[str, ...] = ()
 ) -> Destination:
     plugin = plugin.removeprefix("builtin:")
-    dest = PLUGINS[plugin](spark, component_id, plugin, settings)
+    dest = plugin_class(plugin, component_id)(spark, component_id, plugin, settings)
     dest.secret_values = secret_values
     return dest

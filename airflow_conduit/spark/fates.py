@@ -46,9 +46,10 @@ class Branch:
     error: str | None = None  # its processors' error column (None: no processors)
     filtered: str | None = None
 
-    def rows(self, status: DataFrame) -> DataFrame:
-        """The records this destination writes, with only the record's own fields."""
-        return status.where(F.col(written(self.index))).select(*[C.col(c).alias(name) for c, name in self.fields])
+    def rows(self, status: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
+        """The records this destination writes, with only the record's own fields (and the internal ``keep``)."""
+        fields = [C.col(c).alias(name) for c, name in self.fields]
+        return status.where(F.col(written(self.index))).select(*fields, *[F.col(k) for k in keep])
 
 
 def _except(df: DataFrame, *names: str) -> list[Column]:

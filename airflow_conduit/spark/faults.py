@@ -6,6 +6,8 @@
 - ``{"crash_after_destination": {"destination": ID, "batch": B}}``: the driver kills itself with
   SIGKILL (no cleanup, no report, spark-submit exits 137) right after destination ID committed batch B and before the
   destinations after it (and the batch commit) ran. It fires once per state directory.
+- ``{"crash_before_commit": {"destination": ID, "batch": B}}``: the same, right after destination ID
+  wrote batch B and before its commit marker (the re-run finds the write done and the marker missing).
 """
 
 from __future__ import annotations
@@ -64,15 +66,21 @@ def os_exit_crash() -> None:
     os._exit(CRASH_EXIT_CODE)
 
 
+CRASH_POINTS = {"crash_after_destination": "after", "crash_before_commit": "before-commit"}
+
+
 def crash_point(
-    state_dir: str | os.PathLike[str], faults: dict[str, Any], crash: Callable[[], None] | None = None
+    state_dir: str | os.PathLike[str],
+    faults: dict[str, Any],
+    crash: Callable[[], None] | None = None,
+    key: str = "crash_after_destination",
 ) -> Callable[[str, int], None]:
-    """A hook the runner calls after each destination commit; it crashes where --faults says, once."""
-    spec = faults.get("crash_after_destination")
+    """A hook the runner calls at the crash point ``key`` of each destination; it crashes where --faults says, once."""
+    spec = faults.get(key)
     if not spec:
         return lambda destination, batch: None
     target, batch_target = str(spec["destination"]), int(spec["batch"])
-    done = _faults_dir(state_dir) / f"crashed-after-{target}-{batch_target}"
+    done = _faults_dir(state_dir) / f"crashed-{CRASH_POINTS[key]}-{target}-{batch_target}"
 
     def hook(destination: str, batch: int) -> None:
         if destination == target and batch == batch_target and not done.exists():

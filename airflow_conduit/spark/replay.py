@@ -100,8 +100,15 @@ def _plans(state_dir: Path) -> dict[int, dict[str, Any]]:
 # -- reading the DLQ -------------------------------------------------------------------------------------
 
 
+def read_kafka_dlq(spark: SparkSession, dlq: Destination) -> list[dict[str, Any]]:
+    """Every record of a Kafka DLQ topic (spark/kafka_sink.py says which range and how)."""
+    from airflow_conduit.spark import kafka_sink
+
+    return kafka_sink.read_kafka_dlq(spark, dlq)
+
+
 def read_dlq(spark: SparkSession, dlq: Destination) -> list[dict[str, Any]]:
-    """Every record of a file or JDBC DLQ, as dicts (the DLQ's columns)."""
+    """Every record of a file, JDBC or Kafka DLQ, as dicts (the DLQ's columns)."""
     if isinstance(dlq, FileDestination):
         root = Path(str(dlq.settings["path"]).removeprefix("file:"))
         if not root.exists() or not any(root.rglob("part-*")):
@@ -120,8 +127,10 @@ def read_dlq(spark: SparkSession, dlq: Destination) -> list[dict[str, Any]]:
             if "does not exist" in str(exc):
                 return []
             raise
+    elif dlq.plugin == "kafka":
+        return read_kafka_dlq(spark, dlq)
     else:
-        raise ValueError(f"a {dlq.plugin!r} dead letter queue keeps no records to replay: use a file or jdbc DLQ")
+        raise ValueError(f"a {dlq.plugin!r} dead letter queue keeps no records to replay: use a file, jdbc or kafka DLQ")
     return [row.asDict(recursive=True) for row in frame.collect()]
 
 

@@ -130,6 +130,7 @@ class PipelineRunner:
         self.run_id = run_id
         self.faults = faults or {}
         self.crash_hook = faults_mod.crash_point(self.state_dir, self.faults, crash)
+        self.crash_before_commit = faults_mod.crash_point(self.state_dir, self.faults, crash, key="crash_before_commit")
         self.report = RunReport(pipeline_id=spec.id, run_id=run_id, status=STATUS_STARTING, started_at=utc_now_iso())
         self.report_file = report_path(self.state_dir, run_id)
         self.commits = CommitLog(self.state_dir)
@@ -170,6 +171,8 @@ class PipelineRunner:
         for plan in self.plans:
             plan.origin_in_columns = caches
         self.dlq = make_destination(self.spark, DEAD_LETTER_QUEUE_ID, dlq.plugin, dlq.settings, secrets)
+        for dest in [*self.destinations, self.dlq]:
+            dest.attach(self.state_dir, self.spec.id)
         for dest in [*self.destinations, self.dlq]:
             if dest.plugin == "jdbc":
                 self.stage.at("destination", dest.id, dest.plugin)

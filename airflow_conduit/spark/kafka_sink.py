@@ -1,0 +1,395 @@
+"""Destination ``kafka`` and the Kafka dead letter queue: exactly once per batch through Spark's at-least-once sink.
+
+Spark's Kafka sink writes each record at least once: a batch re-run after a crash (the commit marker of
+``spark/commits.py`` not written) would write the batch again. This module makes the re-run write only
+what the crashed attempt did not:
+
+1. every record carries headers naming its batch: ``conduit.pipeline.id``, ``conduit.query.id`` (the
+   streaming query's id, kept in the checkpoint: a new checkpoint restarts batch ids at 0 with a new id),
+   ``conduit.batch.id`` and ``conduit.record.id`` (stable across a re-run of the same batch: Spark
+   re-runs an uncommitted batch with the same input, read in the same partitions);
+2. before the first attempt of batch ``n`` writes, each partition's end offset of the topic is recorded
+   in ``STATE_DIR/kafka-intents/<destination-id>/<n>.json`` (written atomically, never rewritten by a
+   later attempt of the same batch);
+3. an attempt that finds the intent of its batch (and no commit marker: else it would not write) reads
+   the topic from the recorded offsets to the current end with Spark's batch Kafka reader and writes
+   only the records whose (query, batch, record id) are not there yet (a left anti join).
+
+Every record of an earlier attempt sits at or after the recorded offsets (offsets only grow), in a
+partition that existed then or was added since (read from its start). The proof and its one condition
+(the earlier attempt's writers are gone when the re-run reads: true when its driver was killed in local
+mode, and on a cluster once the dead driver's executors have exited) are in docs/pipelines.md.
+
+A DLQ record's value is the original record's bytes (a line of a file, the value of a Kafka record, whose
+key and headers are kept as well); its error context is in Kafka Connect's ``__connect.errors.*`` headers
+plus Conduit's own (docs/pipelines.md, Kafka DLQ).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_atomic
+from airflow_conduit.recovery import codes
+from airflow_conduit.recovery.errors import FatalError
+from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.destinations import Destination
+from airflow_conduit.spark.kafka_options import client_options
+
+log = logging.getLogger(__name__)
+
+RECORD_ID = "__ac_record_id"  # the column a Kafka writer dedups on (a string)
+HEADER_PIPELINE = "conduit.pipeline.id"
+HEADER_QUERY = "conduit.query.id"
+HEADER_BATCH = "conduit.batch.id"
+HEADER_RECORD = "conduit.record.id"
+CONNECT = "__connect.errors."
+DLQ_HEADER = "conduit.dlq."
+INTENTS = "kafka-intents"
+CHECKPOINT_METADATA = Path("checkpoints") / "pipeline" / "metadata"  # runner.QUERY_NAME's checkpoint
+ADMIN_TIMEOUT_SECONDS = 120
+KEEP_INTENTS = 100  # as many as the commit markers (commits.KEEP_BATCHES)
+HEADER_TYPE = "array<struct<key:string,value:binary>>"
+
+
+class KafkaRecordTooLarge(FatalError):
+    """A record is bigger than the topic (``max.message.bytes``) or the producer (``max.request.size``) takes.
+
+    The batch fails before its commit: nothing is lost, and every restart fails the same way until the
+    limit is raised (or, for a destination, the record made smaller), so it is fatal.
+    """
+
+    code = codes.FATAL
+
+
+class KafkaDlqRecordTooLarge(KafkaRecordTooLarge):
+    code = codes.DLQ_WRITE
+
+
+def too_large(exc: BaseException) -> bool:
+    """Whether Spark's Kafka write failed because a record exceeds a size limit (broker's or producer's)."""
+    text = str(exc)
+    return "RecordTooLargeException" in text or "MESSAGE_TOO_LARGE" in text
+
+
+# -- where the batch is: the query's identity, the intents ---------------------------------------------
+
+
+def query_identity(state_dir: Path) -> str:
+    """The streaming query's id from the checkpoint (it changes with a new checkpoint, whose batch ids
+    restart at 0); a folder without a checkpoint (a DLQ replay's) gets an id of its own, kept there."""
+    metadata = state_dir / CHECKPOINT_METADATA
+    if metadata.exists():
+        first = metadata.read_text().splitlines()[:1]
+        if first:
+            query_id = json.loads(first[0]).get("id")
+            if query_id:
+                return str(query_id)
+    own = state_dir / INTENTS / "identity.json"
+    saved = read_json(own)
+    if saved is None:
+        saved = {"id": f"local-{uuid.uuid4()}"}
+        write_json_atomic(own, saved)
+    return str(saved["id"])
+
+
+class IntentLog:
+    """``STATE_DIR/kafka-intents/<destination-id>/<batch>.json``: the topic's end offsets before a batch's first write."""
+
+    def __init__(self, state_dir: Path, destination_id: str):
+        self.root = state_dir / INTENTS / destination_id
+
+    def path(self, batch_id: int) -> Path:
+        return self.root / f"{batch_id}.json"
+
+    def get(self, batch_id: int, query_id: str, topic: str) -> dict[str, int] | None:
+        """The recorded offsets (partition -> offset) of this batch of this query, or None."""
+        data = read_json(self.path(batch_id))
+        if not data or data.get("query_id") != query_id or data.get("topic") != topic:
+            return None  # none, or one of an earlier checkpoint's batch with the same number
+        return {int(p): int(o) for p, o in data["offsets"].items()}
+
+    def record(self, batch_id: int, query_id: str, topic: str, offsets: dict[int, int]) -> None:
+        write_json_atomic(
+            self.path(batch_id),
+            {"query_id": query_id, "batch_id": batch_id, "topic": topic, "offsets": {str(p): o for p, o in offsets.items()},
+             "at": utc_now_iso()},
+        )
+        if batch_id >= 0:
+            self.path(batch_id - KEEP_INTENTS).unlink(missing_ok=True)
+
+
+def end_offsets(spark: SparkSession, options: dict[str, str], topic: str) -> dict[int, int]:
+    """Each partition's end offset (the next record's offset), with Kafka's Java admin client in the driver."""
+    jvm = spark.sparkContext._jvm
+    props = jvm.java.util.Properties()
+    for key, value in options.items():
+        props.setProperty(key.removeprefix("kafka."), value)
+    seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
+    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+    try:
+        names = jvm.java.util.ArrayList()
+        names.add(topic)
+        description = admin.describeTopics(names).allTopicNames().get(ADMIN_TIMEOUT_SECONDS, seconds).get(topic)
+        request = jvm.java.util.HashMap()
+        latest = jvm.org.apache.kafka.clients.admin.OffsetSpec.latest()
+        for info in description.partitions():
+            request.put(jvm.org.apache.kafka.common.TopicPartition(topic, info.partition()), latest)
+        found = admin.listOffsets(request).all().get(ADMIN_TIMEOUT_SECONDS, seconds)
+        return {int(tp.partition()): int(found.get(tp).offset()) for tp in found.keySet()}
+    finally:
+        admin.close()
+
+
+def header(headers: Column, name: str) -> Column:
+    """The (first) value of header ``name`` as a string, NULL when absent."""
+    return F.try_element_at(F.filter(headers, lambda h: h["key"] == F.lit(name)), F.lit(1))["value"].cast("string")
+
+
+def _string_header(name: str, value: Column) -> Column:
+    return F.struct(F.lit(name).alias("key"), value.cast("string").cast("binary").alias("value"))
+
+
+# -- the writer ------------------------------------------------------------------------------------------
+
+
+class KafkaWriter(Destination):
+    """What the destination and the DLQ share: client options, the intent, the read-back, the write."""
+
+    wants_record_id = True
+    state_dir: Path | None = None
+    pipeline_id = ""
+
+    def attach(self, state_dir: Path, pipeline_id: str) -> None:
+        self.state_dir = Path(state_dir)
+        self.pipeline_id = pipeline_id
+
+    @property
+    def topic(self) -> str:
+        return str(self.settings["topic"])
+
+    def options(self) -> dict[str, str]:
+        return client_options(self.settings)
+
+    def batch_headers(self, query_id: str, batch_id: int, record_id: Column) -> list[Column]:
+        return [
+            _string_header(HEADER_PIPELINE, F.lit(self.pipeline_id)),
+            _string_header(HEADER_QUERY, F.lit(query_id)),
+            _string_header(HEADER_BATCH, F.lit(batch_id)),
+            _string_header(HEADER_RECORD, record_id),
+        ]
+
+    def records(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:  # pragma: no cover - abstract
+        """``df`` as Kafka records: ``key``, ``value``, ``headers`` and ``RECORD_ID``."""
+        raise NotImplementedError
+
+    def written_before(self, offsets: dict[int, int], query_id: str, batch_id: int) -> DataFrame:
+        """The record ids of this batch already in the topic at or after the recorded offsets."""
+        now = end_offsets(self.spark, self.options(), self.topic)
+        starting = {str(p): offsets.get(p, -2) for p in sorted(now)}  # a partition added since: from its start
+        ending = {str(p): o for p, o in sorted(now.items())}
+        frame = (
+            self.spark.read.format("kafka").options(**self.options())
+            .option("assign", json.dumps({self.topic: sorted(now)}))
+            .option("startingOffsets", json.dumps({self.topic: starting}))
+            .option("endingOffsets", json.dumps({self.topic: ending}))
+            .option("includeHeaders", "true")
+            .option("failOnDataLoss", "false")  # records removed by retention since were written: not again
+            .load()
+        )
+        mine = (header(F.col("headers"), HEADER_QUERY) == F.lit(query_id)) & (
+            header(F.col("headers"), HEADER_BATCH) == F.lit(str(batch_id))
+        )
+        return frame.where(mine).select(header(F.col("headers"), HEADER_RECORD).alias(RECORD_ID)).distinct()
+
+    def write(self, df: DataFrame, batch_id: int) -> None:
+        if self.state_dir is None:
+            raise RuntimeError(f"Kafka destination {self.id!r} was not attached to a state directory")
+        query_id = query_identity(self.state_dir)
+        intents = IntentLog(self.state_dir, self.id)
+        records = self.records(df, batch_id, query_id)
+        recorded = intents.get(batch_id, query_id, self.topic)
+        if recorded is None:
+            intents.record(batch_id, query_id, self.topic, end_offsets(self.spark, self.options(), self.topic))
+        else:
+            log.info("%s: batch %s was written in part by an earlier attempt; writing only what is missing", self.id, batch_id)
+            records = records.join(self.written_before(recorded, query_id, batch_id), RECORD_ID, "left_anti")
+        out = records.select("key", "value", "headers")
+        try:
+            out.write.format("kafka").options(**self.options()).option("topic", self.topic).save()
+        except Exception as exc:
+            if too_large(exc):
+                raise self.too_large_error(records, batch_id) from exc
+            raise
+
+    def too_large_error(self, records: DataFrame, batch_id: int) -> KafkaRecordTooLarge:
+        return KafkaRecordTooLarge(
+            f"destination {self.id!r}: a record of batch {batch_id} is larger than topic {self.topic!r} accepts "
+            "(the topic's max.message.bytes, or the producer's max.request.size, default 1 MB): raise the topic's "
+            "max.message.bytes and the destination's options max.request.size, or make the record smaller; the batch "
+            "was not committed, nothing is lost"
+        )
+
+
+def _as_bytes(value: Column, data_type: T.DataType) -> Column:
+    """A Kafka key or value from any column: bytes and strings as they are, structs / arrays / maps as JSON."""
+    if isinstance(data_type, (T.BinaryType, T.StringType)):
+        return value
+    if isinstance(data_type, (T.StructType, T.ArrayType, T.MapType)):
+        return F.to_json(value)
+    return value.cast("string")
+
+
+class KafkaDestination(KafkaWriter):
+    """Destination ``kafka``: each record is one Kafka record of ``topic``."""
+
+    def records(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:
+        fields = [c for c in df.columns if not C.is_internal(c)]
+        record_id = F.col(C.SEQ).cast("string")
+        with_values = df.select(
+            "*",
+            F.expr(self.settings["key"]).alias("__ac_k") if self.settings.get("key") else F.lit(None).cast("binary").alias("__ac_k"),
+            F.expr(self.settings["value"]).alias("__ac_v") if self.settings.get("value")
+            else F.to_json(F.struct(*[C.col(f) for f in fields])).alias("__ac_v"),
+        )
+        types = {f.name: f.dataType for f in with_values.schema.fields}
+        headers = self.batch_headers(query_id, batch_id, record_id)
+        headers += [_string_header(name, F.lit(value)) for name, value in (self.settings.get("headers") or {}).items()]
+        headers += [_string_header(name, C.col(name)) for name in self.settings.get("header-fields") or []]
+        return with_values.select(
+            _as_bytes(F.col("__ac_k"), types["__ac_k"]).alias("key"),
+            _as_bytes(F.col("__ac_v"), types["__ac_v"]).alias("value"),
+            F.array(*headers).cast(HEADER_TYPE).alias("headers"),
+            record_id.alias(RECORD_ID),
+        )
+
+
+# -- the dead letter queue ---------------------------------------------------------------------------------
+
+# Kafka Connect's DLQ header (KIP-298) -> the DLQ column it carries.
+CONNECT_HEADERS = (
+    ("topic", "source_file"),
+    ("partition", None),  # a file has none; a Kafka source's record: its partition
+    ("offset", "source_position"),
+    ("connector.name", "component_id"),
+    ("task.id", "run_id"),
+    ("stage", "stage"),
+    ("class.name", "component_type"),
+    ("exception.class.name", "exception_class"),
+    ("exception.message", "exception_message"),
+    ("exception.stacktrace", "exception_stacktrace"),
+)
+# DLQ columns with no Connect header of their own: ``conduit.dlq.<column>``.
+CONDUIT_DLQ_HEADERS = ("source_id", "source_file", "source_position", "source_split_start", "attempt", "time_of_error",
+                       "configs", "replay_count")
+
+
+def dlq_record_id(df: DataFrame) -> Column:
+    """A DLQ record's identity in its batch: where the record came from (the same on a re-run of the batch)."""
+    parts = ["source_id", "source_file", "source_split_start", "source_position"]
+    return F.concat_ws("|", *[F.coalesce(F.col(c).cast("string"), F.lit("")) for c in parts if c in df.columns])
+
+
+def dlq_value(df: DataFrame) -> Column:
+    """The original record's bytes: a line that is not UTF-8 is kept base64-encoded in ``record``, decoded here."""
+    from airflow_conduit.spark.parsing import INVALID_UTF8
+
+    record = F.col("record")
+    return F.when(F.col("exception_class") == F.lit(INVALID_UTF8), F.unbase64(record)).otherwise(record.cast("binary"))
+
+
+class KafkaDeadLetterQueue(KafkaWriter):
+    """DLQ plugin ``kafka``: one Kafka record per nacked record, the original bytes as its value."""
+
+    def records(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:
+        record_id = dlq_record_id(df)
+        present = set(df.columns)
+        headers = [_string_header(HEADER_PIPELINE, F.lit(self.pipeline_id)), _string_header(HEADER_QUERY, F.lit(query_id)),
+                   _string_header(HEADER_BATCH, F.lit(batch_id)), _string_header(HEADER_RECORD, record_id)]
+        for name, column in CONNECT_HEADERS:
+            if column is not None and column in present:
+                headers.append(_string_header(CONNECT + name, F.col(column)))
+        headers += [_string_header(DLQ_HEADER + c, F.col(c)) for c in CONDUIT_DLQ_HEADERS if c in present]
+        with_nulls = F.array(*headers).cast(HEADER_TYPE)
+        return df.select(
+            F.lit(None).cast("binary").alias("key"),
+            dlq_value(df).alias("value"),
+            F.filter(with_nulls, lambda h: h["value"].isNotNull()).alias("headers"),  # an absent value: no header
+            record_id.alias(RECORD_ID),
+        )
+
+    def too_large_error(self, records: DataFrame, batch_id: int) -> KafkaRecordTooLarge:
+        biggest = (
+            records.select(
+                (F.coalesce(F.length("value"), F.lit(0)) + F.coalesce(F.length("key"), F.lit(0))).alias("size"),
+                F.col(RECORD_ID),
+            ).orderBy(F.desc("size")).limit(1).collect()
+        )
+        which = f" (the biggest: {biggest[0][RECORD_ID]}, {biggest[0]['size']:,} bytes of key and value)" if biggest else ""
+        return KafkaDlqRecordTooLarge(
+            f"dead letter queue: a DLQ record of batch {batch_id} is larger than topic {self.topic!r} accepts{which}; "
+            "raise the topic's max.message.bytes (and the DLQ's options max.request.size above 1 MB for bigger "
+            "records): the batch was not committed and no destination committed it, nothing is lost; the restart "
+            "writes it once the limit allows"
+        )
+
+
+# -- reading the DLQ back (dlq replay, the UI) --------------------------------------------------------------
+
+# DLQ column -> (header, Spark type) of a Kafka DLQ record.
+DLQ_COLUMNS_FROM_HEADERS = (
+    ("pipeline_id", HEADER_PIPELINE, "string"),
+    ("run_id", CONNECT + "task.id", "string"),
+    ("batch_id", HEADER_BATCH, "long"),
+    ("source_id", DLQ_HEADER + "source_id", "string"),
+    ("source_file", DLQ_HEADER + "source_file", "string"),
+    ("source_position", DLQ_HEADER + "source_position", "long"),
+    ("source_split_start", DLQ_HEADER + "source_split_start", "long"),
+    ("stage", CONNECT + "stage", "string"),
+    ("component_id", CONNECT + "connector.name", "string"),
+    ("component_type", CONNECT + "class.name", "string"),
+    ("exception_class", CONNECT + "exception.class.name", "string"),
+    ("exception_message", CONNECT + "exception.message", "string"),
+    ("exception_stacktrace", CONNECT + "exception.stacktrace", "string"),
+    ("attempt", DLQ_HEADER + "attempt", "int"),
+    ("time_of_error", DLQ_HEADER + "time_of_error", "string"),
+    ("configs", DLQ_HEADER + "configs", "string"),
+    ("replay_count", DLQ_HEADER + "replay_count", "int"),
+)
+
+
+def kafka_dlq_frame(spark: SparkSession, dlq: KafkaWriter) -> DataFrame:
+    """The DLQ topic from its earliest retained record to its end now, as the DLQ's columns (``record``: the
+    value as text; a value that is not UTF-8 base64-encoded, as the file DLQ keeps it) plus the DLQ record's
+    own position ``dlq_topic`` / ``dlq_partition`` / ``dlq_offset``."""
+    frame = (
+        spark.read.format("kafka").options(**dlq.options())
+        .option("subscribe", dlq.topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("includeHeaders", "true")
+        .load()
+    )
+    headers = F.col("headers")
+    text = F.col("value").cast("string")
+    utf8 = F.try_validate_utf8(text).isNotNull()
+    return frame.select(
+        *[header(headers, name).cast(kind).alias(column) for column, name, kind in DLQ_COLUMNS_FROM_HEADERS],
+        F.when(F.col("value").isNull(), F.lit(None)).when(utf8, text).otherwise(F.base64("value")).alias("record"),
+        F.col("topic").alias("dlq_topic"),
+        F.col("partition").alias("dlq_partition"),
+        F.col("offset").alias("dlq_offset"),
+    )
+
+
+def read_kafka_dlq(spark: SparkSession, dlq: KafkaWriter) -> list[dict[str, Any]]:
+    """Every record of a Kafka DLQ (see ``kafka_dlq_frame``), as dicts, for ``dlq replay``."""
+    return [row.asDict(recursive=True) for row in kafka_dlq_frame(spark, dlq).collect()]
