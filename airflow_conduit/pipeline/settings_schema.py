@@ -232,6 +232,26 @@ def _sql_select_list(settings: dict[str, Any], report: Callable[[str, str], None
         settings["select"] = parts
 
 
+DELTA_MODES = ("append", "merge")
+
+
+def _delta_path_is_a_delta_table(settings: dict[str, Any], report: Callable[[str, str], None]) -> None:
+    """A local folder that already holds files but no ``_delta_log`` is not a Delta table (Parquet, JSON...):
+    refused when the spec is loaded, not at the first batch. Remote paths are checked by the runner."""
+    path = settings.get("path")
+    if not isinstance(path, str) or re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*:", path) and not path.startswith("file:"):
+        return
+    folder = path.removeprefix("file://").removeprefix("file:")
+    if not os.path.isdir(folder) or os.path.isdir(os.path.join(folder, "_delta_log")):
+        return
+    if any(not name.startswith(".") for name in os.listdir(folder)):
+        report(
+            "path",
+            f"{folder} holds files but is not a Delta table (no _delta_log): point it at a Delta table or a new "
+            f"folder, or convert the folder first (CONVERT TO DELTA parquet.`{folder}` for Parquet files)",
+        )
+
+
 # --------------------------------------------------------------------------------------------
 # The tables. Keys are the YAML setting names.
 # --------------------------------------------------------------------------------------------
@@ -325,6 +345,24 @@ DESTINATION_SCHEMAS: dict[str, PluginSchema] = {
             ),
             "driver": Setting(String(), "JDBC driver class", default="org.postgresql.Driver"),
         },
+    ),
+    "delta": PluginSchema(
+        "A Delta Lake table, appended to or merged into, exactly once per batch by Delta's idempotent transactions.",
+        {
+            "path": Setting(PathKind(), "the table's folder (created at the first write when missing); relative to the spec file's folder"),
+            "table": Setting(String(), "an existing Delta table in the session's catalog, e.g. lake.orders"),
+            "mode": Setting(Choice(DELTA_MODES), "append every record, or merge (upsert) on `key`", default="append"),
+            "key": Setting(
+                StringList(allow_single=True), "key columns of a merge: a record updates the row with its key, else is inserted",
+                required_when=("mode", ("merge",)), only_when=("mode", ("merge",)),
+            ),
+            "merge-schema": Setting(
+                Boolean(), "a record field the table lacks adds a column (Delta's mergeSchema) instead of sending the record to the DLQ",
+                default=False,
+            ),
+        },
+        checks=(_delta_path_is_a_delta_table,),
+        one_of=(("path", "table"),),
     ),
     "kafka": KAFKA_DESTINATION_SCHEMA,
     "log": PluginSchema(

@@ -192,8 +192,8 @@ class BatchPass:
     def run(self) -> PassResult:
         r = self.runner
         b = self.batch_id
-        dlq_needed = r.commits.get(DEAD_LETTER_QUEUE_ID, b) is None
-        committed = {d.id for d in r.destinations if r.commits.get(d.id, b) is not None}
+        dlq_needed = not r.committed(r.dlq, b)
+        committed = {d.id for d in r.destinations if r.committed(d, b)}
         todo = [(d, br) for d, br in zip(r.destinations, self.branches) if d.id not in committed]
         # the pass is carried by a write that runs as one action (a log destination iterates lazily)
         todo.sort(key=lambda pair: not pair[0].carries_a_pass)
@@ -234,7 +234,7 @@ class BatchPass:
             if (position > 0 or not dest.carries_a_pass) and n:
                 dest.write(rows_for(dest, branch, in_tasks_per_core(self.status)), b)
             r.crash_before_commit(dest.id, b)
-            r.commits.mark(dest.id, b, rows=n, run_id=r.run_id)
+            r.mark_committed(dest, b, n)
             written_now[dest.id] = n
             r.crash_hook(dest.id, b)
         result.written = {d.id: written_now.get(d.id, 0) for d in r.destinations}
@@ -255,7 +255,7 @@ class BatchPass:
             r.report.add_counters(deadletterqueue_produce_failures=nacked)
             raise
         r.crash_before_commit(DEAD_LETTER_QUEUE_ID, self.batch_id)
-        r.commits.mark(DEAD_LETTER_QUEUE_ID, self.batch_id, rows=nacked, run_id=r.run_id)
+        r.mark_committed(r.dlq, self.batch_id, nacked)
         r.crash_hook(DEAD_LETTER_QUEUE_ID, self.batch_id)
         return nacked
 

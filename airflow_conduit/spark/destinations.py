@@ -11,6 +11,7 @@
   PostgreSQL's ``ON CONFLICT`` when ``key`` is set) and the staging table
   dropped. The target gets a ``_conduit_batch_id`` column. A crash before the
   commit leaves the target untouched; after it, the re-run replaces the rows.
+- delta: a Delta Lake table, exactly once by Delta's idempotent transactions (``delta_sink.py``).
 - log: each record is logged on the driver at ``level`` (secrets redacted).
   A log cannot be rolled back: a crash between logging and the commit marker
   logs that batch again (at least once).
@@ -34,6 +35,7 @@ LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARN
 class Destination:
     carries_a_pass = True  # its write is one action over the batch (an observation on it sees every row)
     wants_record_id = False  # its rows come with the record's read-order number (columns.SEQ): see kafka_sink
+    answers_commits = False  # True: ``committed`` reads the target itself and no commit marker is kept
 
     def __init__(self, spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any]):
         self.spark = spark
@@ -46,6 +48,10 @@ class Destination:
 
     def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def committed(self, batch_id: int) -> bool | None:
+        """Whether batch ``batch_id`` is in the target, when the target can tell (None: ask the commit marker)."""
+        return None
 
 
 class FileDestination(Destination):
@@ -147,12 +153,16 @@ PLUGINS = {"file": FileDestination, "jdbc": JdbcDestination, "log": LogDestinati
 
 
 def plugin_class(plugin: str, component_id: str) -> type[Destination]:
-    """The class writing ``plugin``; Kafka's module is imported only by pipelines that use it."""
+    """The class writing ``plugin``; Kafka's and Delta's modules are imported only by pipelines that use them."""
     if plugin == "kafka":
         from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
         from airflow_conduit.spark.kafka_sink import KafkaDeadLetterQueue, KafkaDestination
 
         return KafkaDeadLetterQueue if component_id == DEAD_LETTER_QUEUE_ID else KafkaDestination
+    if plugin == "delta":  # its own module (it imports this one)
+        from airflow_conduit.spark.delta_sink import DeltaDestination
+
+        return DeltaDestination
     return PLUGINS[plugin]
 
 

@@ -123,6 +123,13 @@ def expect(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFra
     return expectations.apply_expect(df, proc, expectations.rules_of(ctx.spec))
 
 
+def delta_fit(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
+    """Not a user's processor: the runner adds it after a Delta destination's processors (``delta_sink``)."""
+    from airflow_conduit.spark import delta_sink
+
+    return delta_sink.fit_processor(df, proc, ctx)
+
+
 PROCESSORS = {
     "field.set": field_set,
     "field.rename": field_rename,
@@ -132,6 +139,7 @@ PROCESSORS = {
     "json.decode": json_decode,
     "custom": custom,
     "expect": expect,
+    "delta.fit": delta_fit,
 }
 
 

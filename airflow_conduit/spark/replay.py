@@ -129,8 +129,12 @@ def read_dlq(spark: SparkSession, dlq: Destination) -> list[dict[str, Any]]:
             raise
     elif dlq.plugin == "kafka":
         return read_kafka_dlq(spark, dlq)
+    elif hasattr(dlq, "read_all"):  # a Delta table (delta_sink)
+        frame = dlq.read_all()
+        if frame is None:
+            return []
     else:
-        raise ValueError(f"a {dlq.plugin!r} dead letter queue keeps no records to replay: use a file, jdbc or kafka DLQ")
+        raise ValueError(f"a {dlq.plugin!r} dead letter queue keeps no records to replay: use a file, jdbc, kafka or delta DLQ")
     return [row.asDict(recursive=True) for row in frame.collect()]
 
 
@@ -204,6 +208,7 @@ class _ReplayDlq(Destination):
         super().__init__(inner.spark, inner.id, inner.plugin, {})
         self.inner = inner
         self.settings = inner.settings
+        self.answers_commits = inner.answers_commits
         self.origins = [
             (r["source_id"], i, r.get("source_file"), r.get("source_split_start"), r.get("source_position"),
              int(r.get(REPLAY_COUNT) or 0) + 1)
@@ -227,6 +232,16 @@ class _ReplayDlq(Destination):
         if isinstance(self.inner, JdbcDestination):
             _add_replay_count_column(self.inner)
         self.inner.write(out, batch_id)
+
+
+    def committed(self, batch_id: int) -> bool | None:
+        return self.inner.committed(batch_id)
+
+
+def _replay_scope(spec: PipelineSpec, number: int, plan: dict[str, Any]) -> str:
+    """A replay's identity in a target's own transaction log (Delta): its number and when its plan was made,
+    so a replay numbered again after its state was deleted is not taken for the earlier one."""
+    return f"{spec.id}/replay-{number}-{plan.get('started_at')}"
 
 
 def _add_replay_count_column(dlq: JdbcDestination) -> None:
@@ -290,6 +305,8 @@ def replay(
     faults = _replay_faults(faults)
     runner = PipelineRunner(spark, replay_spec, state_dir=folder, run_id=run_id or f"replay-{number}", faults=faults,
                             crash=crash)
+    if not dry_run:
+        runner.txn_scope = _replay_scope(spec, number, plan)
     with files_read_one_per_partition(spark):
         runner._setup()
         runner.plans = [dataclasses.replace(p, parser="generator", records=None, rows_per_batch=None) for p in runner.plans]

@@ -27,7 +27,9 @@ plan, ``batch_pass.BatchPass`` executes it in one pass):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import json
 import logging
 import os
 import signal
@@ -171,6 +173,8 @@ class PipelineRunner:
         for plan in self.plans:
             plan.origin_in_columns = caches
         self.dlq = make_destination(self.spark, DEAD_LETTER_QUEUE_ID, dlq.plugin, dlq.settings, secrets)
+        self._bind_self_committing_destinations()
+        self.keep_originals = self.keep_originals or (dlq.include_messages and bool(self._fitting_destinations()))
         for dest in [*self.destinations, self.dlq]:
             dest.attach(self.state_dir, self.spec.id)
         for dest in [*self.destinations, self.dlq]:
@@ -178,6 +182,56 @@ class PipelineRunner:
                 self.stage.at("destination", dest.id, dest.plugin)
                 ensure_driver_class(self.spark, str(dest.settings.get("driver", "org.postgresql.Driver")))
         self.stage.reset()
+
+    # -- destinations that keep their own commits (Delta) ---------------------------------------------------
+
+    @functools.cached_property
+    def txn_scope(self) -> str:
+        """The run's identity in a target's own transaction log: the pipeline and its checkpoint's identity.
+
+        Batch ids restart at 0 in a new checkpoint, so a batch id alone would take a new checkpoint's batches
+        for the old ones. The streaming query's id is kept in the checkpoint's ``metadata`` file (written when
+        the query starts, before its first batch) and changes with a new checkpoint. A DLQ replay sets its own.
+        """
+        metadata = self.state_dir / "checkpoints" / QUERY_NAME / "metadata"
+        query_id = json.loads(metadata.read_text().splitlines()[0])["id"]
+        return f"{self.spec.id}/{query_id}"
+
+    def _bind_self_committing_destinations(self) -> None:
+        """Give each destination that answers for its own commits the run's identity, and check its target now."""
+        placed = [(f"pipeline.destinations[{i}]", d) for i, d in enumerate(self.destinations)]
+        for setting_path, dest in [*placed, ("pipeline.dead-letter-queue", self.dlq)]:
+            if not dest.answers_commits:
+                continue
+            self.stage.at("dlq" if dest is self.dlq else "destination", dest.id, dest.plugin)
+            dest.bind(lambda: self.txn_scope, spec_file=self.spec.source_file, setting_path=setting_path)
+            dest.check_target()
+        self.stage.reset()
+
+    def committed(self, dest: Destination, batch_id: int) -> bool:
+        """Whether ``dest`` has batch ``batch_id``: its own answer (a Delta table's log), else its commit marker."""
+        answer = dest.committed(batch_id)
+        return self.commits.get(dest.id, batch_id) is not None if answer is None else answer
+
+    def mark_committed(self, dest: Destination, batch_id: int, rows: int) -> None:
+        """The commit marker, for a destination that cannot answer for its own commits."""
+        if not dest.answers_commits:
+            self.commits.mark(dest.id, batch_id, rows=rows, run_id=self.run_id)
+
+    def _fitting_destinations(self) -> list[int]:
+        """Indexes of the destinations that fit each record to their target's schema (a record can fail there)."""
+        return [i for i, d in enumerate(self.destinations) if hasattr(d, "fit_to_table")]
+
+    def _destinations_as_planned(self) -> tuple:
+        """The spec's destinations, a Delta destination's with its fit step after its processors."""
+        from airflow_conduit.pipeline.model import ProcessorSpec
+        from airflow_conduit.spark.delta_sink import FIT_PROCESSOR
+
+        specs = list(self.spec.destinations)
+        for i in self._fitting_destinations():
+            fit = ProcessorSpec(id=specs[i].id, plugin=FIT_PROCESSOR, settings={"destination": self.destinations[i]})
+            specs[i] = dataclasses.replace(specs[i], processors=(*specs[i].processors, fit))
+        return tuple(specs)
 
     @functools.cached_property
     def source_records(self) -> list[SourceRecords]:
@@ -280,7 +334,7 @@ class PipelineRunner:
             parts.append(apply_processors(source.of(batch), plan.spec.processors, ctx))
         union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         union = apply_processors(union, self.spec.processors, ctx)
-        union, branches = with_branches(union, self.spec.destinations, ctx)
+        union, branches = with_branches(union, self._destinations_as_planned(), ctx)
         self.stage.reset()
         return with_fates(union, branches), branches
 

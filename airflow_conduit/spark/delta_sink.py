@@ -1,0 +1,317 @@
+"""Destination ``delta``: a Delta Lake table (by path or catalog name), exactly once per batch by Delta's own
+idempotent transactions, as an append or a merge (upsert) on key columns. The DLQ can be a Delta table too.
+
+Exactly once: every write of batch ``n`` is one Delta commit carrying a transaction id
+(``txnAppId`` = the pipeline, this destination and the identity of the run's checkpoint;
+``txnVersion`` = ``n``). Delta records the pair in the table's transaction log in the same commit
+as the data and skips a write whose version is not above the one recorded for its app id. So the
+table's log is the commit marker: ``committed(n)`` reads it, and the runner writes no marker file
+for this destination. Batch ids restart at 0 when a checkpoint is deleted; the checkpoint's identity
+(the streaming query's id, which Spark keeps in the checkpoint's ``metadata`` file) is part of the
+app id, so a new checkpoint's batches are never taken for the old ones.
+
+A Delta write is its own commit, so it cannot carry the batch's pass (the DLQ commits first): the
+pass is carried by another destination or a ``noop`` write, and the Delta write reads the batch again.
+
+Records are fitted to the table's schema in the batch's plan (``fit_to_table``, a step after the
+destination's processors): a record that does not fit (a NOT NULL column missing or null, a value
+that does not cast to the column's type, a value in a field the table lacks, a NULL merge key) goes
+to the DLQ; a field whose type cannot be cast to the column's at all fails the batch (fatal, 2400).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
+from airflow_conduit.recovery import codes
+from airflow_conduit.recovery.errors import FatalError
+from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.destinations import Destination
+
+log = logging.getLogger(__name__)
+
+PLUGIN = "delta"
+FIT_PROCESSOR = "delta.fit"  # the plan step that fits records to the table (processors.PROCESSORS)
+SCHEMA_MISMATCH = "airflow_conduit.spark.SchemaMismatchError"  # exception_class of a record that does not fit
+TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
+_ORDER = "__ac_delta_order"
+
+
+class DeltaTargetError(FatalError):
+    """The spec names a Delta target that cannot be used (not a Delta table, no such table, a bad key)."""
+
+    code = codes.INVALID_SPEC
+
+
+class DeltaSchemaError(FatalError):
+    """The batch as a whole does not fit the table (a field's type cannot be cast to the column's at all)."""
+
+    code = codes.ANALYSIS
+
+
+def _quote_path(location: str) -> str:
+    return "delta.`" + location.replace("`", "``") + "`"
+
+
+def _local_folder(location: str) -> Path | None:
+    if location.startswith("file:"):
+        return Path(location.removeprefix("file:").removeprefix("//"))
+    if "://" in location or location.startswith(("s3a:", "hdfs:", "abfss:", "gs:")):
+        return None
+    return Path(location)
+
+
+class DeltaDestination(Destination):
+    carries_a_pass = False  # its write is its commit, which must follow the DLQ's (see the module docstring)
+    answers_commits = True  # the table's transaction log says whether a batch is in: no marker file
+
+    def __init__(self, spark, component_id: str, plugin: str, settings: dict[str, Any]):
+        super().__init__(spark, component_id, plugin, settings)
+        self.mode = str(self.settings.get("mode") or "append")
+        key = self.settings.get("key")
+        self.keys: list[str] = [key] if isinstance(key, str) else list(key or [])
+        self.merge_schema = bool(self.settings.get("merge-schema", False))
+        self.spec_file = "the pipeline spec"
+        self.setting_path = f"destination {component_id!r}"
+        self.scope: Callable[[], str] = lambda: "unbound"
+        self._location: str | None = None
+
+    # -- what the runner tells it ------------------------------------------------------------------------
+
+    def bind(self, scope: Callable[[], str], *, spec_file: str | None, setting_path: str) -> None:
+        """``scope()``: the run's identity (pipeline and checkpoint), part of the transaction app id."""
+        self.scope = scope
+        self.spec_file = spec_file or self.spec_file
+        self.setting_path = setting_path
+
+    def _where(self, key: str) -> str:
+        return f"{self.setting_path}.settings.{key} in {self.spec_file}"
+
+    # -- the target ----------------------------------------------------------------------------------------
+
+    @property
+    def is_dlq(self) -> bool:
+        return self.id == DEAD_LETTER_QUEUE_ID
+
+    def location(self) -> str:
+        """The table's folder: ``path``, or the location the catalog gives for ``table``."""
+        if self._location is None:
+            if self.settings.get("path"):
+                self._location = str(self.settings["path"])
+            else:
+                self._location = self._catalog_location(str(self.settings["table"]))
+        return self._location
+
+    def _catalog_location(self, name: str) -> str:
+        try:
+            rows = self.spark.sql(f"DESCRIBE DETAIL {name}").select("format", "location").collect()
+        except AnalysisException as exc:
+            raise DeltaTargetError(
+                f"table {name!r} ({self._where('table')}) does not exist or cannot be read: "
+                f"{str(exc).splitlines()[0]}. Create it first (CREATE TABLE {name} (...) USING delta), or write by `path`"
+            ) from None
+        fmt, location = rows[0]["format"], rows[0]["location"]
+        if str(fmt).lower() != "delta":
+            raise DeltaTargetError(f"table {name!r} ({self._where('table')}) is a {fmt} table, not a Delta table")
+        return str(location)
+
+    def is_delta_table(self) -> bool:
+        jvm = self.spark.sparkContext._jvm
+        return bool(jvm.io.delta.tables.DeltaTable.isDeltaTable(self.spark._jsparkSession, self.location()))
+
+    def check_target(self) -> None:
+        """Refuse, before the query starts, a target that is not a Delta table and a mode the DLQ cannot take."""
+        if self.is_dlq and self.mode != "append":
+            raise DeltaTargetError(f"a Delta dead letter queue only appends: remove `mode: {self.mode}` ({self._where('mode')})")
+        location = self.location()  # a missing table is refused here
+        if self.is_delta_table():
+            return
+        folder = _local_folder(location)
+        if folder is not None and folder.exists() and any(p for p in folder.iterdir() if not p.name.startswith(".")):
+            raise DeltaTargetError(
+                f"{location} ({self._where('path')}) holds files but is not a Delta table (no _delta_log): point "
+                "`path` at a Delta table or at a new folder, or convert the folder first "
+                f"(CONVERT TO DELTA parquet.`{location}` for Parquet files)"
+            )
+
+    def table_schema(self) -> T.StructType | None:
+        """The table's schema now, or None while the table does not exist (its first write creates it)."""
+        if not self.is_delta_table():
+            return None
+        return self.spark.read.format("delta").load(self.location()).schema
+
+    # -- exactly once ------------------------------------------------------------------------------------
+
+    def app_id(self) -> str:
+        return f"airflow-conduit/{self.scope()}/{self.id}"
+
+    @staticmethod
+    def txn_version(batch_id: int) -> int:
+        """Delta versions are >= 0; a DLQ replay's batch ``-k`` is version ``k`` under its own scope."""
+        return abs(int(batch_id))
+
+    def last_version(self) -> int | None:
+        """The last batch version the table's log records for this destination's app id (None: none yet)."""
+        if not self.is_delta_table():
+            return None
+        jvm = self.spark.sparkContext._jvm
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self.location())
+        empty = jvm.scala.Option.empty()
+        found = delta_log.update(False, empty, empty).transactions().get(self.app_id())
+        return int(found.get()) if found.isDefined() else None
+
+    def committed(self, batch_id: int) -> bool:
+        last = self.last_version()
+        return last is not None and last >= self.txn_version(batch_id)
+
+    # -- writing -------------------------------------------------------------------------------------------
+
+    def write(self, df: DataFrame, batch_id: int) -> None:
+        app, version = self.app_id(), self.txn_version(batch_id)
+        if self.mode == "merge" and self.is_delta_table():
+            self._merge(self._last_per_key(df), app, version)
+            return
+        rows = self._last_per_key(df) if self.mode == "merge" else df
+        writer = rows.write.format("delta").mode("append").option("txnAppId", app).option("txnVersion", str(version))
+        if self.merge_schema or self.is_dlq:  # the DLQ's own columns grow with a replay (replay_count)
+            writer = writer.option("mergeSchema", "true")
+        writer.save(self.location())
+
+    def _last_per_key(self, df: DataFrame) -> DataFrame:
+        """One record per key, the one read last (Delta's MERGE refuses two source rows for one target row)."""
+        columns = [c for c in df.columns]
+        ordered = df.withColumn(_ORDER, F.monotonically_increasing_id())
+        keys = [F.col(C.quote(k)) for k in self.keys]
+        last = F.max_by(F.struct(*[F.col(C.quote(c)) for c in columns]), F.col(_ORDER)).alias("r")
+        return ordered.groupBy(*keys).agg(last).select(*[F.col("r")[c].alias(c) for c in columns])
+
+    def _merge(self, rows: DataFrame, app: str, version: int) -> None:
+        """MERGE INTO the table on the key columns, in one Delta commit carrying the batch's transaction id.
+
+        Delta applies the session settings ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` to
+        MERGE as to writes; they are set on the batch's own session for this statement only.
+        """
+        spark = rows.sparkSession
+        view = f"__conduit_merge_{uuid.uuid4().hex}"
+        rows.createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{C.quote(k)} = s.{C.quote(k)}" for k in self.keys)
+        settings = {TXN_APP_ID_CONF: app, TXN_VERSION_CONF: str(version)}
+        if self.merge_schema:
+            settings[AUTO_MERGE_CONF] = "true"
+        try:
+            for key, value in settings.items():
+                spark.conf.set(key, value)
+            spark.sql(
+                f"MERGE INTO {_quote_path(self.location())} AS t USING {view} AS s ON {on} "
+                "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+            )
+        finally:
+            for key in settings:
+                spark.conf.unset(key)
+            spark.catalog.dropTempView(view)
+
+    # -- reading (DLQ replay) ------------------------------------------------------------------------------
+
+    def read_all(self) -> DataFrame | None:
+        """The whole table (None while it does not exist): what a replay reads from a Delta DLQ."""
+        if not self.is_delta_table():
+            return None
+        return self.spark.read.format("delta").load(self.location())
+
+    # -- fitting records to the table -----------------------------------------------------------------------
+
+    def fit_to_table(self, df: DataFrame) -> DataFrame:
+        """The records as the table takes them, each one that does not fit nacked with what is wrong.
+
+        Runs in the batch's plan (after this destination's processors), once per batch: the table's
+        schema is read at the batch's start, so a column added to the table is seen by the next batch.
+        """
+        user = C.user_columns(df)
+        names = {u.lower(): u for u in user}
+        problems: list[tuple[Column, str]] = []
+        for key in self.keys:
+            if key.lower() not in names:
+                raise DeltaTargetError(
+                    f"merge key {key!r} ({self._where('key')}) is not a field of the records destination {self.id!r} "
+                    f"gets (fields: {', '.join(user)}): name fields the records have, or add it with a processor"
+                )
+            problems.append((F.col(C.quote(names[key.lower()])).isNull(), f"merge key {key} is null"))
+        table = self.table_schema()
+        if table is None:
+            return self._with_problems(df, problems)
+        columns = {f.name.lower(): f for f in table.fields}
+        for key in self.keys:
+            if key.lower() not in columns:
+                raise DeltaTargetError(
+                    f"merge key {key!r} ({self._where('key')}) is not a column of the table at {self.location()} "
+                    f"(columns: {', '.join(f.name for f in table.fields)})"
+                )
+        selected: list[Column] = []
+        for column in table.fields:
+            name = names.get(column.name.lower())
+            if name is None:
+                if not column.nullable:
+                    problems.append((F.lit(True), f"NOT NULL column {column.name} is missing"))
+                selected.append(F.lit(None).cast(column.dataType).alias(column.name))
+                continue
+            value = F.col(C.quote(name))
+            cast = value if df.schema[name].dataType == column.dataType else self._try_cast(df, name, column)
+            if cast is not value:
+                problems.append((value.isNotNull() & cast.isNull(),
+                                 f"field {name} does not convert to column {column.name} {column.dataType.simpleString()}"))
+            if not column.nullable:
+                problems.append((value.isNull(), f"NOT NULL column {column.name} is null"))
+            selected.append(cast.alias(column.name))
+        extra = [u for u in user if u.lower() not in columns]
+        if self.merge_schema:
+            selected += [F.col(C.quote(u)) for u in extra]
+        else:
+            for u in extra:
+                problems.append((F.col(C.quote(u)).isNotNull(),
+                                 f"field {u} is not a column of the table (set merge-schema: true to add it, or drop it with field.exclude)"))
+        fitted = self._with_problems(df, problems)
+        return fitted.select(*selected, *[F.col(C.quote(c)) for c in C.internal_columns(fitted)])
+
+    def _try_cast(self, df: DataFrame, name: str, column: T.StructField) -> Column:
+        cast = F.col(C.quote(name)).try_cast(column.dataType)
+        try:
+            df.select(cast)  # analysed now: a cast Spark does not have fails the batch with its name
+        except AnalysisException:
+            raise DeltaSchemaError(
+                f"field {name} ({df.schema[name].dataType.simpleString()}) cannot be converted to column {column.name} "
+                f"({column.dataType.simpleString()}) of the Delta table at {self.location()} (destination {self.id!r}, "
+                f"{self.spec_file}): the table's schema and the records' no longer match; change the table or the "
+                "pipeline's processors"
+            ) from None
+        return cast
+
+    def _with_problems(self, df: DataFrame, problems: list[tuple[Column, str]]) -> DataFrame:
+        if not problems:
+            return df
+        failed = F.lit(False)
+        for condition, _ in problems:
+            failed = failed | F.coalesce(condition, F.lit(False))
+        message = F.concat(
+            F.lit(f"record does not fit the Delta table of destination {self.id}: "),
+            F.concat_ws("; ", *[F.when(condition, F.lit(text)) for condition, text in problems]),
+        )
+        return C.with_error(df, failed, stage="destination", component_id=self.id, component_type=PLUGIN,
+                            exception_class=SCHEMA_MISMATCH, message=message)
+
+
+def fit_processor(df: DataFrame, proc, ctx) -> DataFrame:
+    """``processors.PROCESSORS[FIT_PROCESSOR]``: the destination's ``fit_to_table`` as a step of its branch."""
+    destination: DeltaDestination = proc.settings["destination"]
+    ctx.where = ("destination", destination.id, PLUGIN)
+    return destination.fit_to_table(df)
