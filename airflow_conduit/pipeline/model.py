@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 SOURCE_PLUGINS = ("file", "generator", "kafka")
-DESTINATION_PLUGINS = ("file", "jdbc", "delta", "log", "kafka")
+DESTINATION_PLUGINS = ("file", "jdbc", "delta", "kafka", "log")
 PROCESSOR_PLUGINS = ("field.set", "field.rename", "field.exclude", "filter", "sql", "json.decode", "custom", "expect")
 MODES = ("available-now", "continuous")
 SPEC_VERSIONS = ("1",)

@@ -8,6 +8,7 @@ cross-field checks. docs/pipelines.md documents the same table.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import Any

@@ -61,7 +61,7 @@ CASES = [
     ("unknown source plugin", lambda d: src(d).update(plugin="builtin:kinesis"), "pipeline.sources[0].plugin",
      "unknown source plugin 'builtin:kinesis'"),
     ("unknown destination plugin", lambda d: dst(d).update(plugin="s3"), "pipeline.destinations[0].plugin", "unknown destination plugin 's3'"),
-    ("source plugin as destination", lambda d: dst(d).update(plugin="generator"), "pipeline.destinations[0].plugin", "available: file, jdbc, delta, log"),
+    ("source plugin as destination", lambda d: dst(d).update(plugin="generator"), "pipeline.destinations[0].plugin", "available: file, jdbc, delta, kafka, log"),
     ("unknown processor plugin", lambda d: p(d).update(processors=[{"id": "x", "plugin": "field.sett", "settings": {}}]),
      "pipeline.processors[0].plugin", "did you mean 'field.set'"),
     ("standalone plugin", lambda d: src(d).update(plugin="standalone:file"), "pipeline.sources[0].plugin", "unknown source plugin"),
