@@ -293,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small-records", type=int, default=200_000, help="records of the topic read 10,000 per batch")
     parser.add_argument("--per-batch", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--default-reps", type=int, default=None, help="pairs at the default batch size (default: --reps)")
     parser.add_argument("--latency-rate", type=int, default=500)
     parser.add_argument("--latency-seconds", type=float, default=40.0)
     parser.add_argument("--latency-warmup", type=float, default=15.0)
@@ -304,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     import kafka_broker
 
     root = Path(tempfile.mkdtemp(prefix="conduit-bench-kafka-"))
-    result: dict[str, Any] = {"partitions": PARTITIONS, "bad_share": 1 / BAD_EVERY, "reps": args.reps, "load_average_at_start": os.getloadavg()}
+    result: dict[str, Any] = {"partitions": PARTITIONS, "bad_share": 1 / BAD_EVERY, "reps": args.reps,
+                              "default_reps": args.default_reps or args.reps, "load_average_at_start": os.getloadavg()}
     broker = kafka_broker.KafkaBroker(workdir=root / "broker")
     try:
         with Stopwatch() as fmt_sw:
@@ -315,25 +317,25 @@ def main(argv: list[str] | None = None) -> int:
         result["broker"] = {"format_seconds": fmt_sw.seconds, "start_seconds": start_sw.seconds,
                             "rss_idle_mib": broker_rss_mib(broker), "heap": kafka_broker.HEAP}
         log(f"broker: formatted in {fmt_sw.seconds:.1f} s, started in {start_sw.seconds:.1f} s, RSS {result['broker']['rss_idle_mib']:.0f} MiB")
-        big, small = broker.create_topic(partitions=PARTITIONS), broker.create_topic(partitions=PARTITIONS)
-        result["produce_seconds"] = {"big": produce_topic(broker, big, args.records), "small": produce_topic(broker, small, args.small_records)}
-        log(f"produced {args.records:,} records in {result['produce_seconds']['big']:.1f} s, {args.small_records:,} in {result['produce_seconds']['small']:.1f} s")
-
         from airflow_conduit.spark.session import build_session
 
         spark = build_session("airflow-conduit-bench-kafka-delta", connectors={"kafka", "delta"})
         spark.sparkContext.setLogLevel("ERROR")
-        dlq_topic = broker.create_topic(partitions=1)
-        big_ctx = {"servers": broker.bootstrap, "topic": big, "dlq_topic": dlq_topic, "records": args.records}
-        small_ctx = {"servers": broker.bootstrap, "topic": small, "dlq_topic": dlq_topic, "records": args.small_records}
-        result["default_batch"] = compare(spark, big_ctx, root, None, args.reps, "default")
-        write_result("kafka_delta", result, args.out)
-        result["per_batch"] = compare(spark, small_ctx, root, args.per_batch, args.reps, f"per{args.per_batch}")
-        write_result("kafka_delta", result, args.out)
         result["latency"] = {way: measure_latency(spark, broker, root, way, args.latency_rate, args.latency_seconds,
                                                   args.latency_warmup) for way in ("runner", "floor")}
         for way, lat in result["latency"].items():
             log(f"latency {way}: p50 {lat['p50']:.2f} s, p95 {lat['p95']:.2f} s over {lat['measured']:,} records")
+        write_result("kafka_delta", result, args.out)
+        big, small = broker.create_topic(partitions=PARTITIONS), broker.create_topic(partitions=PARTITIONS)
+        result["produce_seconds"] = {"big": produce_topic(broker, big, args.records), "small": produce_topic(broker, small, args.small_records)}
+        log(f"produced {args.records:,} records in {result['produce_seconds']['big']:.1f} s, {args.small_records:,} in {result['produce_seconds']['small']:.1f} s")
+        dlq_topic = broker.create_topic(partitions=1)
+        big_ctx = {"servers": broker.bootstrap, "topic": big, "dlq_topic": dlq_topic, "records": args.records}
+        small_ctx = {"servers": broker.bootstrap, "topic": small, "dlq_topic": dlq_topic, "records": args.small_records}
+        result["per_batch"] = compare(spark, small_ctx, root, args.per_batch, args.reps, f"per{args.per_batch}")
+        write_result("kafka_delta", result, args.out)
+        result["default_batch"] = compare(spark, big_ctx, root, None, args.default_reps or args.reps, "default")
+        write_result("kafka_delta", result, args.out)
         result["broker"]["rss_after_mib"] = broker_rss_mib(broker)
         result["load_average_at_end"] = os.getloadavg()
         spark.stop()
@@ -341,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
         shutil.rmtree(root, ignore_errors=True)
     write_result("kafka_delta", result, args.out)
-    for key in ("default_batch", "per_batch"):
+    for key in ("per_batch", "default_batch"):
         log(f"{key}: runner/floor {result[key]['ratio_runner_over_floor']['median']:.2f}, "
             f"{result[key]['ms_per_batch_over_floor']['median']:.0f} ms per batch over the floor")
     return 0
