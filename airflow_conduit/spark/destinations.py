@@ -43,7 +43,7 @@ class Destination:
         self.plugin = plugin
         self.settings = reveal(dict(settings))
 
-    def attach(self, state_dir, pipeline_id: str) -> None:
+    def attach(self, state_dir, spec) -> None:
         """Told where the run keeps its state (a writer that keeps its own bookkeeping there needs it)."""
 
     def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
