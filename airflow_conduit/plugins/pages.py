@@ -363,7 +363,7 @@ def dlq_section(page: PipelinePage, links: Links | None = None) -> str:
     if not page.dlq_readable:
         total = sum(int((r.report.totals.get("dlq") if r.report else 0) or 0) for r in page.runs)
         out.append(f'<p id="dlq-total">{total} records sent to the DLQ by these runs (counts from the run reports; '
-                   "the records themselves are only shown for file DLQs).</p>")
+                   "the records themselves are shown for file, log and reachable Kafka DLQs).</p>")
         return "".join(out)
     more = " (scan stopped early: only the newest batches were read)" if page.dlq_scan_truncated else ""
     out.append(f'<p id="dlq-total">{page.dlq_total} records from these runs{_e(more)}.</p>')
@@ -372,7 +372,9 @@ def dlq_section(page: PipelinePage, links: Links | None = None) -> str:
     rows = []
     for g in page.dlq_groups:
         samples = "".join(
-            f'<div class="sample">batch {_e(s["batch_id"])} · {_e(s["source"])}<br>{_e(s["record"])}'
+            f'<div class="sample">batch {_e(s["batch_id"])} · {_e(s["source"])}'
+            + (f' · <span class="dlq-position">DLQ {_e(s["dlq_position"])}</span>' if s.get("dlq_position") else "")
+            + f'<br>{_e(s["record"])}'
             + (f'<br><span class="muted">{_e(s["message"])}</span>' if s["message"] else "")
             + "</div>"
             for s in g.samples

@@ -1,4 +1,4 @@
-"""What a pipeline's state directory and file DLQ say, as plain data for the views.
+"""What a pipeline's state directory and its DLQ (file, log or Kafka) say, as plain data for the views.
 
 No Airflow here: the paths come from the caller (who took them from Airflow's records, never
 from a request), every read tolerates missing or half-written files, and every text that leaves
@@ -7,15 +7,18 @@ this module went through a :class:`Redactor`.
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import re
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from airflow_conduit.pipeline.kafka_headers import CONNECT, DLQ_COLUMNS_FROM_HEADERS
 from airflow_conduit.pipeline.report import RunReport
 from airflow_conduit.pipeline.secrets import MASK, mask_url_credentials, redact
 from airflow_conduit.recovery.clock import parse_iso
@@ -284,6 +287,97 @@ def dlq_rows_from_logs(runs: list[RunView], limit: int = DLQ_SCAN_LIMIT) -> tupl
     return rows, False
 
 
+# -- Kafka DLQs: kafka://<servers>/<topic> (operators/links.py) -------------------------------------
+KAFKA_DLQ_PREFIX = "kafka://"
+KAFKA_READ_SECONDS = 20.0
+
+
+def kafka_dlq_address(location: str | None) -> tuple[str, str] | None:
+    """(bootstrap servers, topic) of a Kafka DLQ's location; None for other DLQs or one behind a connection."""
+    if not location or not location.startswith(KAFKA_DLQ_PREFIX):
+        return None
+    servers, _, topic = location[len(KAFKA_DLQ_PREFIX):].partition("/")
+    if not servers or not topic or servers.startswith("connection:"):
+        return None
+    return servers, topic
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def kafka_dlq_row(topic: str, partition: int, offset: int, headers, value: bytes | None) -> dict[str, Any]:
+    """A Kafka DLQ record as the DLQ's row (headers -> columns, pipeline/kafka_headers.py), with its own
+    position in the DLQ topic (``dlq_position``) and, for a record a Kafka source read, its partition."""
+    found = {k: v.decode("utf-8", "replace") for k, v in (headers or []) if v is not None}
+    row: dict[str, Any] = {column: found.get(name) for column, name, _ in DLQ_COLUMNS_FROM_HEADERS}
+    for column, _, kind in DLQ_COLUMNS_FROM_HEADERS:
+        if kind in ("long", "int"):
+            row[column] = _int_or_none(row[column])
+    if value is None:
+        row["record"] = None
+    else:
+        try:
+            row["record"] = value.decode("utf-8")
+        except UnicodeDecodeError:
+            row["record"] = base64.b64encode(value).decode("ascii")
+    row["source_partition"] = _int_or_none(found.get(CONNECT + "partition"))
+    row["dlq_position"] = f"{topic}/{partition}/{offset}"
+    return row
+
+
+def dlq_rows_from_kafka(
+    location: str | None, run_ids: set[str], limit: int = DLQ_SCAN_LIMIT, seconds: float = KAFKA_READ_SECONDS
+) -> tuple[list[dict[str, Any]], bool]:
+    """The last ``limit`` records of a Kafka DLQ topic (per partition) written by these runs, newest first;
+    True when older records were left unread. Read with confluent-kafka when it is installed."""
+    address = kafka_dlq_address(location)
+    if address is None or not run_ids:
+        return [], False
+    try:
+        from confluent_kafka import Consumer, TopicPartition
+    except ImportError:  # the records are then counted from the run reports only
+        return [], False
+    servers, topic = address
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "airflow-conduit-ui", "enable.auto.commit": False,
+                         "socket.timeout.ms": int(seconds * 1000)})
+    rows: list[dict[str, Any]] = []
+    truncated = False
+    try:
+        metadata = consumer.list_topics(topic, timeout=seconds).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return [], False
+        ends: dict[int, int] = {}
+        starts: list = []
+        for partition in metadata.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=seconds)
+            start = max(low, high - limit)
+            truncated = truncated or start > low
+            if high > start:
+                ends[partition] = high
+                starts.append(TopicPartition(topic, partition, start))
+        consumer.assign(starts)
+        deadline = time.monotonic() + seconds
+        while ends and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            if message.offset() >= ends.get(message.partition(), 0) - 1:
+                ends.pop(message.partition(), None)
+            row = kafka_dlq_row(topic, message.partition(), message.offset(), message.headers(), message.value())
+            if str(row.get("run_id")) in run_ids:
+                rows.append(row)
+    except Exception:  # noqa: BLE001 - an unreachable broker: the page shows the counts of the run reports
+        return [], False
+    finally:
+        consumer.close()
+    rows.sort(key=lambda r: (r.get("batch_id") or 0), reverse=True)
+    return rows[:limit], truncated or len(rows) > limit
+
+
 def _record_preview(row: dict[str, Any], redactor: Redactor) -> str:
     """The original record as the DLQ holds it (``record``: raw text), secret-looking fields masked, cut."""
     raw = row.get("record")
@@ -308,11 +402,21 @@ class DlqGroup:
     samples: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _source_position(row: dict[str, Any]) -> str:
+    """Where the record came from: ``file:line``, or a Kafka source's ``topic/partition/offset`` (its
+    ``source_file``, with the partition as ``source_split_start`` and the offset as ``source_position``)."""
+    where = str(row.get("source_file") or "")
+    if where and where.endswith(f"/{row.get('source_split_start')}/{row.get('source_position')}"):
+        return where
+    return f"{where or row.get('source_id') or ''}:{row.get('source_position') or ''}"
+
+
 def dlq_sample(row: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     return {
         "run_id": str(row.get("run_id") or ""),
         "batch_id": row.get("batch_id"),
-        "source": cut(redactor.text(f"{row.get('source_file') or row.get('source_id') or ''}:{row.get('source_position') or ''}")),
+        "source": cut(redactor.text(_source_position(row))),
+        "dlq_position": str(row.get("dlq_position") or ""),
         "time": str(row.get("time_of_error") or ""),
         "record": _record_preview(row, redactor),
         "message": cut(redactor.text(row.get("exception_message") or ""), VALUE_CUT * 2),

@@ -19,7 +19,9 @@ from airflow_conduit.plugins.state_view import (
     dlq_folder,
     dlq_groups,
     dlq_rows,
+    dlq_rows_from_kafka,
     dlq_rows_from_logs,
+    kafka_dlq_address,
     last_successful_batch,
     runs_of,
 )
@@ -129,7 +131,13 @@ def pipeline_page(task: Any, redactor: Redactor, *, now: datetime | None = None,
     location = str(task.xcom.get("conduit_dlq") or "")
     folder = dlq_folder(location)
     from_log = location.startswith("log:")
-    rows, truncated = dlq_rows_from_logs(runs) if from_log else dlq_rows(folder, {r.run_id for r in runs})
+    kafka = kafka_dlq_address(location) is not None
+    if from_log:
+        rows, truncated = dlq_rows_from_logs(runs)
+    elif kafka:
+        rows, truncated = dlq_rows_from_kafka(location, {r.run_id for r in runs})
+    else:
+        rows, truncated = dlq_rows(folder, {r.run_id for r in runs})
     return PipelinePage(
         task=task,
         now=now,
@@ -146,7 +154,7 @@ def pipeline_page(task: Any, redactor: Redactor, *, now: datetime | None = None,
         dlq_groups=dlq_groups(rows, redactor, samples=dlq_samples),
         dlq_total=len(rows),
         dlq_scan_truncated=truncated,
-        dlq_readable=folder is not None or from_log,
+        dlq_readable=folder is not None or from_log or (kafka and bool(rows)),
     )
 
 

@@ -121,6 +121,10 @@ class BatchContext(Protocol):
     @property
     def dlq_may_hold_pending_reasons(self) -> bool: ...
 
+    def committed(self, dest: "Destination", batch_id: int) -> bool: ...  # in the target already (marker or its own log)
+
+    def mark_committed(self, dest: "Destination", batch_id: int, rows: int) -> None: ...
+
     @property
     def pending_reasons(self) -> "PendingReasons": ...
 

@@ -35,7 +35,7 @@ from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.destinations import Destination
+from airflow_conduit.spark.destination_base import Destination
 
 log = logging.getLogger(__name__)
 

@@ -26,32 +26,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_conduit.pipeline.secrets import redact, reveal
+from airflow_conduit.pipeline.secrets import redact
+from airflow_conduit.spark.destination_base import Destination
 
 BATCH_COLUMN = "_conduit_batch_id"
 LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARNING, "error": logging.ERROR}
-
-
-class Destination:
-    carries_a_pass = True  # its write is one action over the batch (an observation on it sees every row)
-    wants_record_id = False  # its rows come with the record's read-order number (columns.SEQ): see kafka_sink
-    answers_commits = False  # True: ``committed`` reads the target itself and no commit marker is kept
-
-    def __init__(self, spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any]):
-        self.spark = spark
-        self.id = component_id
-        self.plugin = plugin
-        self.settings = reveal(dict(settings))
-
-    def attach(self, state_dir, pipeline_id: str) -> None:
-        """Told where the run keeps its state (a writer that keeps its own bookkeeping there needs it)."""
-
-    def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def committed(self, batch_id: int) -> bool | None:
-        """Whether batch ``batch_id`` is in the target, when the target can tell (None: ask the commit marker)."""
-        return None
 
 
 class FileDestination(Destination):

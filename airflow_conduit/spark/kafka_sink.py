@@ -27,6 +27,7 @@ plus Conduit's own (docs/pipelines.md, Kafka DLQ).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import uuid
@@ -37,6 +38,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from airflow_conduit.pipeline.kafka_headers import (
+    CONDUIT_DLQ_HEADERS,
+    CONNECT,
+    CONNECT_HEADERS,
+    DLQ_COLUMNS_FROM_HEADERS,
+    DLQ_HEADER,
+    HEADER_BATCH,
+    HEADER_PIPELINE,
+    HEADER_QUERY,
+    HEADER_RECORD,
+)
 from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_atomic
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
@@ -47,12 +59,6 @@ from airflow_conduit.spark.kafka_options import client_options
 log = logging.getLogger(__name__)
 
 RECORD_ID = "__ac_record_id"  # the column a Kafka writer dedups on (a string)
-HEADER_PIPELINE = "conduit.pipeline.id"
-HEADER_QUERY = "conduit.query.id"
-HEADER_BATCH = "conduit.batch.id"
-HEADER_RECORD = "conduit.record.id"
-CONNECT = "__connect.errors."
-DLQ_HEADER = "conduit.dlq."
 INTENTS = "kafka-intents"
 CHECKPOINT_METADATA = Path("checkpoints") / "pipeline" / "metadata"  # runner.QUERY_NAME's checkpoint
 ADMIN_TIMEOUT_SECONDS = 120
@@ -165,12 +171,18 @@ class KafkaWriter(Destination):
     """What the destination and the DLQ share: client options, the intent, the read-back, the write."""
 
     wants_record_id = True
+    # Spark's Kafka sink runs the batch's plan as a query of its own: an observation on it is never
+    # reported, so the pass is carried by another destination or a noop write, and this one reads again.
+    carries_a_pass = False
     state_dir: Path | None = None
     pipeline_id = ""
 
-    def attach(self, state_dir: Path, pipeline_id: str) -> None:
+    kafka_sources: dict[str, dict[str, Any]] = {}
+
+    def attach(self, state_dir: Path, spec: Any) -> None:
         self.state_dir = Path(state_dir)
-        self.pipeline_id = pipeline_id
+        self.pipeline_id = spec.id
+        self.kafka_sources = {s.id: dict(s.settings) for s in spec.sources if s.plugin.removeprefix("builtin:") == "kafka"}
 
     @property
     def topic(self) -> str:
@@ -274,24 +286,6 @@ class KafkaDestination(KafkaWriter):
 
 # -- the dead letter queue ---------------------------------------------------------------------------------
 
-# Kafka Connect's DLQ header (KIP-298) -> the DLQ column it carries.
-CONNECT_HEADERS = (
-    ("topic", "source_file"),
-    ("partition", None),  # a file has none; a Kafka source's record: its partition
-    ("offset", "source_position"),
-    ("connector.name", "component_id"),
-    ("task.id", "run_id"),
-    ("stage", "stage"),
-    ("class.name", "component_type"),
-    ("exception.class.name", "exception_class"),
-    ("exception.message", "exception_message"),
-    ("exception.stacktrace", "exception_stacktrace"),
-)
-# DLQ columns with no Connect header of their own: ``conduit.dlq.<column>``.
-CONDUIT_DLQ_HEADERS = ("source_id", "source_file", "source_position", "source_split_start", "attempt", "time_of_error",
-                       "configs", "replay_count")
-
-
 def dlq_record_id(df: DataFrame) -> Column:
     """A DLQ record's identity in its batch: where the record came from (the same on a re-run of the batch)."""
     parts = ["source_id", "source_file", "source_split_start", "source_position"]
@@ -299,32 +293,88 @@ def dlq_record_id(df: DataFrame) -> Column:
 
 
 def dlq_value(df: DataFrame) -> Column:
-    """The original record's bytes: a line that is not UTF-8 is kept base64-encoded in ``record``, decoded here."""
+    """The original record's bytes: a line that is not UTF-8 is kept base64-encoded in ``record`` (its message
+    says so), decoded here; every other ``record`` is its text."""
     from airflow_conduit.spark.parsing import INVALID_UTF8
 
     record = F.col("record")
-    return F.when(F.col("exception_class") == F.lit(INVALID_UTF8), F.unbase64(record)).otherwise(record.cast("binary"))
+    encoded = (F.col("exception_class") == F.lit(INVALID_UTF8)) & F.col("exception_message").contains("base64")
+    decoded = F.try_to_binary(record, F.lit("base64"))
+    return F.when(encoded & decoded.isNotNull(), decoded).otherwise(record.cast("binary"))
+
+
+ORIGINAL_SOURCE, ORIGINAL_POSITION = "__ac_o_source", "__ac_o_position"
 
 
 class KafkaDeadLetterQueue(KafkaWriter):
     """DLQ plugin ``kafka``: one Kafka record per nacked record, the original bytes as its value."""
+
+    def _from_kafka(self) -> Column:
+        """The DLQ row is of a record a Kafka source read (its ``source_file`` is ``topic/partition/offset``)."""
+        return F.col("source_id").isin(list(self.kafka_sources)) if self.kafka_sources else F.lit(False)
+
+    def kafka_originals(self, df: DataFrame) -> DataFrame | None:
+        """The Kafka records the DLQ rows of Kafka sources came from, read again from their topics (key,
+        value and headers byte for byte), keyed by (source id, ``topic/partition/offset``); None without any.
+
+        The DLQ rows are few and on the driver already: their offsets are collected and each source's
+        partitions are read from the lowest to the highest nacked offset of the batch.
+        """
+        if not self.kafka_sources:
+            return None
+        spots = df.where(self._from_kafka()).select("source_id", "source_file").distinct().collect()
+        ranges: dict[str, dict[str, dict[int, list[int]]]] = {}
+        for source_id, where in spots:
+            topic, partition, offset = where.rsplit("/", 2)
+            low_high = ranges.setdefault(source_id, {}).setdefault(topic, {}).setdefault(int(partition), [int(offset)] * 2)
+            low_high[0], low_high[1] = min(low_high[0], int(offset)), max(low_high[1], int(offset))
+        frames = []
+        for source_id, topics in ranges.items():
+            frame = (
+                self.spark.read.format("kafka").options(**client_options(self.kafka_sources[source_id]))
+                .option("assign", json.dumps({t: sorted(ps) for t, ps in topics.items()}))
+                .option("startingOffsets", json.dumps({t: {str(p): r[0] for p, r in ps.items()} for t, ps in topics.items()}))
+                .option("endingOffsets", json.dumps({t: {str(p): r[1] + 1 for p, r in ps.items()} for t, ps in topics.items()}))
+                .option("includeHeaders", "true")
+                .option("failOnDataLoss", "false")  # gone since (retention): the DLQ row's own text is used
+                .load()
+            )
+            frames.append(frame.select(
+                F.lit(source_id).alias(ORIGINAL_SOURCE),
+                F.concat_ws("/", "topic", F.col("partition").cast("string"), F.col("offset").cast("string")).alias(ORIGINAL_POSITION),
+                F.col("key").alias("__ac_o_key"), F.col("value").alias("__ac_o_value"), F.col("headers").alias("__ac_o_headers"),
+            ))
+        return functools.reduce(DataFrame.unionByName, frames) if frames else None
+
+    def connect_position(self) -> list[Column]:
+        """Connect's topic / partition / offset headers: a Kafka source's record's own; a file's path and line."""
+        kafka = self._from_kafka()
+        topic = F.when(kafka, F.substring_index(F.col("source_file"), "/", 1)).otherwise(F.col("source_file"))
+        return [
+            _string_header(CONNECT + "topic", F.coalesce(topic, F.col("source_id"))),
+            _string_header(CONNECT + "partition", F.when(kafka, F.col("source_split_start"))),
+            _string_header(CONNECT + "offset", F.col("source_position")),
+        ]
 
     def records(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:
         record_id = dlq_record_id(df)
         present = set(df.columns)
         headers = [_string_header(HEADER_PIPELINE, F.lit(self.pipeline_id)), _string_header(HEADER_QUERY, F.lit(query_id)),
                    _string_header(HEADER_BATCH, F.lit(batch_id)), _string_header(HEADER_RECORD, record_id)]
+        headers += self.connect_position()
         for name, column in CONNECT_HEADERS:
-            if column is not None and column in present:
+            if name not in ("topic", "partition", "offset") and column in present:
                 headers.append(_string_header(CONNECT + name, F.col(column)))
         headers += [_string_header(DLQ_HEADER + c, F.col(c)) for c in CONDUIT_DLQ_HEADERS if c in present]
-        with_nulls = F.array(*headers).cast(HEADER_TYPE)
-        return df.select(
-            F.lit(None).cast("binary").alias("key"),
-            dlq_value(df).alias("value"),
-            F.filter(with_nulls, lambda h: h["value"].isNotNull()).alias("headers"),  # an absent value: no header
-            record_id.alias(RECORD_ID),
-        )
+        ours = F.filter(F.array(*headers).cast(HEADER_TYPE), lambda h: h["value"].isNotNull())  # absent: no header
+        key, value = F.lit(None).cast("binary"), dlq_value(df)
+        originals = self.kafka_originals(df)
+        if originals is not None:
+            on = (df["source_id"] == originals[ORIGINAL_SOURCE]) & (df["source_file"] == originals[ORIGINAL_POSITION])
+            df = df.join(F.broadcast(originals), on, "left")
+            key, value = F.col("__ac_o_key"), F.when(F.col(ORIGINAL_SOURCE).isNotNull(), F.col("__ac_o_value")).otherwise(value)
+            ours = F.concat(F.coalesce(F.col("__ac_o_headers"), F.array().cast(HEADER_TYPE)), ours)  # the original's first
+        return df.select(key.alias("key"), value.alias("value"), ours.alias("headers"), record_id.alias(RECORD_ID))
 
     def too_large_error(self, records: DataFrame, batch_id: int) -> KafkaRecordTooLarge:
         biggest = (
@@ -343,28 +393,6 @@ class KafkaDeadLetterQueue(KafkaWriter):
 
 
 # -- reading the DLQ back (dlq replay, the UI) --------------------------------------------------------------
-
-# DLQ column -> (header, Spark type) of a Kafka DLQ record.
-DLQ_COLUMNS_FROM_HEADERS = (
-    ("pipeline_id", HEADER_PIPELINE, "string"),
-    ("run_id", CONNECT + "task.id", "string"),
-    ("batch_id", HEADER_BATCH, "long"),
-    ("source_id", DLQ_HEADER + "source_id", "string"),
-    ("source_file", DLQ_HEADER + "source_file", "string"),
-    ("source_position", DLQ_HEADER + "source_position", "long"),
-    ("source_split_start", DLQ_HEADER + "source_split_start", "long"),
-    ("stage", CONNECT + "stage", "string"),
-    ("component_id", CONNECT + "connector.name", "string"),
-    ("component_type", CONNECT + "class.name", "string"),
-    ("exception_class", CONNECT + "exception.class.name", "string"),
-    ("exception_message", CONNECT + "exception.message", "string"),
-    ("exception_stacktrace", CONNECT + "exception.stacktrace", "string"),
-    ("attempt", DLQ_HEADER + "attempt", "int"),
-    ("time_of_error", DLQ_HEADER + "time_of_error", "string"),
-    ("configs", DLQ_HEADER + "configs", "string"),
-    ("replay_count", DLQ_HEADER + "replay_count", "int"),
-)
-
 
 def kafka_dlq_frame(spark: SparkSession, dlq: KafkaWriter) -> DataFrame:
     """The DLQ topic from its earliest retained record to its end now, as the DLQ's columns (``record``: the

@@ -250,5 +250,10 @@ def record_columns(plan: "SourcePlan", *, keep_originals: bool) -> list[Column]:
     ]
 
 
+def replayed_metadata() -> list[Column]:
+    """The metadata columns of a record replayed from the DLQ, which keeps the value only: typed NULLs."""
+    return [F.lit(None).cast(dtype).alias(name) for name, dtype in METADATA.items()]
+
+
 def _ddl(schema: T.StructType) -> str:
     return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)

@@ -176,7 +176,7 @@ class PipelineRunner:
         self._bind_self_committing_destinations()
         self.keep_originals = self.keep_originals or (dlq.include_messages and bool(self._fitting_destinations()))
         for dest in [*self.destinations, self.dlq]:
-            dest.attach(self.state_dir, self.spec.id)
+            dest.attach(self.state_dir, self.spec)
         for dest in [*self.destinations, self.dlq]:
             if dest.plugin == "jdbc":
                 self.stage.at("destination", dest.id, dest.plugin)

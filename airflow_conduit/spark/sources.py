@@ -351,7 +351,10 @@ def _record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
     else:
         broken = F.lit(False)
     as_read = F.when(broken, F.to_json(F.struct(*[value_of(f.name).alias(f.name) for f in plan.schema.fields])))
+    # a Kafka source's records replayed from the DLQ: its metadata are not kept there (NULL, so processors still resolve)
+    metadata = kafka_source.replayed_metadata() if plan.spec.plugin == kafka_source.PLUGIN else []
     return [
+        *metadata,
         F.col(C.SOURCE_ID),
         F.col(C.SOURCE_INDEX),
         F.col(C.POSITION),

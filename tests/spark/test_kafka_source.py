@@ -133,3 +133,16 @@ def test_raw_values_as_strings_and_as_bytes(spark, kafka, tmp_path):
     values = sorted((bytes(r["value"]) if r["value"] is not None else b"") for r in spark.read.parquet(str(tmp_path / "b")).collect())
     assert values == sorted([b"", b"\xff\xfe binary", b"plain text"])
     assert read_json_rows(spark, tmp_path / "b-dlq") == []
+
+
+def test_spark_shows_the_sasl_password_redacted_in_the_query_plan(spark):
+    from airflow_conduit.spark.kafka_source import reader_options
+
+    settings = {"servers": "127.0.0.1:1", "topics": ["t"], "security-protocol": "sasl_ssl", "sasl-mechanism": "plain",
+                "sasl-username": "u", "sasl-password": "Pw-in-plan-9"}
+    options = reader_options(settings)
+    assert "Pw-in-plan-9" in options["kafka.sasl.jaas.config"]  # the job hands it to Spark ...
+    frame = spark.readStream.format("kafka").options(**options).load()
+    plan = frame._jdf.queryExecution().toString()
+    assert "kafka.sasl.jaas.config=*********(redacted)" in plan  # ... which never shows it
+    assert "Pw-in-plan-9" not in plan

@@ -1,0 +1,32 @@
+"""The base of every destination (and the DLQ): what the batch pass calls on it. Its own module so that a
+destination plugin in its own module (``delta_sink``) and ``destinations.make_destination`` import it, not each other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from airflow_conduit.pipeline.secrets import reveal
+
+
+class Destination:
+    carries_a_pass = True  # its write is one action over the batch (an observation on it sees every row)
+    wants_record_id = False  # its rows come with the record's read-order number (columns.SEQ): see kafka_sink
+    answers_commits = False  # True: ``committed`` reads the target itself and no commit marker is kept
+
+    def __init__(self, spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any]):
+        self.spark = spark
+        self.id = component_id
+        self.plugin = plugin
+        self.settings = reveal(dict(settings))
+
+    def attach(self, state_dir, spec) -> None:
+        """Told where the run keeps its state (a writer that keeps its own bookkeeping there needs it)."""
+
+    def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def committed(self, batch_id: int) -> bool | None:
+        """Whether batch ``batch_id`` is in the target, when the target can tell (None: ask the commit marker)."""
+        return None

@@ -1,0 +1,78 @@
+"""Real driver kills (spark-submit, SIGKILL) around the Kafka writes: every record once in each topic.
+
+The driver kills itself with SIGKILL (``--faults``) after the Kafka destination wrote a batch but before its
+commit marker, after the Kafka DLQ wrote but before its marker, and after the DLQ committed; a last run
+finishes. The topics are read back with confluent-kafka, a client independent of Spark's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from spark_helpers import good, write_lines
+from test_entrypoint import _env, _report, _submit_cmd
+from test_kafka_sink import headers_of
+
+pytestmark = pytest.mark.spark
+
+
+def _spec(folder: Path, bootstrap: str, out_topic: str, dlq_topic: str) -> Path:
+    path = folder / "kafka.yaml"
+    path.write_text(f"""\
+version: "1"
+pipeline:
+  id: kafka-kill
+  sources:
+    - id: in
+      plugin: file
+      settings:
+        path: in
+        schema: "id BIGINT NOT NULL, name STRING, amount DOUBLE"
+        max-files-per-trigger: 1
+  destinations:
+    - id: out
+      plugin: kafka
+      settings: {{servers: "{bootstrap}", topic: {out_topic}, key: id}}
+  dead-letter-queue:
+    plugin: kafka
+    settings: {{servers: "{bootstrap}", topic: {dlq_topic}}}
+    window-size: 0
+""")
+    return path
+
+
+def test_sigkilled_drivers_around_the_kafka_commits_leave_every_record_once_in_the_topics(spark, tmp_path, kafka):
+    good_ids, bad = [], []
+    for f in range(4):
+        ids = [f * 10 + k for k in range(3)]
+        good_ids += ids
+        write_lines(tmp_path / "in", f"{f}.json", [good(ids[0]), "{oops", good(ids[1]), '{"id": "x"}', good(ids[2])])
+        bad += [(f"{f}.json", 2), (f"{f}.json", 4)]
+    out_topic, dlq_topic = kafka.create_topic(partitions=2), kafka.create_topic(partitions=2)
+    spec = _spec(tmp_path, kafka.bootstrap, out_topic, dlq_topic)
+    kills = [
+        ("r1", {"crash_before_commit": {"destination": "out", "batch": 0}}),
+        ("r2", {"crash_before_commit": {"destination": "dead-letter-queue", "batch": 1}}),
+        ("r3", {"crash_after_destination": {"destination": "dead-letter-queue", "batch": 2}}),
+    ]
+    for run_id, faults in kills:
+        result = subprocess.run(_submit_cmd(tmp_path, spec, run_id, faults), cwd=tmp_path, env=_env(),
+                                capture_output=True, text=True, timeout=900)
+        assert result.returncode == 137, result.stderr[-3000:]
+        assert _report(tmp_path, run_id)["status"] == "running"  # killed: no report written after the kill
+    result = subprocess.run(_submit_cmd(tmp_path, spec, "r4"), cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _report(tmp_path, "r4")["status"] == "succeeded"
+
+    out = kafka.read_all(out_topic)
+    assert sorted(json.loads(m.value())["id"] for m in out) == sorted(good_ids)  # none missing, none twice
+    dlq = kafka.read_all(dlq_topic)
+    positions = sorted((headers_of(m)["__connect.errors.topic"].rsplit("/", 1)[1], int(headers_of(m)["__connect.errors.offset"]))
+                       for m in dlq)
+    assert positions == sorted(bad)
+    assert all(headers_of(m)["__connect.errors.stage"] == "source" for m in dlq)
