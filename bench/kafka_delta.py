@@ -169,10 +169,12 @@ def run_floor(spark, ctx: dict[str, Any], work: Path, per_batch: int | None) -> 
 WAYS = {"runner": run_runner, "floor": run_floor}
 
 
-def compare(spark, ctx: dict[str, Any], root: Path, per_batch: int | None, reps: int, label: str) -> dict[str, Any]:
-    """``reps`` repetitions of both ways in rotated order; ratios and per-batch costs per pair."""
+def compare(spark, ctx: dict[str, Any], root: Path, per_batch: int | None, reps: int, label: str,
+            warmup_pairs: int = 1) -> dict[str, Any]:
+    """``reps`` repetitions of both ways in rotated order (after ``warmup_pairs`` not counted); ratios and
+    per-batch costs per pair."""
     samples: dict[str, list[dict[str, Any]]] = {w: [] for w in WAYS}
-    for rep in range(-1, reps):  # rep -1: a warm-up pair, not counted
+    for rep in range(-warmup_pairs, reps):  # negative: a warm-up pair, not counted
         for way in rotated(list(WAYS), max(rep, 0)):
             work = root / f"{label}-{way}-{rep}"
             result = WAYS[way](spark, ctx, work, per_batch)
@@ -240,41 +242,71 @@ def steady_producer(broker, topic: str, rate: int, seconds: float, stop: threadi
     return thread
 
 
+def _visible_count(lake: Path) -> int:
+    """Rows the Delta table's log has added so far (from the commit stats; no Spark)."""
+    count = 0
+    for entry in sorted((lake / "_delta_log").glob("*.json")) if (lake / "_delta_log").exists() else []:
+        for line in entry.read_text().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            if "add" in action and action["add"].get("stats"):
+                count += json.loads(action["add"]["stats"]).get("numRecords", 0)
+    return count
+
+
+def _steady_then_drain(broker, topic: str, lake: Path, rate: int, seconds: float, stop_way) -> threading.Thread:
+    """A thread that waits for the way's first commit (the query runs), produces at ``rate`` for ``seconds``,
+    waits until every record is visible (or a deadline), then stops the way."""
+
+    def run() -> None:
+        deadline = time.time() + 600
+        while not (lake / "_delta_log").exists() and time.time() < deadline:
+            time.sleep(0.2)
+        base = _visible_count(lake)
+        thread = steady_producer(broker, topic, rate, seconds, threading.Event())
+        thread.join()
+        holder["produced"] = int(rate * seconds)
+        while _visible_count(lake) < base + holder["produced"] and time.time() < deadline:
+            time.sleep(0.5)
+        stop_way()
+
+    holder: dict[str, int] = {}
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def measure_latency(spark, broker, root: Path, way: str, rate: int, seconds: float, warmup: float) -> dict[str, Any]:
-    """One continuous run of ``way`` while records arrive at ``rate``/s; latency of the records after ``warmup``."""
+    """One continuous run of ``way``: once its first batch is committed (one record produced ahead), records
+    arrive at ``rate``/s for ``seconds``; the latency of each record produced after ``warmup`` seconds."""
+    from confluent_kafka import Producer
+
     topic = broker.create_topic(partitions=PARTITIONS)
     work = root / f"latency-{way}"
-    stop = threading.Event()
+    lake = work / "lake"
+    first = Producer({"bootstrap.servers": broker.bootstrap})
+    first.produce(topic, value=json.dumps({"id": -1, "produced_at": time.time(), "pad": "first"}).encode(), partition=0)
+    first.flush(60)
     if way == "runner":
         from airflow_conduit.spark.runner import execute
 
         dlq_topic = broker.create_topic(partitions=1)
-        spec = runner_spec(broker.bootstrap, topic, dlq_topic, work / "lake", None, mode="continuous", schema=LATENCY_SCHEMA)
-        holder: dict[str, Any] = {}
-
-        def stop_after_producing(runner) -> None:
-            def wait_then_stop() -> None:
-                producer.join()
-                time.sleep(3 * TRIGGER_SECONDS + 5)
-                runner.request_stop("benchmark done")
-            holder["stopper"] = threading.Thread(target=wait_then_stop, daemon=True)
-
-        producer = steady_producer(broker, topic, rate, seconds + warmup, stop)
-        code, report = execute(spark, spec, state_dir=work / "state", run_id="latency",
-                               on_runner=lambda r: (stop_after_producing(r), holder["stopper"].start()))
+        spec = runner_spec(broker.bootstrap, topic, dlq_topic, lake, None, mode="continuous", schema=LATENCY_SCHEMA)
+        code, report = execute(
+            spark, spec, state_dir=work / "state", run_id="latency",
+            on_runner=lambda r: _steady_then_drain(broker, topic, lake, rate, seconds + warmup,
+                                                   lambda: r.request_stop("benchmark done")),
+        )
         if code != 0:
             raise RuntimeError(f"runner failed: {report.error}")
     else:
-        producer = steady_producer(broker, topic, rate, seconds + warmup, stop)
-        query = floor_query(spark, broker.bootstrap, topic, work / "lake", work / "checkpoint", None,
+        query = floor_query(spark, broker.bootstrap, topic, lake, work / "checkpoint", None,
                             schema="id BIGINT, produced_at DOUBLE, pad STRING", required=("id",),
                             trigger={"processingTime": f"{TRIGGER_SECONDS} seconds"})
-        producer.join()
-        time.sleep(3 * TRIGGER_SECONDS + 5)
-        query.stop()
-    pairs = visible_at(work / "lake")
-    first = min(p for p, _ in pairs)
-    latencies = sorted(c - p for p, c in pairs if p >= first + warmup)
+        _steady_then_drain(broker, topic, lake, rate, seconds + warmup, query.stop).join()
+        query.awaitTermination(120)
+    pairs = visible_at(lake)
+    start = sorted(p for p, _ in pairs)[1]  # the steady producer's first record (the smallest is the probe's)
+    latencies = sorted(c - p for p, c in pairs if p >= start + warmup)
     shutil.rmtree(work, ignore_errors=True)
 
     def pct(q: float) -> float:
@@ -294,19 +326,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-batch", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--default-reps", type=int, default=None, help="pairs at the default batch size (default: --reps)")
-    parser.add_argument("--latency-rate", type=int, default=500)
+    parser.add_argument("--warmup-pairs", type=int, default=1, help="uncounted pairs before each comparison")
+    parser.add_argument("--latency-rate", type=int, default=100)
     parser.add_argument("--latency-seconds", type=float, default=40.0)
     parser.add_argument("--latency-warmup", type=float, default=15.0)
     parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--parts", default="latency,per_batch,default_batch",
+                        help="what to measure; the others are kept from an earlier result file --out")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
     setup_environment()
     os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {args.driver_memory} pyspark-shell"
     import kafka_broker
 
     root = Path(tempfile.mkdtemp(prefix="conduit-bench-kafka-"))
-    result: dict[str, Any] = {"partitions": PARTITIONS, "bad_share": 1 / BAD_EVERY, "reps": args.reps,
-                              "default_reps": args.default_reps or args.reps, "load_average_at_start": os.getloadavg()}
+    earlier = Path(args.out) if args.out else None
+    kept = json.loads(earlier.read_text()) if earlier and earlier.exists() and parts != {"latency", "per_batch", "default_batch"} else {}
+    result: dict[str, Any] = {**kept, "partitions": PARTITIONS, "bad_share": 1 / BAD_EVERY, "reps": args.reps,
+                              "default_reps": args.default_reps or args.reps, "warmup_pairs": args.warmup_pairs,
+                              "load_average_at_start": os.getloadavg()}
     broker = kafka_broker.KafkaBroker(workdir=root / "broker")
     try:
         with Stopwatch() as fmt_sw:
@@ -321,21 +360,29 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = build_session("airflow-conduit-bench-kafka-delta", connectors={"kafka", "delta"})
         spark.sparkContext.setLogLevel("ERROR")
-        result["latency"] = {way: measure_latency(spark, broker, root, way, args.latency_rate, args.latency_seconds,
-                                                  args.latency_warmup) for way in ("runner", "floor")}
-        for way, lat in result["latency"].items():
-            log(f"latency {way}: p50 {lat['p50']:.2f} s, p95 {lat['p95']:.2f} s over {lat['measured']:,} records")
-        write_result("kafka_delta", result, args.out)
-        big, small = broker.create_topic(partitions=PARTITIONS), broker.create_topic(partitions=PARTITIONS)
-        result["produce_seconds"] = {"big": produce_topic(broker, big, args.records), "small": produce_topic(broker, small, args.small_records)}
-        log(f"produced {args.records:,} records in {result['produce_seconds']['big']:.1f} s, {args.small_records:,} in {result['produce_seconds']['small']:.1f} s")
-        dlq_topic = broker.create_topic(partitions=1)
-        big_ctx = {"servers": broker.bootstrap, "topic": big, "dlq_topic": dlq_topic, "records": args.records}
-        small_ctx = {"servers": broker.bootstrap, "topic": small, "dlq_topic": dlq_topic, "records": args.small_records}
-        result["per_batch"] = compare(spark, small_ctx, root, args.per_batch, args.reps, f"per{args.per_batch}")
-        write_result("kafka_delta", result, args.out)
-        result["default_batch"] = compare(spark, big_ctx, root, None, args.default_reps or args.reps, "default")
-        write_result("kafka_delta", result, args.out)
+        if "latency" in parts:
+            result["latency"] = {way: measure_latency(spark, broker, root, way, args.latency_rate, args.latency_seconds,
+                                                      args.latency_warmup) for way in ("runner", "floor")}
+            for way, lat in result["latency"].items():
+                log(f"latency {way}: p50 {lat['p50']:.2f} s, p95 {lat['p95']:.2f} s over {lat['measured']:,} records")
+            write_result("kafka_delta", result, args.out)
+        if parts & {"per_batch", "default_batch"}:
+            big, small = broker.create_topic(partitions=PARTITIONS), broker.create_topic(partitions=PARTITIONS)
+            result["produce_seconds"] = {"big": produce_topic(broker, big, args.records),
+                                         "small": produce_topic(broker, small, args.small_records)}
+            log(f"produced {args.records:,} records in {result['produce_seconds']['big']:.1f} s, "
+                f"{args.small_records:,} in {result['produce_seconds']['small']:.1f} s")
+            dlq_topic = broker.create_topic(partitions=1)
+            big_ctx = {"servers": broker.bootstrap, "topic": big, "dlq_topic": dlq_topic, "records": args.records}
+            small_ctx = {"servers": broker.bootstrap, "topic": small, "dlq_topic": dlq_topic, "records": args.small_records}
+        if "per_batch" in parts:
+            result["per_batch"] = compare(spark, small_ctx, root, args.per_batch, args.reps, f"per{args.per_batch}",
+                                          args.warmup_pairs)
+            write_result("kafka_delta", result, args.out)
+        if "default_batch" in parts:
+            result["default_batch"] = compare(spark, big_ctx, root, None, args.default_reps or args.reps, "default",
+                                              args.warmup_pairs)
+            write_result("kafka_delta", result, args.out)
         result["broker"]["rss_after_mib"] = broker_rss_mib(broker)
         result["load_average_at_end"] = os.getloadavg()
         spark.stop()
@@ -343,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.stop()
         shutil.rmtree(root, ignore_errors=True)
     write_result("kafka_delta", result, args.out)
-    for key in ("per_batch", "default_batch"):
+    for key in [k for k in ("per_batch", "default_batch") if k in result]:
         log(f"{key}: runner/floor {result[key]['ratio_runner_over_floor']['median']:.2f}, "
             f"{result[key]['ms_per_batch_over_floor']['median']:.0f} ms per batch over the floor")
     return 0

@@ -859,7 +859,9 @@ def section_kafka_delta(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]
     counts = d["runner_counts"]
     text = f"""{title}A topic of generated JSON orders ({r['bad_share']:.0%} bad: not JSON, a wrong type, a missing required field) in
 {r['partitions']} partitions on the test broker, read from its start into a fresh Delta table by two ways in one
-`local[2]` session, alternating in rotated order ({r['reps']} pairs after a warm-up pair): **runner** (source `kafka`,
+`local[2]` session, alternating in rotated order ({r['reps']} pairs at {p['max_records_per_batch']:,} per batch, {r.get('default_reps', r['reps'])}
+at the default size; {r.get('warmup_pairs', 1)} uncounted warm-up pair(s) before each, after the latency runs below had
+warmed the session up): **runner** (source `kafka`,
 destination `delta` append, DLQ `kafka`, exactly once) and the **floor** (Spark's Kafka source, `from_json`, rows
 without their required fields dropped, `foreachBatch` appending to Delta; no DLQ). The runner's last run read
 {counts['read']:,} records, wrote {counts['written']:,} and sent {counts['dlq']:,} to the DLQ topic.
@@ -874,8 +876,9 @@ the write); the DLQ write and its exactly-once bookkeeping (the topic's end offs
 only in batches with bad records, which at 1 % is every batch.
 
 End-to-end latency (a record produced -> visible in the Delta table, i.e. its Delta commit's time), continuous
-mode, trigger interval {next(iter(lat.values()))['trigger_seconds'] if lat else '?'} s, records produced at a steady rate
-(the first seconds not counted):
+mode, trigger interval {next(iter(lat.values()))['trigger_seconds'] if lat else '?'} s: once the way's first batch is
+committed, records are produced at a steady rate (the first seconds not counted), then the way runs until every record
+is visible:
 
 {_table(['way', 'produced', 'p50', 'p95', 'p99', 'max'], lat_rows) if lat_rows else NA}
 

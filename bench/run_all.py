@@ -55,7 +55,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "kafka_delta": (
         "bench.kafka_delta",
         [],
-        ["--records", "100000", "--small-records", "40000", "--reps", "1", "--latency-seconds", "15", "--latency-warmup", "5"],
+        ["--records", "20000", "--small-records", "20000", "--reps", "1", "--warmup-pairs", "0", "--latency-rate", "20",
+         "--latency-seconds", "15", "--latency-warmup", "5"],
     ),
 }
 TIME_BUDGET_SECONDS = 30 * 60

@@ -35,8 +35,8 @@ from airflow_conduit.spark.packaging import entrypoint_path
 pytestmark = pytest.mark.spark
 
 PARTITIONS = 3
-RECORDS = 1200  # 1 % bad: 12 records that are not JSON or have a wrong type
-PER_BATCH = 150  # max-records-per-batch: 8 batches
+RECORDS = 900  # 1 % bad: 9 records that are not JSON or have a wrong type
+PER_BATCH = 150  # max-records-per-batch: 6 batches
 KILL_DEADLINE_SECONDS = 900
 
 
@@ -177,7 +177,10 @@ def test_kafka_to_delta_is_exactly_once_across_sigkills_at_each_commit_point(spa
     for message in dead:
         partition, offset = (int(x) for x in header(message, "conduit.dlq.source_file").rsplit("/", 2)[1:])
         assert message.value() == expected_bad[(partition, offset)], "the DLQ keeps the record's bytes as they were"
+        assert header(message, "__connect.errors.topic") == topic  # Kafka Connect's headers: the record's origin
+        assert header(message, "__connect.errors.partition") == str(partition)
         assert header(message, "__connect.errors.offset") == str(offset)
+        assert int(message.key()) % 100 == 37, "the DLQ keeps the record's key"
         assert header(message, "__connect.errors.stage") == "source"
         assert header(message, "__connect.errors.connector.name") == "events"
     assert len(lake) + len(dead) == RECORDS  # every record exactly once in the table or the DLQ topic
