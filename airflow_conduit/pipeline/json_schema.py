@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from airflow_conduit.pipeline import loader, model
+from airflow_conduit.pipeline.kafka_settings import ClientProperties, ConnectionId, KafkaServers, StartingOffsets
 from airflow_conduit.pipeline.settings_schema import (
     RULE_ACTIONS,
     SCHEMAS_BY_ROLE,
@@ -101,6 +102,19 @@ def _bounded(kind: Integer | Number, json_type: str) -> dict[str, Any]:
 
 # Most specific kinds first: a kind subclassing one of these (a new ``String`` kind) gets its parent's schema.
 KIND_SCHEMAS: tuple[tuple[type, Any], ...] = (
+    (KafkaServers, lambda kind: {"anyOf": [
+        {"type": "string", "pattern": r"^\s*[^,\s]+:\d+(\s*,\s*[^,\s]+:\d+)*\s*$"},
+        {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": r"^\s*[^,\s]+:\d+\s*$"}},
+    ]}),
+    (ConnectionId, lambda kind: {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,249}$"}),
+    (ClientProperties, lambda kind: {"type": "object", "minProperties": 1,
+                                     "additionalProperties": {"type": ["string", "number", "boolean"]}}),
+    (StartingOffsets, lambda kind: {"anyOf": [
+        any_case(("earliest", "latest")),
+        {"type": "string", "pattern": r"^\s*\{"},  # per-partition offsets as JSON text
+        {"type": "object", "minProperties": 1, "additionalProperties": {
+            "type": "object", "minProperties": 1, "additionalProperties": {"type": "integer", "minimum": -2}}},
+    ]}),
     (JdbcUrl, lambda kind: {"type": "string", "pattern": "^jdbc:[a-z0-9]+:"}),
     (FunctionRef, lambda kind: {"type": "string", "pattern": ecma_pattern(FunctionRef._PATTERN)}),
     (String, lambda kind: _non_empty_string()),  # also paths and DDL column lists

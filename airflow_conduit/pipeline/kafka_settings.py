@@ -122,13 +122,11 @@ def is_secret_property(name: str) -> bool:
 
 
 KAFKA_CLIENT_SETTINGS: dict[str, Setting] = {
-    "servers": Setting(
-        KafkaServers(), "bootstrap servers, host:port[,host:port...]; required unless `connection` gives them"
-    ),
+    "servers": Setting(KafkaServers(), "bootstrap servers, host:port[,host:port...] (or `connection`)"),
     "connection": Setting(
         ConnectionId(),
         "an Airflow connection of type `kafka` whose extra holds the client config (bootstrap.servers, "
-        "security.protocol, sasl.*); the settings here override it",
+        "security.protocol, sasl.*); the other settings here override it",
     ),
     "security-protocol": Setting(Choice(SECURITY_PROTOCOLS), "Kafka's security.protocol"),
     "sasl-mechanism": Setting(Choice(SASL_MECHANISMS), "Kafka's sasl.mechanism (with sasl-username and sasl-password)"),
@@ -138,11 +136,6 @@ KAFKA_CLIENT_SETTINGS: dict[str, Setting] = {
     "ssl-truststore-password": Setting(String(), "truststore password (a secret: write ${ENV_VAR})"),
     "options": Setting(ClientProperties(), "further Kafka client properties by their Java client names"),
 }
-
-
-def _servers_or_connection(settings: dict[str, Any], report: Callable[[str, str], None]) -> None:
-    if "servers" not in settings and "connection" not in settings:
-        report("servers", "missing: give `servers` (host:port) or `connection` (an Airflow connection of type kafka)")
 
 
 def _sasl_complete(settings: dict[str, Any], report: Callable[[str, str], None]) -> None:
@@ -158,7 +151,9 @@ def _sasl_complete(settings: dict[str, Any], report: Callable[[str, str], None])
         report("security-protocol", "sasl-username needs security-protocol sasl_plaintext or sasl_ssl")
 
 
-KAFKA_CLIENT_CHECKS = (_servers_or_connection, _sasl_complete)
+KAFKA_CLIENT_CHECKS = (_sasl_complete,)
+# The brokers come from exactly one place: the spec or the connection (whose other settings the spec may override).
+KAFKA_CLIENT_ONE_OF = (("servers", "connection"),)
 
 
 # --- the source's own settings ----------------------------------------------------------------
@@ -257,7 +252,7 @@ KAFKA_SOURCE_SCHEMA = PluginSchema(
         ),
     },
     checks=(*KAFKA_CLIENT_CHECKS, _topics_of_offsets, _no_metadata_names),
-    one_of=(("topics", "topic-pattern"),),
+    one_of=(*KAFKA_CLIENT_ONE_OF, ("topics", "topic-pattern")),
 )
 
 

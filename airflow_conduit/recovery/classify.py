@@ -187,10 +187,11 @@ KAFKA_FAILURES: tuple[tuple[str, str, int, str], ...] = (
     (
         "brokers unreachable",
         r"Timed out waiting for a node assignment|" + _KAFKA_ERRORS + r"(?:NetworkException|DisconnectException)"
-        r"|Connection to node -?\d+ .* could not be established|Bootstrap broker .* disconnected",
+        r"|Connection to node -?\d+ .* could not be established|Bootstrap broker .* disconnected"
+        r"|No resolvable bootstrap urls given in bootstrap\.servers",
         codes.KAFKA_UNREACHABLE,
-        "no Kafka broker answered: check the servers (bootstrap.servers) and that the brokers run; the pipeline is "
-        "restarted with backoff",
+        "no Kafka broker answered: check the servers (bootstrap.servers: host names and ports) and that the brokers "
+        "run; the pipeline is restarted with backoff",
     ),
     (
         "not ready",

@@ -26,7 +26,7 @@ checkpoint, and available-now reads up to the end offsets it finds at start.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -36,9 +36,7 @@ from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import parsing
 from airflow_conduit.spark.kafka_options import client_options
 
-if TYPE_CHECKING:  # pragma: no cover
-    from airflow_conduit.spark.sources import SourcePlan
-
+SourcePlan = Any  # sources.SourcePlan (sources imports this module)
 PLUGIN = "kafka"
 KEY, TOPIC, PARTITION, OFFSET, TIMESTAMP, HEADERS = (
     "_kafka_key", "_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp", "_kafka_headers",
@@ -61,11 +59,11 @@ INVALID_UTF8_METADATA = "airflow_conduit.spark.InvalidUtf8MetadataError"
 NO_VALUE = "airflow_conduit.spark.NoValueError"
 
 
-def value_format(plan: "SourcePlan") -> str:
+def value_format(plan: SourcePlan) -> str:
     return str(plan.spec.settings.get("format", "json"))
 
 
-def raw_type(plan: "SourcePlan") -> str:
+def raw_type(plan: SourcePlan) -> str:
     return str(plan.spec.settings.get("raw-type", "string"))
 
 
@@ -99,7 +97,7 @@ def reader_options(settings) -> dict[str, str]:
     return options
 
 
-def read_stream(spark: SparkSession, plan: "SourcePlan") -> DataFrame:
+def read_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     """The origin columns (position = offset, raw = the value's bytes as a string) and the record's metadata as read."""
     rows = spark.readStream.format("kafka").options(**reader_options(plan.spec.settings)).load()
     return rows.select(
@@ -190,7 +188,7 @@ def _no_value_error(fmt: str, where: dict) -> Column:
     )
 
 
-def record_columns(plan: "SourcePlan", *, keep_originals: bool) -> list[Column]:
+def record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
     """``sources._record_columns`` for a Kafka source: origin, raw value, error, metadata and fields."""
     where = dict(stage="source", component_id=plan.id, component_type=PLUGIN)
     value = F.col(C.RAW)

@@ -146,3 +146,18 @@ def test_spark_shows_the_sasl_password_redacted_in_the_query_plan(spark):
     plan = frame._jdf.queryExecution().toString()
     assert "kafka.sasl.jaas.config=*********(redacted)" in plan  # ... which never shows it
     assert "Pw-in-plan-9" not in plan
+
+
+def test_csv_values_are_parsed_as_one_line_each_and_bad_ones_go_to_the_dlq(spark, kafka, tmp_path):
+    topic = kafka.create_topic(partitions=1)
+    kafka.produce(topic, [b"1,n1,1.5", b"two,n2,2.0", b",no id,3.0", b"4,n4,4.5"])
+    spec = pipeline("kafka-csv", [kafka_source(kafka, topic, format="csv")], [file_dest(tmp_path / "out")],
+                    dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 4]
+    dlq = {r["source_file"]: r for r in read_json_rows(spark, tmp_path / "dlq")}
+    assert dlq[f"{topic}/0/1"]["exception_class"] == "airflow_conduit.spark.WrongTypeError"
+    assert dlq[f"{topic}/0/1"]["record"] == "two,n2,2.0"
+    assert dlq[f"{topic}/0/2"]["exception_class"] == "airflow_conduit.spark.MissingFieldError"
+    assert sorted(dlq) == [f"{topic}/0/1", f"{topic}/0/2"]

@@ -49,7 +49,8 @@ def test_minimal_source_fills_defaults():
 @pytest.mark.parametrize(
     "settings,fragment",
     [
-        ("topics: [a]\nschema: 'id INT'", "give `servers` (host:port) or `connection`"),
+        ("topics: [a]\nschema: 'id INT'", "needs one of the settings servers, connection"),
+        ("servers: h:1\nconnection: c\ntopics: [a]\nschema: 'id INT'", "give only one of the settings servers, connection"),
         ("servers: localhost\ntopics: [a]\nschema: 'id INT'", "settings.servers: expected host:port"),
         ("servers: h:1\nschema: 'id INT'", "needs one of the settings topics, topic-pattern"),
         ("servers: h:1\ntopics: [a]\ntopic-pattern: 'a.*'\nschema: 'id INT'", "give only one of the settings topics, topic-pattern"),

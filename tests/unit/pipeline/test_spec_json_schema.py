@@ -16,6 +16,7 @@ from airflow_conduit.cli.main import main
 from airflow_conduit.pipeline import SpecError, load_pipeline_from_string
 from airflow_conduit.pipeline import settings_schema
 from airflow_conduit.pipeline.json_schema import has_json_schema, pipeline_json_schema
+from airflow_conduit.pipeline.kafka_settings import ClientProperties, ConnectionId, KafkaServers, StartingOffsets
 from airflow_conduit.pipeline.settings_schema import SCHEMAS_BY_ROLE, Kind
 from airflow_conduit.pipeline.yaml_source import load_yaml
 
@@ -137,6 +138,10 @@ def test_every_plugin_and_setting_of_the_tables_is_in_the_schema():
 
 # A value the loader accepts for each kind of setting, most specific kind first.
 SAMPLES = (
+    (KafkaServers, "broker1:9092,broker2:9092"),
+    (ConnectionId, "kafka_default"),
+    (ClientProperties, {"client.id": "orders", "request.timeout.ms": 60000}),
+    (StartingOffsets, "earliest"),
     (settings_schema.JdbcUrl, "jdbc:postgresql://db.example:5432/orders"),
     (settings_schema.FunctionRef, "my_package.transforms:enrich"),
     (settings_schema.DDLSchema, "id INT, customer STRING"),
@@ -166,6 +171,11 @@ def _sample(kind: Kind):
     return None
 
 
+# Settings a cross-field check requires together (a JSON Schema of the tables cannot say so): given with them.
+_SASL = {"sasl-username": "alice", "sasl-password": "secret", "sasl-mechanism": "plain", "security-protocol": "sasl_ssl"}
+COMPANIONS = {"sasl-username": _SASL, "sasl-password": _SASL}
+
+
 def _settings_with(plugin, key: str | None) -> dict:
     """The plugin's required settings (and those its conditions require), plus ``key`` with what it applies under."""
     chosen = {k: s for k, s in plugin.settings.items() if s.required or k == key}
@@ -173,6 +183,7 @@ def _settings_with(plugin, key: str | None) -> dict:
         if not any(k in chosen for k in group):
             chosen[group[0]] = plugin.settings[group[0]]
     values = {k: (_sample(s.kind) if not s.has_default or k == key else s.default) for k, s in chosen.items()}
+    values.update({k: v for k, v in COMPANIONS.get(key, {}).items() if k in plugin.settings})
     for k, s in list(chosen.items()):
         if s.only_when:
             values[s.only_when[0]] = s.only_when[1][0]

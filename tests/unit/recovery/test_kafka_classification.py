@@ -44,6 +44,10 @@ LEADER = (
     "Caused by: org.apache.kafka.common.errors.LeaderNotAvailableException: There is no leader for this "
     "topic-partition as we are in the middle of a leadership election.\n"
 )
+UNRESOLVABLE = (
+    "Caused by: org.apache.kafka.common.KafkaException: Failed to create new KafkaAdminClient\n"
+    "Caused by: org.apache.kafka.common.config.ConfigException: No resolvable bootstrap urls given in bootstrap.servers\n"
+)
 REQUEST_TIMEOUT = (
     "Caused by: org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired before the position "
     "for partition orders-0 could be determined\n"
@@ -58,10 +62,12 @@ REQUEST_TIMEOUT = (
         (DATA_LOSS, codes.KAFKA_DATA_LOSS, True, "fail-on-data-loss: false"),
         (AUTHENTICATION, codes.KAFKA_AUTHENTICATION, True, "sasl-username / sasl-password"),
         (AUTHORIZATION, codes.KAFKA_AUTHORIZATION, True, "grant it ACLs"),
+        (UNRESOLVABLE, codes.KAFKA_UNREACHABLE, False, "host names"),
         (LEADER, codes.KAFKA_NOT_READY, False, "no leader"),
         (REQUEST_TIMEOUT, codes.KAFKA_TIMEOUT, False, "request.timeout.ms"),
     ],
-    ids=["unknown-topic", "unreachable", "data-loss", "authentication", "authorization", "leader", "request-timeout"],
+    ids=["unknown-topic", "unreachable", "data-loss", "authentication", "authorization", "unresolvable", "leader",
+         "request-timeout"],
 )
 def test_kafka_failures_are_classified_by_their_cause(text, code, fatal, advice):
     verdict = classify(text)
