@@ -14,7 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_conduit.pipeline.ddl import DDLError, parse_type
-from airflow_conduit.pipeline.kafka_settings import KAFKA_CLIENT_CHECKS, KAFKA_CLIENT_SETTINGS, KAFKA_SOURCE_SCHEMA
+from airflow_conduit.pipeline.kafka_settings import (
+    KAFKA_CLIENT_CHECKS,
+    KAFKA_CLIENT_ONE_OF,
+    KAFKA_CLIENT_SETTINGS,
+    KAFKA_SOURCE_SCHEMA,
+)
 from airflow_conduit.pipeline.secrets import mask_url_credentials, url_has_credentials
 from airflow_conduit.pipeline.setting_kinds import (  # noqa: F401 - re-exported: the loader and tests import them here
     Boolean,
@@ -323,6 +328,7 @@ KAFKA_DESTINATION_SCHEMA = PluginSchema(
         "header-fields": Setting(StringList(allow_single=True), "fields whose values become headers of their own name"),
     },
     checks=(*KAFKA_CLIENT_CHECKS, _header_names_free),
+    one_of=KAFKA_CLIENT_ONE_OF,
 )
 
 DESTINATION_SCHEMAS: dict[str, PluginSchema] = {

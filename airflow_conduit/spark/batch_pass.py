@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from airflow_conduit.pipeline.model import PipelineSpec
     from airflow_conduit.pipeline.report import RunReport
     from airflow_conduit.spark.commits import CommitLog
-    from airflow_conduit.spark.destinations import Destination
     from airflow_conduit.spark.dlq import PendingReasons
     from airflow_conduit.spark.sources import SourcePlan
     from airflow_conduit.spark.stage import StageTracker
@@ -117,6 +116,7 @@ class BatchContext(Protocol):
     report: "RunReport"
     stage: "StageTracker"
     crash_hook: Callable[[str, int], None]  # called after each commit (fault injection in tests)
+    crash_before_commit: Callable[[str, int], None]  # called after each write, before its commit (the same)
 
     @property
     def dlq_may_hold_pending_reasons(self) -> bool: ...

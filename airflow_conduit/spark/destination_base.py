@@ -1,5 +1,5 @@
 """The base of every destination (and the DLQ): what the batch pass calls on it. Its own module so that a
-destination plugin in its own module (``delta_sink``) and ``destinations.make_destination`` import it, not each other."""
+destination plugin in its own module (``delta_sink``, ``kafka_sink``) and ``destinations.make_destination`` import it, not each other."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from airflow_conduit.pipeline.secrets import reveal
 
 class Destination:
     carries_a_pass = True  # its write is one action over the batch (an observation on it sees every row)
-    wants_record_id = False  # its rows come with the record's read-order number (columns.SEQ): see kafka_sink
     answers_commits = False  # True: ``committed`` reads the target itself and no commit marker is kept
+    wants_record_id = False  # its rows come with the record's read-order number (columns.SEQ): see kafka_sink
 
     def __init__(self, spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any]):
         self.spark = spark

@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.secrets import redact
-from airflow_conduit.spark.destination_base import Destination
+from airflow_conduit.spark.destination_base import Destination  # noqa: F401 - re-exported: callers import it here
 
 BATCH_COLUMN = "_conduit_batch_id"
 LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARNING, "error": logging.ERROR}

@@ -27,6 +27,7 @@ plus Conduit's own (docs/pipelines.md, Kafka DLQ).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -53,7 +54,7 @@ from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_a
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.destinations import Destination
+from airflow_conduit.spark.destination_base import Destination
 from airflow_conduit.spark.kafka_options import client_options
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,11 @@ CHECKPOINT_METADATA = Path("checkpoints") / "pipeline" / "metadata"  # runner.QU
 ADMIN_TIMEOUT_SECONDS = 120
 KEEP_INTENTS = 100  # as many as the commit markers (commits.KEEP_BATCHES)
 HEADER_TYPE = "array<struct<key:string,value:binary>>"
+DEFAULT_MAX_REQUEST_SIZE = 1_048_576  # the Java producer's max.request.size
+# A record's bytes in a record batch beyond its key, value and header bytes (Kafka's v2 format, upper bounds):
+BATCH_OVERHEAD = 61  # the batch header (one record per batch in the worst case)
+RECORD_OVERHEAD = 21  # length, attributes, timestamp and offset deltas, key and value lengths (varints)
+RECORD_HEADER_OVERHEAD = 10  # a header's key and value lengths (varints)
 
 
 class KafkaRecordTooLarge(FatalError):
@@ -133,15 +139,26 @@ class IntentLog:
             self.path(batch_id - KEEP_INTENTS).unlink(missing_ok=True)
 
 
-def end_offsets(spark: SparkSession, options: dict[str, str], topic: str) -> dict[int, int]:
-    """Each partition's end offset (the next record's offset), with Kafka's Java admin client in the driver."""
+@contextlib.contextmanager
+def _admin(spark: SparkSession, options: dict[str, str]):
+    """Kafka's Java admin client in the driver (made loadable from ``spark.jars`` when needed), closed after use."""
+    from airflow_conduit.spark.session import ensure_driver_class
+
+    ensure_driver_class(spark, "org.apache.kafka.clients.admin.Admin")
     jvm = spark.sparkContext._jvm
     props = jvm.java.util.Properties()
     for key, value in options.items():
         props.setProperty(key.removeprefix("kafka."), value)
-    seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
     admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
     try:
+        yield jvm, admin, jvm.java.util.concurrent.TimeUnit.SECONDS
+    finally:
+        admin.close()
+
+
+def end_offsets(spark: SparkSession, options: dict[str, str], topic: str) -> dict[int, int]:
+    """Each partition's end offset (the next record's offset)."""
+    with _admin(spark, options) as (jvm, admin, seconds):
         names = jvm.java.util.ArrayList()
         names.add(topic)
         description = admin.describeTopics(names).allTopicNames().get(ADMIN_TIMEOUT_SECONDS, seconds).get(topic)
@@ -151,8 +168,17 @@ def end_offsets(spark: SparkSession, options: dict[str, str], topic: str) -> dic
             request.put(jvm.org.apache.kafka.common.TopicPartition(topic, info.partition()), latest)
         found = admin.listOffsets(request).all().get(ADMIN_TIMEOUT_SECONDS, seconds)
         return {int(tp.partition()): int(found.get(tp).offset()) for tp in found.keySet()}
-    finally:
-        admin.close()
+
+
+def topic_max_message_bytes(spark: SparkSession, options: dict[str, str], topic: str) -> int:
+    """The topic's ``max.message.bytes`` (its own, or the broker's default it inherits)."""
+    with _admin(spark, options) as (jvm, admin, seconds):
+        kind = getattr(jvm.org.apache.kafka.common.config, "ConfigResource$Type").TOPIC
+        resource = jvm.org.apache.kafka.common.config.ConfigResource(kind, topic)
+        resources = jvm.java.util.ArrayList()
+        resources.add(resource)
+        config = admin.describeConfigs(resources).all().get(ADMIN_TIMEOUT_SECONDS, seconds).get(resource)
+        return int(config.get("max.message.bytes").value())
 
 
 def header(headers: Column, name: str) -> Column:
@@ -232,8 +258,10 @@ class KafkaWriter(Destination):
         if recorded is None:
             intents.record(batch_id, query_id, self.topic, end_offsets(self.spark, self.options(), self.topic))
         else:
-            log.info("%s: batch %s was written in part by an earlier attempt; writing only what is missing", self.id, batch_id)
+            log.info("%s: an earlier attempt of batch %s may have written some of its records; writing only the others",
+                     self.id, batch_id)
             records = records.join(self.written_before(recorded, query_id, batch_id), RECORD_ID, "left_anti")
+        self.check_sizes(records, batch_id)
         out = records.select("key", "value", "headers")
         try:
             out.write.format("kafka").options(**self.options()).option("topic", self.topic).save()
@@ -241,6 +269,9 @@ class KafkaWriter(Destination):
             if too_large(exc):
                 raise self.too_large_error(records, batch_id) from exc
             raise
+
+    def check_sizes(self, records: DataFrame, batch_id: int) -> None:
+        """Refuse a batch with a record the topic would refuse, before writing any (a destination: the broker says)."""
 
     def too_large_error(self, records: DataFrame, batch_id: int) -> KafkaRecordTooLarge:
         return KafkaRecordTooLarge(
@@ -376,48 +407,35 @@ class KafkaDeadLetterQueue(KafkaWriter):
             ours = F.concat(F.coalesce(F.col("__ac_o_headers"), F.array().cast(HEADER_TYPE)), ours)  # the original's first
         return df.select(key.alias("key"), value.alias("value"), ours.alias("headers"), record_id.alias(RECORD_ID))
 
-    def too_large_error(self, records: DataFrame, batch_id: int) -> KafkaRecordTooLarge:
-        biggest = (
-            records.select(
-                (F.coalesce(F.length("value"), F.lit(0)) + F.coalesce(F.length("key"), F.lit(0))).alias("size"),
-                F.col(RECORD_ID),
-            ).orderBy(F.desc("size")).limit(1).collect()
-        )
-        which = f" (the biggest: {biggest[0][RECORD_ID]}, {biggest[0]['size']:,} bytes of key and value)" if biggest else ""
+    def check_sizes(self, records: DataFrame, batch_id: int) -> None:
+        """The DLQ's few records are measured before any is written: one the topic (``max.message.bytes``) or
+        the producer (``max.request.size``) would refuse stops the batch here. A refusal by the broker would
+        surface only after the producer's retries (``delivery.timeout.ms``, 2 minutes), as a timeout."""
+        limit = min(topic_max_message_bytes(self.spark, self.options(), self.topic),
+                    int(self.options().get("kafka.max.request.size", DEFAULT_MAX_REQUEST_SIZE)))
+        biggest = self._biggest(records)
+        if biggest is not None and biggest[1] > limit:
+            raise self.too_large_error(records, batch_id, biggest, limit)
+
+    @staticmethod
+    def _biggest(records: DataFrame) -> tuple[str, int] | None:
+        """(record id, bytes) of the biggest record as Kafka stores it (key, value, headers, record overhead)."""
+        header_bytes = F.aggregate(
+            F.col("headers"), F.lit(0), lambda acc, h: acc + F.length(h["key"]) + F.coalesce(F.length(h["value"]), F.lit(0))
+            + F.lit(RECORD_HEADER_OVERHEAD))
+        size = (F.coalesce(F.length("value"), F.lit(0)) + F.coalesce(F.length("key"), F.lit(0)) + header_bytes
+                + F.lit(RECORD_OVERHEAD + BATCH_OVERHEAD))
+        row = records.select(size.alias("size"), F.col(RECORD_ID)).orderBy(F.desc("size")).limit(1).collect()
+        return (row[0][RECORD_ID], int(row[0]["size"])) if row else None
+
+    def too_large_error(self, records: DataFrame, batch_id: int, biggest: tuple[str, int] | None = None,
+                        limit: int | None = None) -> KafkaRecordTooLarge:
+        biggest = biggest or self._biggest(records)
+        which = f" (the biggest: {biggest[0]}, about {biggest[1]:,} bytes" if biggest else " ("
+        which += f"; the limit: {limit:,} bytes)" if limit else ")"
         return KafkaDlqRecordTooLarge(
             f"dead letter queue: a DLQ record of batch {batch_id} is larger than topic {self.topic!r} accepts{which}; "
             "raise the topic's max.message.bytes (and the DLQ's options max.request.size above 1 MB for bigger "
             "records): the batch was not committed and no destination committed it, nothing is lost; the restart "
             "writes it once the limit allows"
         )
-
-
-# -- reading the DLQ back (dlq replay, the UI) --------------------------------------------------------------
-
-def kafka_dlq_frame(spark: SparkSession, dlq: KafkaWriter) -> DataFrame:
-    """The DLQ topic from its earliest retained record to its end now, as the DLQ's columns (``record``: the
-    value as text; a value that is not UTF-8 base64-encoded, as the file DLQ keeps it) plus the DLQ record's
-    own position ``dlq_topic`` / ``dlq_partition`` / ``dlq_offset``."""
-    frame = (
-        spark.read.format("kafka").options(**dlq.options())
-        .option("subscribe", dlq.topic)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .option("includeHeaders", "true")
-        .load()
-    )
-    headers = F.col("headers")
-    text = F.col("value").cast("string")
-    utf8 = F.try_validate_utf8(text).isNotNull()
-    return frame.select(
-        *[header(headers, name).cast(kind).alias(column) for column, name, kind in DLQ_COLUMNS_FROM_HEADERS],
-        F.when(F.col("value").isNull(), F.lit(None)).when(utf8, text).otherwise(F.base64("value")).alias("record"),
-        F.col("topic").alias("dlq_topic"),
-        F.col("partition").alias("dlq_partition"),
-        F.col("offset").alias("dlq_offset"),
-    )
-
-
-def read_kafka_dlq(spark: SparkSession, dlq: KafkaWriter) -> list[dict[str, Any]]:
-    """Every record of a Kafka DLQ (see ``kafka_dlq_frame``), as dicts, for ``dlq replay``."""
-    return [row.asDict(recursive=True) for row in kafka_dlq_frame(spark, dlq).collect()]

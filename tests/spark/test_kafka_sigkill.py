@@ -13,11 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from airflow_conduit.spark.connector_jars import with_connectors
 from spark_helpers import good, write_lines
-from test_entrypoint import _env, _report, _submit_cmd
+from test_entrypoint import _env, _report
+from test_entrypoint import _submit_cmd as _plain_submit_cmd
 from test_kafka_sink import headers_of
 
 pytestmark = pytest.mark.spark
+
+
+def _submit_cmd(tmp_path: Path, spec: Path, run_id: str, faults: dict | None = None) -> list[str]:
+    """spark-submit as the local launcher runs it for a Kafka pipeline: the connector's jars on its command line."""
+    cmd = _plain_submit_cmd(tmp_path, spec, run_id, faults)
+    at = cmd.index("--py-files")
+    return [*cmd[:at], "--conf", f"spark.jars={with_connectors({}, {'kafka'})['spark.jars']}", *cmd[at:]]
 
 
 def _spec(folder: Path, bootstrap: str, out_topic: str, dlq_topic: str) -> Path:

@@ -175,7 +175,7 @@ def test_a_dlq_record_over_the_topic_limit_stops_the_run_before_any_commit_and_i
     assert code == 70 and report.error["code"] == 2310 and report.error["fatal"] is True
     assert report.error["stage"] == "dlq"
     assert "max.message.bytes" in report.error["message"] and dlq_topic in report.error["message"]
-    assert "0.json|0|2" in report.error["message"]  # the biggest record's origin: file, split, line
+    assert "0.json|0|2" in report.error["message"] and "the limit: 2,000 bytes" in report.error["message"]
     assert not (state / "commits" / "out" / "0").exists() and not (state / "commits" / "dead-letter-queue" / "0").exists()
     assert kafka.read_all(out_topic) == []  # the DLQ is written first: no destination wrote the batch
 
@@ -214,3 +214,13 @@ def test_replay_reads_a_kafka_dlq_and_writes_to_a_kafka_destination_once(spark, 
     assert back[0].value() == b"{broken" and headers_of(back[0])["conduit.dlq.replay_count"] == "1"
     again = replay(spark, fixed, state_dir=state)  # the replayed records are never taken again
     assert again.selected == 1 and again.skipped == {"already replayed": 2}
+
+
+def test_a_destination_topic_that_does_not_exist_is_a_fatal_error_naming_it(spark, tmp_path, kafka):
+    write_lines(tmp_path / "in", "0.json", [good(1)])
+    spec = pipeline("no-topic", [file_source(tmp_path / "in")], [kafka_dest(kafka, "no-such-topic", key="id")],
+                    dlq=kafka_dlq(kafka, kafka.create_topic()))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 70 and report.error["fatal"] is True, report.error
+    assert report.error["stage"] == "destination" and report.error["component_id"] == "out"
+    assert "no-such-topic" in report.error["message"] or "UnknownTopicOrPartition" in report.error["message"]

@@ -51,7 +51,7 @@ def test_bad_kafka_destination_settings_are_named():
     assert any("settings.headers" in p and "the runner's own" in p for p in found)
     found = problems("{servers: 'b:9092', topic: t, headers: {region: x}, header-fields: [region]}")
     assert any("both in headers and header-fields" in p for p in found)
-    assert any("settings.servers" in p for p in problems("{topic: t}"))
+    assert any("needs one of the settings servers, connection" in p for p in problems("{topic: t}"))
 
 
 def test_a_kafka_dlq_refuses_the_record_settings_of_a_destination():
