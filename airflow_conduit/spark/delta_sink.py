@@ -21,7 +21,6 @@ to the DLQ; a field whose type cannot be cast to the column's at all fails the b
 
 from __future__ import annotations
 
-import logging
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -36,8 +35,6 @@ from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.destination_base import Destination
-
-log = logging.getLogger(__name__)
 
 PLUGIN = "delta"
 FIT_PROCESSOR = "delta.fit"  # the plan step that fits records to the table (processors.PROCESSORS)
@@ -190,7 +187,7 @@ class DeltaDestination(Destination):
 
     def _last_per_key(self, df: DataFrame) -> DataFrame:
         """One record per key, the one read last (Delta's MERGE refuses two source rows for one target row)."""
-        columns = [c for c in df.columns]
+        columns = list(df.columns)
         ordered = df.withColumn(_ORDER, F.monotonically_increasing_id())
         keys = [F.col(C.quote(k)) for k in self.keys]
         last = F.max_by(F.struct(*[F.col(C.quote(c)) for c in columns]), F.col(_ORDER)).alias("r")

@@ -233,7 +233,6 @@ class _ReplayDlq(Destination):
             _add_replay_count_column(self.inner)
         self.inner.write(out, batch_id)
 
-
     def committed(self, batch_id: int) -> bool | None:
         return self.inner.committed(batch_id)
 

@@ -351,3 +351,39 @@ def test_a_merge_key_the_records_do_not_have_is_a_named_fatal_error(spark, tmp_p
     assert "merge key 'order_id' (pipeline.destinations[0].settings.key in /specs/mk.yaml) is not a field" in message
     assert "fields: id, name, amount" in message
     assert not (tmp_path / "lake").exists()
+
+
+def test_cli_replay_from_a_delta_dlq_into_delta_killed_with_sigkill_after_the_lake_commit_writes_once(spark, tmp_path):
+    inp = tmp_path / "in"
+    write_lines(inp, "a.json", [good(1), json.dumps({"id": 2, "name": "n2", "amount": "2.5 EUR"})])
+    strict = pipeline("rpk", [file_source(inp)], [delta_dest(tmp_path / "lake")], dlq=delta_dlq(tmp_path / "dlq"))
+    state = tmp_path / "state"
+    assert _run(spark, strict, state, "r1")[0] == 0
+    spec = tmp_path / "fixed.yaml"
+    spec.write_text(f"""version: "1"
+pipeline:
+  id: rpk
+  sources:
+    - id: in
+      plugin: file
+      settings: {{path: {inp}, schema: "id BIGINT NOT NULL, name STRING, amount STRING"}}
+      processors:
+        - {{id: strip-eur, plugin: field.set, settings: {{field: amount, value: "replace(amount, ' EUR', '')"}}}}
+  destinations:
+    - {{id: lake, plugin: delta, settings: {{path: {tmp_path / 'lake'}}}}}
+  dead-letter-queue: {{plugin: delta, settings: {{path: {tmp_path / 'dlq'}}}, window-size: 0}}
+""")
+
+    def cli(*extra):
+        args = [sys.executable, "-m", "airflow_conduit.cli.main", "dlq", "replay", str(spec), "--state-dir", str(state), *extra]
+        return subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=900)
+
+    crash = json.dumps({"crash_after_destination": {"destination": "lake", "batch": 1}})
+    killed = cli("--faults", crash)
+    assert killed.returncode in (-9, 137), (killed.returncode, killed.stderr[-3000:])
+    assert sorted(r["id"] for r in rows(spark, tmp_path / "lake")) == [1, 2]  # the lake's commit was in when it died
+    out = cli()
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("replay 1 (batch -1, resumed): 1 record(s): written[lake=0]"), out.stdout
+    assert sorted((r["id"], r["amount"]) for r in rows(spark, tmp_path / "lake")) == [(1, 1.5), (2, 2.5)]
+    assert history(spark, tmp_path / "lake") == ["WRITE", "WRITE"]
