@@ -855,7 +855,7 @@ def section_kafka_delta(r: dict[str, Any] | None) -> tuple[str, list[list[str]]]
                 fmt_summary(c["runner_records_per_second"], 0), fmt_summary(c["floor_records_per_second"], 0),
                 f"**{fmt_summary(c['ratio_runner_over_floor'], 2)}**"]
 
-    lat_rows = [[way, f"{x['rate']:,}/s for {x['seconds']:.0f} s", f"{x['p50']:.2f} s", f"{x['p95']:.2f} s",
+    lat_rows = [[way, f"{x['rate']:,}/s, {x['measured']:,} records counted", f"{x['p50']:.2f} s", f"{x['p95']:.2f} s",
                  f"{x['p99']:.2f} s", f"{x['max']:.2f} s"] for way, x in lat.items()]
     counts = d["runner_counts"]
     loads = [x for x in (r.get("load_average_at_start"), r.get("load_average_at_end")) if x]
