@@ -5,17 +5,32 @@ local SparkSession in this process (``spark/replay.py`` says how: exactly
 once per destination, replayed records marked, an interrupted replay resumed
 by the next one). Prints one summary line, and with ``--dry-run`` what would
 pass and what would still fail, grouped by error, without writing anything.
+
+A replay writes to the pipeline's destinations, DLQ and state dir, so it holds
+the state dir's driver lease (``hooks/backends/lease.py``) from before its
+replay number is chosen to its end: beside a running pipeline or another
+replay it is refused (exit 4, as ``airflow-conduit run``), and the pipeline
+cannot start beside it. Spark's own log goes to
+``STATE_DIR/runs/<replay run id>/driver.log``; a failure is one named line.
+
+Exit codes: 0 done, 1 the replay failed, 2 the spec or an option was refused,
+4 another run holds the state dir's lease (nothing started).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2  # the spec or an option was refused (as `airflow-conduit run`)
+EXIT_LEASE_HELD = 4  # another run holds the state dir's lease (as `airflow-conduit run`)
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -56,11 +71,32 @@ def run_replay(args: argparse.Namespace) -> int:
     except ReplayRequestError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    spark = build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master, connectors=connectors_of(spec))
+    from airflow_conduit.hooks.backends import lease
+    from airflow_conduit.pipeline.report import utc_now_iso
+    from airflow_conduit.recovery.session import unique_run_prefix
+
+    run_id = unique_run_prefix("dlq-replay-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
+    try:  # held until this process ends (the kernel lets go of it however it ends)
+        lease.acquire(lease.lease_path(args.state_dir),
+                      {"kind": "dlq replay", "run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()})
+    except lease.LeaseHeld as exc:
+        print(f"FAILED: dlq replay not started: {exc}", file=sys.stderr)
+        return EXIT_LEASE_HELD
+    log_path = Path(args.state_dir) / "runs" / run_id / "driver.log"
     try:
-        result = replay(spark, spec, state_dir=args.state_dir, filters=filters, dry_run=args.dry_run, faults=faults)
+        with _spark_output_to(log_path):  # the JVM keeps the stderr it was started with
+            spark = build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master,
+                                  connectors=connectors_of(spec))
     except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
-        print(f"FAILED: replay of pipeline {spec.id}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"FAILED: replay of pipeline {spec.id}: Spark did not start: {_named(exc)}; Spark's log: {log_path}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        result = replay(spark, spec, state_dir=args.state_dir, filters=filters, dry_run=args.dry_run, faults=faults,
+                        run_id=run_id)
+    except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
+        _keep_traceback(log_path, exc)
+        print(f"FAILED: replay of pipeline {spec.id}: {_named(exc)}; Spark's log: {log_path}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         spark.stop()
@@ -74,6 +110,44 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), sort_keys=True))
     return EXIT_OK
+
+
+def _named(exc: BaseException) -> str:
+    """One line for a failed replay: its root cause (a Java error's class and message, not its stack) and code."""
+    from airflow_conduit.recovery.classify import structured_error_from_exception
+
+    error = structured_error_from_exception(exc, stage="runner")
+    name = type(exc).__name__
+    message = error.message if name == "Py4JJavaError" or error.message.startswith(name) else f"{name}: {error.message}"
+    return f"{message} (error {error.code}, {'fatal' if error.fatal else 'transient'})"
+
+
+def _keep_traceback(log_path: Path, exc: BaseException) -> None:
+    """The whole error (a Java error's stack trace included) at the end of the replay's log, for whoever digs."""
+    import traceback
+
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write("".join(traceback.format_exception(exc)))
+
+
+@contextmanager
+def _spark_output_to(log_path: Path):
+    """Start Spark with its stderr (the JVM's log4j output, Java stack traces) in ``log_path``, not on the terminal.
+
+    The JVM and the Python workers it forks inherit file descriptor 2 when the session starts; this
+    process gets its own stderr back as soon as the session exists.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(log_path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _summary(result) -> str:
@@ -97,7 +171,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="replay dead-lettered records through the pipeline's current spec",
         description="Run the DLQ records of a pipeline through its current spec (after a fix): records that now pass "
         "are written to the destinations exactly once, records that still fail go back to the DLQ with their new "
-        "error and a replay count; replayed records are never replayed twice. File and JDBC DLQs.",
+        "error and a replay count; replayed records are never replayed twice. File and JDBC DLQs. A replay holds the "
+        "state dir's driver lease: it does not run beside the pipeline or another replay. Exit codes: 0 done, "
+        "1 the replay failed, 2 spec or option refused, 4 another run holds the state dir.",
     )
     parser.add_argument("spec", metavar="PIPELINE.yaml", help="the pipeline spec (its current, fixed version)")
     parser.add_argument("--state-dir", required=True, help="the pipeline's state directory")

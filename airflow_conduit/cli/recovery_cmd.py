@@ -29,6 +29,11 @@ from airflow_conduit.recovery.simulate import (
     simulate,
 )
 
+PAST_LAST_DATE = (
+    "the timeline reaches past 9999-12-31 23:59:59 UTC, the last moment a simulation can show "
+    "(a restart, a healthy-period reset or a +DURATION lands after it): give an earlier --start or "
+    "shorter times (--failures, --until, --run-for, fewer --consecutive failures)"
+)
 MAX_CONSECUTIVE = 10_000  # a timeline nobody reads beyond; also keeps the simulation finite
 
 # CLI flag -> option name; every flag defaults to None so a scenario preset can fill it.
@@ -80,7 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         result, title = simulate_from_args(args)
-    except (RecoveryConfigError, ValueError, OverflowError) as exc:  # OverflowError: a time past year 9999
+    except OverflowError:  # datetime's "date value out of range": a moment after 9999-12-31 23:59:59
+        print(f"airflow-conduit recovery simulate: error: {PAST_LAST_DATE}", file=sys.stderr)
+        return 2
+    except (RecoveryConfigError, ValueError) as exc:
         print(f"airflow-conduit recovery simulate: error: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -30,6 +30,7 @@ EXIT_LEASE_HELD = 4
 EXIT_INTERRUPTED = 130
 CLI_CONN_ID = "conduit_cli_master"
 MAX_POLL_INTERVAL = 3600.0
+LEASE_RELEASE_WAIT_SECONDS = 60.0
 
 OPTION_FLAGS = (
     ("--min-delay", "min_delay", "Conduit min-delay (default 1s)"),
@@ -95,7 +96,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from airflow_conduit.pipeline.faults_option import parse_faults
     from airflow_conduit.pipeline.state_dir_check import usable_state_dir
     from airflow_conduit.recovery.actions import Action
-    from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message
+    from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, unique_run_prefix
 
     try:
         spec = load_pipeline(args.spec)
@@ -130,11 +131,13 @@ def run_pipeline(args: argparse.Namespace) -> int:
     except (SparkConnectionError, kafka_connections.KafkaConnectionError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_SPEC_REFUSED
-    prefix = "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    prefix = unique_run_prefix("cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
     session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
 
+    owner = {"cli": True, "pid": os.getpid()}
+
     def persist(event: dict | None = None) -> None:
-        state_dir.write_recovery(session.recovery_record({"cli": True, "pid": os.getpid()}, event))
+        state_dir.write_recovery(session.recovery_record(owner, event))
 
     _say(f"pipeline {spec.id}: state dir {args.state_dir}; recovery options {json.dumps(options.to_dict())}")
     handle = None
@@ -156,9 +159,11 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 if step.action != Action.WATCH:
                     break
             if step.action == Action.DONE:
-                _summary(event, spec)
+                _let_go_of_the_state_dir(handle)
+                _summary(_pipeline_totals(state_dir, session), spec)
                 return EXIT_OK
             if step.action == Action.DEGRADE:
+                _let_go_of_the_state_dir(handle)
                 print(degraded_message(session, step.decision, step.error), file=sys.stderr)
                 return EXIT_DEGRADED
             time.sleep(step.decision.delay_seconds)
@@ -167,7 +172,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}", file=sys.stderr)
         session.current = None
         session.engine.stop(f"not submitted: {exc}")
-        persist()
+        if (state_dir.read_recovery() or {}).get("owner") == owner:
+            persist()  # this command's own record; a refused first submission leaves the holder's file alone
         return EXIT_LEASE_HELD
     except KeyboardInterrupt:
         if handle is not None and session.current is not None:
@@ -177,6 +183,15 @@ def run_pipeline(args: argparse.Namespace) -> int:
         session.engine.stop("stopped by user (interrupted)")
         persist()
         return EXIT_INTERRUPTED
+
+
+def _let_go_of_the_state_dir(handle: dict) -> None:
+    """Return only once the last run's wrapper let go of the lease (a moment after it recorded the exit):
+    a command started right after this one (``dlq replay``, another ``run``) must find the state dir free."""
+    from airflow_conduit.hooks.backends import lease
+
+    if handle.get("lease_path"):
+        lease.wait_released(handle["lease_path"], LEASE_RELEASE_WAIT_SECONDS)
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:
@@ -189,10 +204,20 @@ def _check_run_flags(args: argparse.Namespace) -> None:
         raise ValueError("--conn-id: empty; give an Airflow connection id or leave the flag out")
 
 
-def _summary(event: dict, spec) -> None:
+def _pipeline_totals(state_dir, session) -> dict:
+    """The records of every run of this command (restarts included), not only of the last run."""
+    from airflow_conduit.pipeline.report import read_json, report_path, totals_over_runs
+
+    def committed_rows(destination: str, batch_id: int) -> int | None:  # STATE_DIR/commits/<destination>/<batch>
+        return (read_json(state_dir.path / "commits" / destination / str(batch_id)) or {}).get("rows")
+
+    reports = [read_json(report_path(state_dir.path, run_id)) for run_id in session.run_ids()]
+    return totals_over_runs([report for report in reports if report], committed_rows)  # a run that never started has none
+
+
+def _summary(totals: dict, spec) -> None:
     from airflow_conduit.operators.links import dlq_location
 
-    totals = (event.get("report") or {}).get("totals") or {}
     print(f"records: read {totals.get('read', 0)}, filtered {totals.get('filtered', 0)}, "
           f"dead letter queue {totals.get('dlq', 0)}, written {totals.get('written', {})}")
     print(f"dead letter queue: {dlq_location(spec)}")

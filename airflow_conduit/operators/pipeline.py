@@ -37,7 +37,7 @@ from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_DLQ, XCOM_JOB, XCO
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.recovery.actions import Action
-from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, safe_run_id
+from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, unique_run_prefix
 from airflow_conduit.utils.recovery_config import resolve_recovery_options
 from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink, dlq_location
 from airflow_conduit.recovery import codes
@@ -189,14 +189,24 @@ class RecoveringSparkPipelineOperator(BaseOperator):
     # -- persistence: task_state_store and recovery.json ------------------------------------------------
 
     def _persist(self, context: Any, session: RecoverySession, *, event: dict | None = None) -> None:
+        """The session to the task_state_store and to STATE_DIR/recovery.json.
+
+        A submission refused by the state dir's lease leaves recovery.json to the run holding the lease
+        (the sensors and the UI read that run's state there), as long as the store kept this task's state.
+        """
         carry = session.carry()
         store = context.get("task_state_store")
+        stored = False
         if store is not None:
             try:
                 store.set(STORE_KEY, carry)
+                stored = True
             except Exception as exc:  # the file below still holds it
                 self.log.warning("task_state_store unavailable (%s); recovery.json keeps the state", exc)
-        StateDir(self.state_dir).write_recovery(session.recovery_record(self._owner(context), event, carry))
+        if stored and refused_by_lease(event):
+            self.log.info("the state dir is leased by another run: its recovery.json is left as it is")
+        else:
+            StateDir(self.state_dir).write_recovery(session.recovery_record(self._owner(context), event, carry))
         ti = context["ti"]
         ti.xcom_push(key=XCOM_STATE, value=session.pipeline_state)
         ti.xcom_push(key=XCOM_AUDIT, value=session.audit())
@@ -261,7 +271,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         if session is None:
             ti = context["ti"]
             mapped = f"-{ti.map_index}" if ti.map_index >= 0 else ""
-            prefix = safe_run_id(f"{ti.run_id}-{ti.task_id}{mapped}-t{ti.try_number}")  # unique per try
+            prefix = unique_run_prefix(f"{ti.run_id}-{ti.task_id}{mapped}-t{ti.try_number}")
             session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
             self.log.info(
                 "pipeline %s: recovery options %s; %s backend (connection %s)",
@@ -377,9 +387,15 @@ def submission_failed_event(run_id: str, exc: BaseException) -> dict[str, Any]:
     """A failure event for a run that could not be submitted (transient: infrastructure)."""
     error = StructuredError(
         code=codes.INFRASTRUCTURE, fatal=False, message=f"not submitted: {type(exc).__name__}: {exc}",
-        stage="submit", extra={},
+        stage="submit", extra={"refused_by": "lease"} if isinstance(exc, LeaseHeld) else {},
     ).to_dict()
     return {"status": "failed", "run_id": run_id, "handle": None, "exit_code": None, "error": error, "report": None}
+
+
+def refused_by_lease(event: dict | None) -> bool:
+    """The event of a submission refused because another run holds the state dir's lease."""
+    error = (event or {}).get("error")
+    return isinstance(error, dict) and (error.get("extra") or {}).get("refused_by") == "lease"
 
 
 def _backoff_timer(delay_seconds: float, state_dir: str) -> BackoffTrigger:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_conduit.pipeline import model
-from airflow_conduit.pipeline.spec_durations import parse_duration
+from airflow_conduit.pipeline.spec_durations import parse_duration, parse_duration_bare_ms
 from airflow_conduit.pipeline.envvars import substitute
 from airflow_conduit.pipeline.problems import Problem, SpecError
 from airflow_conduit.pipeline.secrets import Secret, is_secret_key
@@ -109,11 +109,13 @@ class _Validator:
             return default
         return value
 
-    def duration(self, data: dict, key: str, path: Path, default: float, positive: bool = False) -> float:
+    def duration(self, data: dict, key: str, path: Path, default: float, positive: bool = False,
+                 bare_ms: bool = False) -> float:
+        """A duration (``bare_ms``: a number without a unit is milliseconds, as in Kafka Connect)."""
         if key not in data:
             return default
         try:
-            seconds = parse_duration(data[key])
+            seconds = (parse_duration_bare_ms if bare_ms else parse_duration)(data[key])
         except ValueError as exc:
             self.report(path + (key,), str(exc))
             return default
@@ -328,8 +330,10 @@ class _Validator:
         defaults = model.RetrySpec()
         return model.ErrorsSpec(
             retry=model.RetrySpec(
-                timeout_seconds=self.duration(retry, "timeout", retry_path, defaults.timeout_seconds),
-                delay_max_seconds=self.duration(retry, "delay.max", retry_path, defaults.delay_max_seconds, positive=True),
+                # Kafka Connect's keys, so a bare number is Connect's milliseconds (docs/pipelines.md)
+                timeout_seconds=self.duration(retry, "timeout", retry_path, defaults.timeout_seconds, bare_ms=True),
+                delay_max_seconds=self.duration(retry, "delay.max", retry_path, defaults.delay_max_seconds, positive=True,
+                                                bare_ms=True),
             )
         )
 

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from airflow_conduit.recovery.totals import totals_text  # noqa: F401 - the report's totals on one line
 
@@ -45,6 +45,39 @@ def utc_now_iso() -> str:
 def report_path(state_dir: str | os.PathLike[str], run_id: str) -> Path:
     """STATE_DIR/runs/<run-id>/report.json (docs/architecture.md, state directory)."""
     return Path(state_dir) / "runs" / run_id / "report.json"
+
+
+def totals_over_runs(reports: list[dict[str, Any]],
+                     committed_rows: Callable[[str, int], int | None] | None = None) -> dict[str, Any]:
+    """The pipeline's totals over its runs (reports oldest first): what a user means by "records" after restarts.
+
+    Each run's report counts the batches it recorded, after their commits. A batch a killed run had
+    not recorded is re-run by the next run and counted there once; a batch in two runs' reports (a
+    run that recorded it and ended before Spark's checkpoint did) is read, filtered and dead-lettered
+    once: its earlier counts are taken out. A re-run writes only the destinations that had not
+    committed the batch; the rows of those that had (``already_committed``, committed by a run that
+    did not record the batch) come from ``committed_rows(destination, batch)``, the commit markers.
+    """
+    totals = _empty_totals()
+    seen: dict[Any, dict[str, Any]] = {}
+    for report in reports:
+        run = report.get("totals") or {}
+        for key in ("read", "filtered", "dlq"):
+            totals[key] += int(run.get(key) or 0)
+        for dest, n in (run.get("written") or {}).items():
+            totals["written"][dest] = totals["written"].get(dest, 0) + int(n)
+        for batch in report.get("batches") or []:
+            batch_id = batch.get("batch_id")
+            earlier = seen.get(batch_id)
+            if earlier is not None:
+                for key in ("read", "filtered", "dlq"):
+                    totals[key] -= int(earlier.get(key) or 0)
+            elif committed_rows is not None:
+                for dest in batch.get("already_committed") or []:
+                    if dest in (batch.get("written") or {}):  # a destination, not the DLQ
+                        totals["written"][dest] = totals["written"].get(dest, 0) + int(committed_rows(dest, batch_id) or 0)
+            seen[batch_id] = batch
+    return totals
 
 
 def replay_totals_text(replay: dict[str, Any]) -> str:

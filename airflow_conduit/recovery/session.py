@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from typing import Any
 
 from airflow_conduit.recovery.totals import totals_text
@@ -30,6 +31,15 @@ CARRY_VERSION = 1
 def safe_run_id(text: str) -> str:
     """A run id usable as a folder name (Airflow run ids hold ':' and '+')."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120] or "run"
+
+
+def unique_run_prefix(readable: str) -> str:
+    """``<readable>-<8 hex>``: the run id prefix of one session, unique whoever submits and whenever.
+
+    Two sessions on one state dir (two CLI runs in the same second, two DAGs with the same run id and
+    task id) must never share a run folder: its exit file and its processes' marker are the run's.
+    """
+    return f"{safe_run_id(readable)[:110]}-{uuid.uuid4().hex[:8]}"
 
 
 class RecoverySession:
@@ -113,7 +123,14 @@ class RecoverySession:
 
     def next_run_id(self) -> str:
         self.submissions += 1
-        return f"{self.run_prefix}-s{self.submissions:02d}"
+        return self.run_id(self.submissions)
+
+    def run_id(self, submission: int) -> str:
+        return f"{self.run_prefix}-s{submission:02d}"
+
+    def run_ids(self) -> list[str]:
+        """The run ids of every submission of this session, first to last."""
+        return [self.run_id(n) for n in range(1, self.submissions + 1)]
 
     # -- timeline lines --------------------------------------------------------------------------
 

@@ -83,7 +83,12 @@ def with_connectors(conf: dict[str, Any], connectors: set[str] | frozenset[str])
 
 
 def connectors_of_spec_file(spec_path: str | os.PathLike) -> set[str]:
-    """``connectors_of`` for a spec file (the launchers have the path, not the model)."""
+    """``connectors_of`` for a spec file (the launchers have the path, not the model). A spec that does not load
+    needs no connector here: the job refuses it itself, with the spec's problems, through the run report."""
     from airflow_conduit.pipeline.loader import load_pipeline
+    from airflow_conduit.pipeline.problems import SpecError
 
-    return connectors_of(load_pipeline(str(spec_path)))
+    try:
+        return connectors_of(load_pipeline(str(spec_path)))
+    except SpecError:
+        return set()

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_conduit.pipeline.model import ProcessorSpec
+from airflow_conduit.recovery.record_retry import record_retrying
 from airflow_conduit.spark import columns as C
 
 RESULT = "__ac_custom"
@@ -67,8 +68,6 @@ def make_caller(fn: Callable, timeout_s: float, delay_max_s: float) -> Callable:
     def call(is_active: bool, record_json: str):
         if not is_active:
             return (None, False, None, None, None, 0)
-        from airflow_conduit.recovery.errors import TransientError
-
         record = json.loads(record_json) if record_json else {}
         attempts = 0
 
@@ -78,18 +77,7 @@ def make_caller(fn: Callable, timeout_s: float, delay_max_s: float) -> Callable:
             return fn(dict(record))
 
         try:
-            if timeout_s > 0:
-                import tenacity
-
-                retrying = tenacity.Retrying(
-                    stop=tenacity.stop_after_delay(timeout_s),
-                    wait=tenacity.wait_exponential(multiplier=0.05, max=max(delay_max_s, 0.001)),
-                    retry=tenacity.retry_if_exception_type((TransientError, ConnectionError, TimeoutError)),
-                    reraise=True,
-                )
-                result = retrying(once)
-            else:
-                result = once()
+            result = record_retrying(timeout_s, delay_max_s)(once) if timeout_s > 0 else once()
         except Exception as exc:  # noqa: BLE001 - every per-record failure becomes a DLQ record
             return (None, False, _qualified(exc), str(exc)[:4000], traceback.format_exc()[-8000:], attempts)
         if result is None:

@@ -77,3 +77,19 @@ def test_spark_submit_refusing_the_master_degrades_once_instead_of_looping(order
     assert result.stdout.count("submitted: run") == 1
     assert "classified as fatal, code 2700" in result.stdout
     assert "error: org.apache.spark.SparkException: Master must either be yarn or start with spark" in result.stderr
+
+
+def test_the_records_line_counts_every_run_of_the_pipeline_not_only_the_last(orders):
+    """The driver is SIGKILLed after the DLQ committed batch 1 and before the lake did: run s02 finishes batch 1.
+    orders has two files read one per batch: 8 lines in batch 0 (recorded by s01), 7 in batch 1."""
+    crash = {"crash_after_destination": {"destination": "dead-letter-queue", "batch": 1}}
+    result = run_cli(str(orders / "pipeline.yaml"), "--state-dir", str(orders / "state"), "--min-delay", "1s",
+                     "--poll-interval", "1", "--faults", json.dumps(crash))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("submitted: run") == 2, result.stdout
+    expected = json.loads((orders / "expected.json").read_text())
+    written, filtered, dlq = len(expected["written_ids"]), len(expected["filtered_ids"]), len(expected["dlq"])
+    assert f"records: read {expected['input_lines']}, filtered {filtered}, dead letter queue {dlq}, " \
+           f"written {{'lake': {written}}}" in result.stdout.splitlines(), result.stdout
+    assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])
+    assert len(dlq_lines(orders / "out" / "dlq")) == dlq

@@ -112,6 +112,41 @@ def test_a_second_driver_on_a_leased_state_dir_refuses_to_start(tmp_path, tiny_j
     LocalBackend(graceful_stop_seconds=5).kill(first)
 
 
+def test_two_submissions_at_the_same_moment_one_starts_the_other_is_refused_before_anything_starts(
+        tmp_path, tiny_job, monkeypatch):
+    """The launcher takes the lease itself: the refusal is the submission's answer, not a failed run to watch."""
+    import threading
+
+    from airflow_conduit.hooks.backends import local
+
+    monkeypatch.setattr(local, "LEASE_WAIT_SECONDS", 1.0)
+    start = threading.Barrier(2)
+    outcomes: dict[str, object] = {}
+
+    def submit(run_id: str) -> None:
+        start.wait()
+        try:
+            outcomes[run_id] = tiny(tiny_job, tmp_path, run_id, {"sleep": 60})
+        except lease.LeaseHeld as exc:
+            outcomes[run_id] = exc
+
+    threads = [threading.Thread(target=submit, args=(run_id,)) for run_id in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=DEADLINE)
+    [winner] = [run for run, outcome in outcomes.items() if isinstance(outcome, dict)]
+    [loser] = [run for run, outcome in outcomes.items() if isinstance(outcome, lease.LeaseHeld)]
+    assert f"leased by run {winner} " in str(outcomes[loser])
+    assert not (tmp_path / "runs" / loser / "exit.json").exists()  # nothing of it started, nothing to watch
+    handle = outcomes[winner]
+    assert LocalBackend().status(handle).state == "running"
+    wait_for(lambda: lease.read_holder(lease.lease_path(tmp_path)).get("pid") == handle["pid"], "the wrapper to hold the lease")
+    assert lease.read_holder(lease.lease_path(tmp_path))["run_id"] == winner and lease.is_held(lease.lease_path(tmp_path))
+    LocalBackend(graceful_stop_seconds=5).kill(handle)
+    wait_for(lambda: not lease.is_held(lease.lease_path(tmp_path)), "the lease to be released")
+
+
 def test_killing_the_wrapper_kills_the_driver_and_frees_the_lease(tmp_path, tiny_job):
     handle = tiny(tiny_job, tmp_path, "r1", {"sleep": 300})
     driver = job_pid(handle)

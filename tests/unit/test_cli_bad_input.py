@@ -82,7 +82,16 @@ def test_simulate_refuses_bad_input_by_name(folder):
     refused(cli("recovery", "simulate", "--min-delay", "", "--failures", "15:10", cwd=folder), "min-delay")
     refused(cli("recovery", "simulate", "--consecutive", "100000000", cwd=folder), "--consecutive")
     refused(cli("recovery", "simulate", "--failures", "15:10", "--error-rules", "[" * 100_000, cwd=folder), "--error-rules")
-    refused(cli("recovery", "simulate", "--start", "9999-12-31T23:00:00+00:00", "--failures", "+8784h", cwd=folder))
+    refused(cli("recovery", "simulate", "--start", "9999-12-31T23:00:00+00:00", "--failures", "+8784h", cwd=folder),
+            "past 9999-12-31 23:59:59 UTC", "--start")
+
+
+def test_simulate_past_year_9999_says_so_instead_of_date_value_out_of_range(folder):
+    for args in (["--start", "9999-12-31T23:50:00", "--failures", "+1m", "--until", "+1h"],  # a +DURATION past it
+                 ["--start", "9999-12-31T23:59:00", "--consecutive", "20", "--max-delay", "1h"]):  # a restart past it
+        result = cli("recovery", "simulate", *args, cwd=folder)
+        refused(result, "the timeline reaches past 9999-12-31 23:59:59 UTC", "give an earlier --start")
+        assert "out of range" not in result.stderr
 
 
 def test_an_unforeseen_error_is_one_line_not_a_traceback(monkeypatch, capsys):

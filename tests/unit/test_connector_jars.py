@@ -64,3 +64,11 @@ def test_make_install_fetched_the_pinned_jars_into_their_own_folders():
     assert any(n.startswith("delta-spark_4.2_2.13-") for n in names["delta"])
     assert any(n.startswith("kafka_2.13-4.") for n in names["broker"])
     assert not any(n.startswith("kafka_2.13") for n in names["kafka"] + names["delta"])
+
+
+def test_a_spec_that_does_not_load_needs_no_connector_the_job_refuses_it_itself(tmp_path):
+    from airflow_conduit.spark.connector_jars import connectors_of_spec_file
+
+    (tmp_path / "bad.yaml").write_text("version: 1\npipelines: [\n")
+    assert connectors_of_spec_file(tmp_path / "missing.yaml") == set()
+    assert connectors_of_spec_file(tmp_path / "bad.yaml") == set()

@@ -5,8 +5,11 @@ Airflow worker that started the job is gone by the time the job ends (it
 deferred). So the local backend starts this tiny wrapper in a new session; the
 wrapper
 
-1. takes the driver lease on the state dir (``lease.py``) and hands it to
-   spark-submit: a second driver on the same state dir refuses to start;
+1. holds the driver lease on the state dir (``lease.py``) and hands it to
+   spark-submit: a second driver on the same state dir refuses to start. The
+   launcher takes the lease and passes its open file (``--lease-fd``), so the
+   launcher knows of a refusal before the wrapper exists; with ``--lease`` the
+   wrapper takes it itself;
 2. starts spark-submit with ``PR_SET_PDEATHSIG``: if the wrapper is killed,
    the kernel kills spark-submit (and its JVM) at once, so no driver runs on
    unwatched;
@@ -17,7 +20,7 @@ wrapper
 
 Imports no Airflow (only pure helpers), so it starts fast.
 
-Usage: python -m airflow_conduit.hooks.backends.detached EXIT_FILE [--lease LEASE_FILE --run RUN_ID] -- CMD [ARGS...]
+Usage: python -m airflow_conduit.hooks.backends.detached EXIT_FILE [--lease LEASE_FILE | --lease-fd FD] [--run RUN_ID] -- CMD [ARGS...]
 """
 
 from __future__ import annotations
@@ -110,15 +113,17 @@ def refuse(exit_file: str, message: str) -> int:
     return codes.EXIT_TRANSIENT
 
 
-def parse(argv: list[str]) -> tuple[str, str | None, str | None, list[str]] | None:
+def parse(argv: list[str]) -> tuple[str, dict[str, str], list[str]] | None:
     if "--" not in argv or not argv or argv[0] == "--":
         return None
     split = argv.index("--")
     head, cmd = argv[:split], argv[split + 1 :]
     exit_file, options = head[0], dict(zip(head[1::2], head[2::2]))
-    if not cmd or set(options) - {"--lease", "--run"}:
+    if not cmd or set(options) - {"--lease", "--lease-fd", "--run"}:
         return None
-    return exit_file, options.get("--lease"), options.get("--run"), cmd
+    if "--lease-fd" in options and not options["--lease-fd"].isdigit():
+        return None
+    return exit_file, options, cmd
 
 
 def main(argv: list[str]) -> int:
@@ -126,11 +131,15 @@ def main(argv: list[str]) -> int:
     if parsed is None:
         print(__doc__, file=sys.stderr)
         return 2
-    exit_file, lease_file, run_id, cmd = parsed
+    exit_file, options, cmd = parsed
+    holder = {"run_id": options.get("--run"), "pid": os.getpid(), "since": utc_now_iso()}
     lease_fd = None
-    if lease_file:
+    if "--lease-fd" in options:  # taken by the launcher: hold it from here on
+        lease_fd = int(options["--lease-fd"])
+        lease.write_holder(lease_fd, holder)
+    elif options.get("--lease"):
         try:
-            lease_fd = lease.acquire(lease_file, {"run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()})
+            lease_fd = lease.acquire(options["--lease"], holder)
         except lease.LeaseHeld as exc:
             return refuse(exit_file, str(exc))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # (again, when main() is called directly)

@@ -5,7 +5,11 @@ exclusive ``flock`` on ``STATE_DIR/driver.lease`` before it starts
 spark-submit and hands the open file to it, so the lease is held as long as
 the wrapper *or* the spark-submit JVM lives, and the kernel releases it when
 both are gone (whatever killed them). A second run on the same state dir finds
-the lease taken and refuses to start (``LeaseHeld``).
+the lease taken and refuses to start (``LeaseHeld``). The launcher takes the
+lease itself and hands it to the wrapper (``--lease-fd``), so a refusal is
+known before anything starts, also for two submissions at the same moment.
+A DLQ replay run by the CLI holds the same lease in its own process for its
+whole run: one writer per state dir, pipeline or replay.
 
 Every process of a run (wrapper, spark-submit JVM, Python driver, Python
 workers) carries ``CONDUIT_RUN=<state dir>::<run id>`` in its environment and
@@ -50,17 +54,23 @@ def read_holder(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def held_message(path: str | os.PathLike[str]) -> str:
     holder = read_holder(path)
-    who = f"run {holder.get('run_id', '?')} (wrapper pid {holder.get('pid', '?')})" if holder else "another driver"
+    if holder:
+        kind = holder.get("kind", "run")
+        process = "pid" if kind != "run" else "wrapper pid"
+        who = f"{kind} {holder.get('run_id', '?')} ({process} {holder.get('pid', '?')})"
+    else:
+        who = "another driver"
     return (
         f"the state dir {Path(path).parent} is leased by {who}, which is still running: "
-        "one driver per pipeline; stop that run first"
+        "one driver per pipeline (a DLQ replay is one too); stop that run first"
     )
 
 
-def acquire(path: str | os.PathLike[str], holder: dict[str, Any]) -> int:
-    """Take the lease (non-blocking) and write ``holder`` in it; return the open, inheritable fd.
+def acquire(path: str | os.PathLike[str], holder: dict[str, Any], *, inheritable: bool = True) -> int:
+    """Take the lease (non-blocking) and write ``holder`` in it; return the open fd.
 
     The lease lasts while any process holding this fd (or a copy: fork, ``pass_fds``) lives.
+    ``inheritable``: children this process starts later (a JVM) hold it too.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,10 +80,32 @@ def acquire(path: str | os.PathLike[str], holder: dict[str, Any]) -> int:
     except BlockingIOError:
         os.close(fd)
         raise LeaseHeld(held_message(path)) from None
+    write_holder(fd, holder)
+    os.set_inheritable(fd, inheritable)
+    return fd
+
+
+def acquire_within(path: str | os.PathLike[str], holder: dict[str, Any], timeout: float) -> int:
+    """``acquire``, trying again for up to ``timeout`` seconds (a run that just ended lets go a moment later)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return acquire(path, holder, inheritable=False)
+        except LeaseHeld:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def write_holder(fd: int, holder: dict[str, Any]) -> None:
+    """Record who holds the lease (read by ``held_message``) in the lease file of the held ``fd``."""
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(holder).encode("utf-8"), 0)
-    os.set_inheritable(fd, True)
-    return fd
+
+
+def release(fd: int) -> None:
+    """Let go of a lease this process took (its children that inherited the fd keep holding it)."""
+    os.close(fd)
 
 
 def is_held(path: str | os.PathLike[str]) -> bool:

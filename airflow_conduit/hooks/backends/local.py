@@ -127,6 +127,7 @@ class LocalBackend(JobBackend):
     def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None,
                replay: str | None = None) -> JobHandle:
         folder = run_dir(state_dir, run_id)
+        created = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         application, py_files = job_files(self.application, self.py_files, folder)
         ui_port = free_port()
@@ -134,7 +135,12 @@ class LocalBackend(JobBackend):
         application = os.path.abspath(application)
         conf = self._spark_conf(ui_port, connectors_of_spec_file(spec_path))
         cmd = self.build_command(application, py_files, args, conf, f"conduit-{run_id}")
-        return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")
+        try:
+            return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")
+        except lease.LeaseHeld:
+            if created:  # a run that never started leaves no folder (the UI lists the runs/ folders)
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
 
     def launch(self, cmd: list[str], run_id: str, state_dir: str, spark_ui: str | None = None) -> JobHandle:
         """Start ``cmd`` detached (new session) under the lease-holding wrapper; output to driver.log.
@@ -147,23 +153,29 @@ class LocalBackend(JobBackend):
         if exit_path.exists():  # its exit record would be read as this job's: never reuse a run id
             raise ValueError(f"run {run_id} already ran in {state_dir}: a run id is used once")
         lease_file = lease.lease_path(state_dir)
-        if not lease.wait_released(lease_file, LEASE_WAIT_SECONDS):
-            raise lease.LeaseHeld(lease.held_message(lease_file))
+        # Taken here and handed to the wrapper: of two submissions at the same moment, one is refused now,
+        # before anything of it starts (no exit file, no driver, nothing for its caller to watch).
+        lease_fd = lease.acquire_within(lease_file, {"run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()},
+                                        LEASE_WAIT_SECONDS)
         marker = lease.run_marker(state_dir, run_id)
         wrapper = [
             sys.executable, "-m", "airflow_conduit.hooks.backends.detached", str(exit_path),
-            "--lease", str(lease_file.absolute()), "--run", run_id, "--", *cmd,
+            "--lease-fd", str(lease_fd), "--run", run_id, "--", *cmd,
         ]
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                wrapper,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own session and process group: survives the worker, killable as a group
-                env=self._environment(marker),
-                cwd=folder,
-            )
+        try:
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(
+                    wrapper,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # own session and process group: survives the worker, killable as a group
+                    env=self._environment(marker),
+                    cwd=folder,
+                    pass_fds=(lease_fd,),
+                )
+        finally:
+            lease.release(lease_fd)  # the wrapper holds it now (or, when it could not start, nobody)
         _children[proc.pid] = proc
         return {
             "launcher": self.kind,

@@ -167,10 +167,31 @@ def test_version_may_be_omitted():
 
 
 def test_durations_accept_numbers_of_seconds_and_units():
-    text = MINIMAL.replace("  sources:", "  trigger-interval: 250ms\n  errors: {retry: {timeout: 90, delay.max: 1h}}\n  sources:")
+    text = MINIMAL.replace("  sources:", "  trigger-interval: 2\n  errors: {retry: {timeout: 90s, delay.max: 1h}}\n  sources:")
     spec = load_pipeline_from_string(text, "d.yaml")
-    assert spec.trigger_interval_seconds == 0.25
+    assert spec.trigger_interval_seconds == 2.0
     assert spec.errors.retry.timeout_seconds == 90.0 and spec.errors.retry.delay_max_seconds == 3600.0
+
+
+@pytest.mark.parametrize("timeout, delay_max, seconds", [
+    ("300000", "60000", (300.0, 60.0)),  # a Kafka Connect config copied as is: errors.retry.timeout=300000
+    ("100", "'250'", (0.1, 0.25)),
+    ("1.5", "1e3", (0.0015, 1.0)),
+    ("0", "5s", (0.0, 5.0)),
+])
+def test_bare_numbers_under_errors_retry_are_milliseconds_as_in_kafka_connect(timeout, delay_max, seconds):
+    text = MINIMAL.replace("  sources:", f"  errors: {{retry: {{timeout: {timeout}, delay.max: {delay_max}}}}}\n  sources:")
+    retry = load_pipeline_from_string(text, "d.yaml").errors.retry
+    assert (retry.timeout_seconds, retry.delay_max_seconds) == pytest.approx(seconds)
+
+
+def test_a_negative_bare_number_under_errors_retry_is_refused_saying_it_reads_milliseconds():
+    text = MINIMAL.replace("  sources:", "  errors: {retry: {timeout: -100}}\n  sources:")
+    with pytest.raises(SpecError) as refused:
+        load_pipeline_from_string(text, "d.yaml")
+    message = str(refused.value)
+    assert "d.yaml" in message and "pipeline.errors.retry.timeout" in message
+    assert "a number without a unit is milliseconds here, as in Kafka Connect" in message
 
 
 def test_validate_file_is_empty_for_a_valid_spec(write_spec):

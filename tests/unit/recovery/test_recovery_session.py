@@ -46,3 +46,18 @@ def test_degraded_message_names_the_cause_not_the_last_stack_frame():
     assert step.action is Action.DEGRADE
     text = degraded_message(session, step.decision, step.error)
     assert "error: org.apache.spark.SparkException: Master must either be yarn" in text
+
+
+def test_run_ids_of_two_sessions_started_in_the_same_second_differ_and_stay_readable():
+    from airflow_conduit.recovery.session import unique_run_prefix
+
+    prefixes = {unique_run_prefix("cli-20261126T064213") for _ in range(1000)}
+    assert len(prefixes) == 1000
+    first, second = (RecoverySession(RecoveryOptions(), run_prefix=p, clock=FakeClock()) for p in sorted(prefixes)[:2])
+    assert first.next_run_id() != second.next_run_id()
+    prefix = sorted(prefixes)[0]
+    assert prefix.startswith("cli-20261126T064213-") and len(prefix) == len("cli-20261126T064213-") + 8
+    assert first.run_ids() == [f"{prefix}-s01"]
+    airflow = unique_run_prefix("manual__2026-11-26T06:42:13.123456+00:00-pipeline-t1")
+    assert airflow.startswith("manual__2026-11-26T06_42_13.123456_00_00-pipeline-t1-")  # a folder name
+    assert len(unique_run_prefix("x" * 500)) == 110 + 9  # long task ids are cut, the unique part is kept
