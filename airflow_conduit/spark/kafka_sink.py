@@ -439,3 +439,34 @@ class KafkaDeadLetterQueue(KafkaWriter):
             "records): the batch was not committed and no destination committed it, nothing is lost; the restart "
             "writes it once the limit allows"
         )
+
+
+# -- reading the DLQ back (dlq replay, the UI) --------------------------------------------------------------
+
+def kafka_dlq_frame(spark: SparkSession, dlq: KafkaWriter) -> DataFrame:
+    """The DLQ topic from its earliest retained record to its end now, as the DLQ's columns (``record``: the
+    value as text; a value that is not UTF-8 base64-encoded, as the file DLQ keeps it) plus the DLQ record's
+    own position ``dlq_topic`` / ``dlq_partition`` / ``dlq_offset``."""
+    frame = (
+        spark.read.format("kafka").options(**dlq.options())
+        .option("subscribe", dlq.topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("includeHeaders", "true")
+        .load()
+    )
+    headers = F.col("headers")
+    text = F.col("value").cast("string")
+    utf8 = F.try_validate_utf8(text).isNotNull()
+    return frame.select(
+        *[header(headers, name).cast(kind).alias(column) for column, name, kind in DLQ_COLUMNS_FROM_HEADERS],
+        F.when(F.col("value").isNull(), F.lit(None)).when(utf8, text).otherwise(F.base64("value")).alias("record"),
+        F.col("topic").alias("dlq_topic"),
+        F.col("partition").alias("dlq_partition"),
+        F.col("offset").alias("dlq_offset"),
+    )
+
+
+def read_kafka_dlq(spark: SparkSession, dlq: KafkaWriter) -> list[dict[str, Any]]:
+    """Every record of a Kafka DLQ (see ``kafka_dlq_frame``), as dicts, for ``dlq replay``."""
+    return [row.asDict(recursive=True) for row in kafka_dlq_frame(spark, dlq).collect()]
