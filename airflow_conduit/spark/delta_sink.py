@@ -83,7 +83,6 @@ class DeltaDestination(Destination):
         self.setting_path = f"destination {component_id!r}"
         self.scope: Callable[[], str] = lambda: "unbound"
         self._location: str | None = None
-        self._last_versions: dict[str, int | None] = {}  # app id -> its last txn version, as this process knows it
 
     # -- what the runner tells it ------------------------------------------------------------------------
 
@@ -160,31 +159,14 @@ class DeltaDestination(Destination):
         return abs(int(batch_id))
 
     def last_version(self) -> int | None:
-        """The last batch version the table's log records for this destination's app id (None: none yet).
-
-        The log is read once per app id and process: a snapshot's transactions are a state reconstruction
-        (Spark jobs with a shuffle), far too costly for every batch. Afterwards this process's own writes
-        keep the answer current: only one driver writes under an app id (it names the checkpoint, which
-        the driver lease gives to one run at a time), and Delta itself skips a write whose txnVersion is
-        not above the one recorded, so a stale answer could never write a batch twice.
-        """
-        app = self.app_id()
-        if app not in self._last_versions:
-            self._last_versions[app] = self._last_version_in_log(app)
-        return self._last_versions[app]
-
-    def _last_version_in_log(self, app: str) -> int | None:
+        """The last batch version the table's log records for this destination's app id (None: none yet)."""
         if not self.is_delta_table():
             return None
         jvm = self.spark.sparkContext._jvm
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self.location())
         empty = jvm.scala.Option.empty()
-        found = delta_log.update(False, empty, empty).transactions().get(app)
+        found = delta_log.update(False, empty, empty).transactions().get(self.app_id())
         return int(found.get()) if found.isDefined() else None
-
-    def _wrote(self, app: str, version: int) -> None:
-        known = self._last_versions.get(app)
-        self._last_versions[app] = version if known is None else max(known, version)
 
     def committed(self, batch_id: int) -> bool:
         last = self.last_version()
@@ -196,14 +178,12 @@ class DeltaDestination(Destination):
         app, version = self.app_id(), self.txn_version(batch_id)
         if self.mode == "merge" and self.is_delta_table():
             self._merge(self._last_per_key(df), app, version)
-            self._wrote(app, version)
             return
         rows = self._last_per_key(df) if self.mode == "merge" else df
         writer = rows.write.format("delta").mode("append").option("txnAppId", app).option("txnVersion", str(version))
         if self.merge_schema or self.is_dlq:  # the DLQ's own columns grow with a replay (replay_count)
             writer = writer.option("mergeSchema", "true")
         writer.save(self.location())
-        self._wrote(app, version)
 
     def _last_per_key(self, df: DataFrame) -> DataFrame:
         """One record per key, the one read last (Delta's MERGE refuses two source rows for one target row)."""
