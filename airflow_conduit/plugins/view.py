@@ -1,7 +1,7 @@
 """The data behind each page, computed from a task instance's records and its state directory.
 
 No Airflow import: ``task`` is a ``records.PipelineTask`` (or anything with the same attributes).
-Budget numbers come from the recovery engine itself (``RecoveryEngine.restarts_in_window``), so the
+Budget numbers come from the recovery engine and its retry budget (``RecoveryEngine.budget``), so the
 page and the engine can never disagree about what counts.
 """
 
@@ -34,13 +34,13 @@ OVERVIEW_NEWEST_RUNS = 20  # besides the last 24 h, the overview reads this many
 
 @dataclass
 class Budget:
-    used: int  # restarts counted against max-retries now, as the policy counts them
+    used: int  # restarts counted against max-retries now, as the retry budget counts them
     max_retries: int  # -1 = unlimited
     window_seconds: float
     oldest_frees_at: datetime | None  # window counting only
     next_restart_at: datetime | None
     attempt: int
-    counted: str  # "within max-retries-window 5m" or "since the last reset" (the policy's words)
+    counted: str  # "within max-retries-window 5m" or "since the last reset" (the retry budget's words)
     windowed: bool
 
 
@@ -49,26 +49,23 @@ def budget_of(recovery: dict[str, Any] | None, now: datetime) -> Budget | None:
     if not recovery:
         return None
     from airflow_conduit.recovery import RecoveryEngine, RecoveryState
-    from airflow_conduit.recovery.policies import Counting
 
     try:
         state = RecoveryState.from_dict(recovery)
     except (ValueError, KeyError, TypeError):
         return None
     engine = RecoveryEngine(state.options, clock=FakeClock(now), state=state)
-    window = timedelta(seconds=state.options.max_retries_window)
-    holding = [r for r in state.window if r.decided_at <= now < r.restart_at + window]
+    budget = engine.budget
     pending = state.pending_restart
-    windowed = engine.policy.counting is not Counting.SINCE_RESET
     return Budget(
         used=engine.restarts_counted(now),
         max_retries=state.options.max_retries,
         window_seconds=state.options.max_retries_window,
-        oldest_frees_at=min((r.restart_at + window for r in holding), default=None) if windowed else None,
+        oldest_frees_at=budget.slot_frees_at(state, now),
         next_restart_at=pending.restart_at if pending is not None and str(state.pipeline_state) == "recovering" else None,
         attempt=state.attempt,
-        counted=engine.policy.counted_text(),
-        windowed=windowed,
+        counted=budget.counted_text(),
+        windowed=budget.windowed,
     )
 
 

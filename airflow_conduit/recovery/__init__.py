@@ -1,12 +1,14 @@
-"""Pipeline recovery, pure Python (no airflow, no pyspark): options, backoff, retry window,
+"""Pipeline recovery, pure Python (no airflow, no pyspark): options, backoff, retry budgets,
 error classification, pipeline states and audit log. See docs/recovery.md."""
 
 from airflow_conduit.recovery.classify import Classification, classify, structured_error_from_exception
 from airflow_conduit.recovery.clock import Clock, FakeClock, SystemClock
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.actions import Action
+from airflow_conduit.recovery.budgets import RetryBudget, SinceResetBudget, WindowBudget
 from airflow_conduit.recovery.engine import Decision, RecoveryEngine
 from airflow_conduit.recovery.errors import (
+    ErrorKind,
     FatalError,
     InvalidTransition,
     NackThresholdExceeded,
@@ -28,6 +30,7 @@ __all__ = [
     "ClassificationRule",
     "Clock",
     "Decision",
+    "ErrorKind",
     "FakeClock",
     "FatalError",
     "INFINITE_RETRIES",
@@ -42,9 +45,12 @@ __all__ = [
     "RecoveryOptions",
     "RecoveryState",
     "RestartRecord",
+    "RetryBudget",
+    "SinceResetBudget",
     "StructuredError",
     "SystemClock",
     "TransientError",
+    "WindowBudget",
     "classify",
     "format_duration",
     "parse_duration",

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 from airflow_conduit.recovery import codes
-from airflow_conduit.recovery.errors import StructuredError
+from airflow_conduit.recovery.errors import ErrorKind, StructuredError
 from airflow_conduit.recovery.facts import ErrorFacts, gather_facts
 from airflow_conduit.recovery.java_errors import is_spark_start_failure
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
@@ -50,8 +50,8 @@ class Classification:
         return not self.fatal
 
     @property
-    def kind(self) -> str:
-        return "fatal" if self.fatal else "transient"
+    def kind(self) -> ErrorKind:
+        return ErrorKind.of(self.fatal)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -436,7 +436,7 @@ def _verdict(
     return Classification(
         code=code,
         fatal=is_fatal,
-        reason=f"{'fatal' if is_fatal else 'transient'} {code}, {why}",
+        reason=f"{ErrorKind.of(is_fatal)} {code}, {why}",
         rule=rule,
         message=facts.summary,
         advice=advice,

@@ -6,15 +6,15 @@ acts: waits ``Decision.delay_seconds``, re-submits the job, and reports back wit
 
 Rules (docs/recovery.md):
 - fatal errors degrade at once; ``max-retries: 0`` degrades on the first error;
-- otherwise a restart is allowed while fewer than ``max-retries`` restarts are counted. What
-  counts is the policy's (``policies.Counting``):
-  exponential/fixed (Conduit): restarts holding a slot of the retry window. A restart holds its
-  slot from the moment it is decided until ``max-retries-window`` after the restart happened
-  (Conduit: the attempt is given back ``delay + max-retries-window`` after it was taken), so no
-  window ever holds more than ``max-retries`` restarts, whether counted at decision or at
-  restart time;
-  strimzi: restarts since the attempt counter was last reset (Strimzi: "After 7th restart, the
-  connector will not be automatically restarted anymore"), no window;
+- otherwise a restart is allowed while the retry budget the policy names is not spent
+  (``budgets.py``):
+  exponential/fixed (Conduit, ``WindowBudget``): restarts holding a slot of the retry window. A
+  restart holds its slot from the moment it is decided until ``max-retries-window`` after the
+  restart happened (Conduit: the attempt is given back ``delay + max-retries-window`` after it was
+  taken), so no window ever holds more than ``max-retries`` restarts, whether counted at decision
+  or at restart time;
+  strimzi (``SinceResetBudget``): restarts since the attempt counter was last reset (Strimzi:
+  "After 7th restart, the connector will not be automatically restarted anymore"), no window;
 - the backoff attempt counter goes back to 0 after a healthy period (``backoff-reset-after``;
   strimzi: the current backoff interval) or on the first record processed end to end after a
   restart (design doc). This reset never clears the retry window.
@@ -29,12 +29,13 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from airflow_conduit.recovery.actions import Action
+from airflow_conduit.recovery.budgets import RetryBudget, restarts_within
 from airflow_conduit.recovery.classify import Classification, classify
-from airflow_conduit.recovery.clock import Clock, SystemClock, clock_text, parse_iso
+from airflow_conduit.recovery.clock import Clock, SystemClock, parse_iso
 from airflow_conduit.recovery.durations import format_duration
 from airflow_conduit.recovery.errors import InvalidTransition
-from airflow_conduit.recovery.options import RecoveryOptions, policy_for
-from airflow_conduit.recovery.policies import Counting, RestartPolicy, jittered_delay
+from airflow_conduit.recovery.options import RecoveryOptions, budget_for, policy_for
+from airflow_conduit.recovery.policies import RestartPolicy, jittered_delay
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 from airflow_conduit.recovery.state import (
     AUDIT_LIMIT,
@@ -101,6 +102,7 @@ class RecoveryEngine:
             options = state.options if state is not None else RecoveryOptions()
         self.options = options
         self.policy: RestartPolicy = policy_for(options)
+        self.budget: RetryBudget = budget_for(options)
         self.clock = clock or SystemClock()
         self.state = state if state is not None else RecoveryState()
         self.state.options = options
@@ -154,8 +156,8 @@ class RecoveryEngine:
             classification=classification.to_dict(),
         )
         self._count_same_failure(classification, progressed=records > 0 or state.records_since_restart > 0)
-        self._expire_window(now)
-        counted = self._restarts_counted_now()
+        self._forget_old_restarts(now)
+        counted = self.budget.counted(state, now)
         attempt = state.attempt + 1
         max_retries = self.options.max_retries
 
@@ -170,8 +172,11 @@ class RecoveryEngine:
                 f"crash loop: the same error ended {state.same_failures} runs in a row with no record processed "
                 f"(crash-loop-limit {limit})",
             )
-        if not self.options.retries_unlimited and counted >= max_retries:
-            return self._degrade(now, classification, attempt, counted, self._max_retries_reason(counted))
+        if self.budget.spent(state, now):
+            reason = self.budget.spent_reason(
+                state, counted, policy_name=self.policy.name, reset_period=self.policy.reset_period(state.attempt)
+            )
+            return self._degrade(now, classification, attempt, counted, reason)
 
         if self.options.jitter and state.jitter_seed is None:
             state.jitter_seed = random.SystemRandom().randrange(2**31)  # kept in the state: a resumed engine draws the same
@@ -181,9 +186,11 @@ class RecoveryEngine:
         state.jitter_draws += 1
         restart_at = now + timedelta(seconds=delay)
         state.attempt = attempt
-        state.window.append(RestartRecord(decided_at=now, restart_at=restart_at, attempt=attempt, delay_seconds=delay))
+        self.budget.record_restart(
+            state, RestartRecord(decided_at=now, restart_at=restart_at, attempt=attempt, delay_seconds=delay)
+        )
         state.pipeline_state = PipelineState.RECOVERING
-        how = self.policy.counted_text()
+        how = self.budget.counted_text()
         budget = (
             f"{counted + 1} restart{'s' if counted else ''} {how}, max-retries unlimited"
             if self.options.retries_unlimited
@@ -266,16 +273,12 @@ class RecoveryEngine:
         return self.state.pipeline_state
 
     def restarts_counted(self, at: datetime | None = None) -> int:
-        """Restarts counted against ``max-retries`` at ``at`` (default: now), as the policy counts them."""
-        if self.policy.counting is Counting.SINCE_RESET:
-            return self.state.attempt
-        return self.restarts_in_window(at)
+        """Restarts counted against ``max-retries`` at ``at`` (default: now), as the retry budget counts them."""
+        return self.budget.counted(self.state, at or self._now())
 
     def restarts_in_window(self, at: datetime | None = None) -> int:
-        """Restarts holding a slot of the retry window at ``at`` (default: now)."""
-        moment = at or self._now()
-        window = timedelta(seconds=self.options.max_retries_window)
-        return sum(1 for r in self.state.window if r.decided_at <= moment < r.restart_at + window)
+        """Restarts holding a slot of ``max-retries-window`` at ``at`` (default: now), whatever the budget counts."""
+        return len(restarts_within(self.state.window, at or self._now(), self.options.max_retries_window))
 
     # --- internals --------------------------------------------------------------------------------
     def _now(self) -> datetime:
@@ -328,10 +331,9 @@ class RecoveryEngine:
     def _reset_backoff(self, at: datetime, why: str) -> None:
         previous = self.state.attempt
         self.state.attempt = 0
-        kept = "the retry window is kept" if self.policy.counting is Counting.WINDOW else "max-retries counts from 0 again"
         self._audit(
             AuditEventType.BACKOFF_RESET,
-            f"backoff attempt counter reset from {previous} to 0: {why} ({kept})",
+            f"backoff attempt counter reset from {previous} to 0: {why} ({self.budget.reset_note})",
             at=at,
             previous_attempt=previous,
             restarts_counted=self.restarts_counted(at),
@@ -347,24 +349,8 @@ class RecoveryEngine:
             state.same_failures = 1
         state.last_failure_signature = signature
 
-    def _restarts_counted_now(self) -> int:
-        """At a failure, after ``_expire_window``: every restart still in the window (a pending one too), or since the reset."""
-        if self.policy.counting is Counting.SINCE_RESET:
-            return self.state.attempt
-        return len(self.state.window)
-
-    def _max_retries_reason(self, counted: int) -> str:
-        if self.policy.counting is Counting.SINCE_RESET:
-            period = format_duration(self.policy.reset_period(self.state.attempt))
-            return (
-                f"max-retries reached: {counted} restarts since the last reset "
-                f"({self.policy.name}: the count resets only after running {period} without failure)"
-            )
-        window = format_duration(self.options.max_retries_window)
-        held = ", ".join(clock_text(r.restart_at) for r in self.state.window)
-        return f"max-retries reached: {counted} restarts within max-retries-window {window} (at {held})"
-
-    def _expire_window(self, now: datetime) -> None:
+    def _forget_old_restarts(self, now: datetime) -> None:
+        """Restart records are kept until ``max-retries-window`` after they happened (the state stays small)."""
         window = timedelta(seconds=self.options.max_retries_window)
         self.state.window = [r for r in self.state.window if not r.confirmed or r.restart_at + window > now]
 
@@ -375,7 +361,7 @@ class RecoveryEngine:
         self._audit(AuditEventType.DEGRADED, reason, at=now, code=classification.code, restarts_counted=counted)
         return Decision(
             Action.DEGRADE, 0.0, attempt, classification, counted, self.options.max_retries, reason, now, None,
-            self.policy.counted_text(),
+            self.budget.counted_text(),
         )
 
     def _stop(self, now: datetime, reason: str) -> None:
@@ -384,7 +370,7 @@ class RecoveryEngine:
 
     def _audit(self, event: AuditEventType, message: str, *, at: datetime, **details: Any) -> None:
         state = self.state
-        state.audit.append(AuditEvent(at=at, event=event.value, pipeline_state=state.pipeline_state, message=message, details=details))
+        state.audit.append(AuditEvent(at=at, event=event, pipeline_state=state.pipeline_state, message=message, details=details))
         if len(state.audit) > AUDIT_LIMIT:
             dropped = len(state.audit) - AUDIT_LIMIT
             del state.audit[:dropped]

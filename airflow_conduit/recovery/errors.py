@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from airflow_conduit.recovery import codes
+
+
+class ErrorKind(StrEnum):
+    """The verdict on an error: restart it with backoff, or degrade the pipeline at once."""
+
+    TRANSIENT = "transient"
+    FATAL = "fatal"
+
+    @classmethod
+    def of(cls, fatal: bool) -> "ErrorKind":
+        return cls.FATAL if fatal else cls.TRANSIENT
 
 
 class PipelineError(Exception):

@@ -11,13 +11,13 @@ import difflib
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from airflow_conduit.recovery.budgets import INFINITE_RETRIES, RetryBudget, build_budget
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.errors import RecoveryConfigError
-from airflow_conduit.recovery.policies import POLICY_CLASSES, POLICY_NAMES, Counting, RestartPolicy, build_policy
+from airflow_conduit.recovery.policies import POLICY_CLASSES, POLICY_NAMES, RestartPolicy, build_policy
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 
 POLICIES = POLICY_NAMES  # exponential (Conduit), strimzi, fixed: recovery/policies.py
-INFINITE_RETRIES = -1
 CONDUIT_PREFIX = "pipelines.error-recovery."
 
 _DURATIONS = ("min-delay", "max-delay", "max-retries-window", "backoff-reset-after")
@@ -114,8 +114,7 @@ class RecoveryOptions:
             )
         if self.policy not in POLICIES:
             raise RecoveryConfigError("policy", self.policy, f"must be one of {', '.join(POLICIES)}")
-        windowed = POLICY_CLASSES[self.policy].counting is Counting.WINDOW
-        if windowed and self.max_retries_window == 0 and self.max_retries > 0:
+        if POLICY_CLASSES[self.policy].budget.windowed and self.max_retries_window == 0 and self.max_retries > 0:
             raise RecoveryConfigError(
                 "max-retries-window", "0s", "must be greater than 0 when max-retries limits the restarts"
             )
@@ -145,7 +144,16 @@ _OPTION_NAMES = {f.name.replace("_", "-"): f.name for f in fields(RecoveryOption
 
 def policy_for(options: RecoveryOptions) -> RestartPolicy:
     """The strategy object of ``options.policy``, built from the option values it reads."""
-    return build_policy(options.policy, {f.name: getattr(options, f.name) for f in fields(options)})
+    return build_policy(options.policy, _plain_values(options))
+
+
+def budget_for(options: RecoveryOptions) -> RetryBudget:
+    """The retry budget ``options.policy`` counts with, built from the option values it reads."""
+    return build_budget(POLICY_CLASSES[options.policy].budget, _plain_values(options))
+
+
+def _plain_values(options: RecoveryOptions) -> dict[str, Any]:
+    return {f.name: getattr(options, f.name) for f in fields(options)}
 
 
 def canonical_key(key: str) -> str:

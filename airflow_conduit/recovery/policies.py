@@ -6,9 +6,8 @@ A policy answers four questions for the engine (``RestartPolicy``):
 - ``bounds()``: the interval every delay lies in, jitter included;
 - ``reset_period(attempt)``: how long a restarted pipeline must run without failure before the
   attempt counter goes back to 0 (and whether the first record resets it too);
-- ``counting``: what ``max-retries`` counts. Conduit counts restarts inside a sliding
-  ``max-retries-window``; Strimzi counts restarts since the last reset ("After 7th restart, the
-  connector will not be automatically restarted anymore").
+- ``budget``: the retry budget class that goes with it (``budgets.py``): Conduit counts restarts inside a
+  sliding ``max-retries-window``; Strimzi counts restarts since the last reset.
 
 Policies:
 
@@ -18,33 +17,25 @@ Policies:
   min-delay/max-delay/backoff-factor/max-retries-window options do not apply.
 - fixed: always ``min-delay``.
 
-A new policy is one frozen dataclass with a ``name``, registered in ``POLICY_CLASSES``. Its fields are the
-options it reads, as plain values (``build_policy``); ``recovery.options.policy_for`` builds it from the options,
-so this module does not know the options type.
+A new policy is one frozen dataclass with a ``name`` and a ``budget``, registered in ``POLICY_CLASSES``. Its
+fields are the options it reads, as plain values (``build_policy``); ``recovery.options.policy_for`` builds it
+from the options, so this module does not know the options type.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, fields
-from enum import StrEnum
 from typing import Any, ClassVar, Mapping, Protocol
 
-from airflow_conduit.recovery.durations import format_duration
+from airflow_conduit.recovery.budgets import RetryBudget, SinceResetBudget, WindowBudget
 
 STRIMZI_MAX_MINUTES = 60
 
 
-class Counting(StrEnum):
-    """What ``max-retries`` counts."""
-
-    WINDOW = "window"  # Conduit: restarts holding a slot of the sliding max-retries-window
-    SINCE_RESET = "since-reset"  # Strimzi: restarts since the attempt counter was last reset
-
-
 class RestartPolicy(Protocol):
     name: ClassVar[str]
-    counting: ClassVar[Counting]
+    budget: ClassVar[type[RetryBudget]]  # what max-retries counts under this policy
 
     def delay(self, attempt: int) -> float: ...
 
@@ -54,9 +45,6 @@ class RestartPolicy(Protocol):
 
     @property
     def resets_on_first_record(self) -> bool: ...
-
-    def counted_text(self) -> str:
-        """How the restarts are counted, for reasons and timeline lines ("within max-retries-window 5m")."""
 
 
 def _check_attempt(attempt: int) -> None:
@@ -68,13 +56,12 @@ def _check_attempt(attempt: int) -> None:
 class _ConduitResets:
     """Conduit/design-doc resets: a healthy ``backoff-reset-after``, or the first record end to end; windowed counting."""
 
-    counting: ClassVar[Counting] = Counting.WINDOW
+    budget: ClassVar[type[RetryBudget]] = WindowBudget
 
     min_delay: float
     max_delay: float
     backoff_reset_after: float
     reset_on_first_record: bool
-    max_retries_window: float
 
     def bounds(self) -> tuple[float, float]:
         return float(self.min_delay), float(self.max_delay)
@@ -85,9 +72,6 @@ class _ConduitResets:
     @property
     def resets_on_first_record(self) -> bool:
         return self.reset_on_first_record
-
-    def counted_text(self) -> str:
-        return f"within max-retries-window {format_duration(self.max_retries_window)}"
 
 
 @dataclass(frozen=True)
@@ -133,7 +117,7 @@ class StrimziBackoff:
     """
 
     name: ClassVar[str] = "strimzi"
-    counting: ClassVar[Counting] = Counting.SINCE_RESET  # its own formula: no option shapes it, so no fields
+    budget: ClassVar[type[RetryBudget]] = SinceResetBudget  # its own formula: no option shapes it, so no fields
 
     def delay(self, attempt: int) -> float:
         _check_attempt(attempt)
@@ -148,9 +132,6 @@ class StrimziBackoff:
     @property
     def resets_on_first_record(self) -> bool:
         return False
-
-    def counted_text(self) -> str:
-        return "since the last reset"
 
 
 POLICY_CLASSES: dict[str, type] = {cls.name: cls for cls in (ExponentialBackoff, StrimziBackoff, FixedDelay)}

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from airflow_conduit.recovery import codes
-from airflow_conduit.recovery.errors import RecoveryConfigError
+from airflow_conduit.recovery.errors import ErrorKind, RecoveryConfigError
 
 if TYPE_CHECKING:
     from airflow_conduit.recovery.facts import ErrorFacts
 
-VERDICTS = ("fatal", "transient")
+VERDICTS = (ErrorKind.FATAL, ErrorKind.TRANSIENT)
 _MATCHERS = ("code", "class", "condition", "sqlstate", "message", "stage")
 _KEY_ALIASES = {"exception-class": "class", "exception_class": "class", "error_code": "error-code"}
 _KNOWN_KEYS = set(_MATCHERS) | {"as", "name", "error-code"}
@@ -33,9 +33,9 @@ _KNOWN_KEYS = set(_MATCHERS) | {"as", "name", "error-code"}
 
 @dataclass(frozen=True)
 class ClassificationRule:
-    """One user rule. ``as_`` is "fatal" or "transient"; ``error_code`` is the code reported when it matches."""
+    """One user rule. ``as_`` is the verdict it gives; ``error_code`` is the code reported when it matches."""
 
-    as_: str
+    as_: ErrorKind
     name: str | None = None
     code: tuple[int, ...] | None = None
     exception_class: str | None = None  # exact or glob, full ("java.net.ConnectException") or short name
@@ -47,7 +47,7 @@ class ClassificationRule:
 
     @property
     def fatal(self) -> bool:
-        return self.as_ == "fatal"
+        return self.as_ == ErrorKind.FATAL
 
     @property
     def reported_code(self) -> int:
@@ -88,7 +88,7 @@ class ClassificationRule:
         ):
             if value is not None:
                 out[key] = value
-        out["as"] = self.as_
+        out["as"] = str(self.as_)
         if self.error_code is not None:
             out["error-code"] = self.error_code
         if self.name is not None:
@@ -126,14 +126,14 @@ class ClassificationRule:
         error_code = values.get("error-code")
         if error_code is not None:
             error_code = _as_int(error_code, f"{where}.error-code")
-            expected = codes.FATAL_RANGE if verdict == "fatal" else codes.TRANSIENT_RANGE
+            expected = codes.FATAL_RANGE if verdict == ErrorKind.FATAL else codes.TRANSIENT_RANGE
             if error_code not in expected:
                 raise RecoveryConfigError(
                     f"{where}.error-code", error_code,
                     f"a {verdict} rule reports a code in {expected.start}-{expected.stop - 1}",
                 )
         return cls(
-            as_=verdict,
+            as_=ErrorKind(verdict),
             name=None if values.get("name") is None else str(values["name"]),
             code=rule_codes,
             exception_class=_opt_str(values.get("class")),

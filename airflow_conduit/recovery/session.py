@@ -107,7 +107,7 @@ class RecoverySession:
     @property
     def awaiting_first_record(self) -> bool:
         """Recovering and the restarted job has not written a record end to end yet (the watcher reports it)."""
-        return self.pipeline_state == "recovering" and self.engine.state.records_since_restart == 0
+        return self.engine.state.pipeline_state is PipelineState.RECOVERING and self.engine.state.records_since_restart == 0
 
     def recovery_record(self, owner: dict[str, Any], event: dict | None = None, carry: dict | None = None) -> dict:
         """The ``STATE_DIR/recovery.json`` record of this session (``StateDir.write_recovery``)."""
@@ -200,9 +200,9 @@ def apply_event(session: RecoverySession, event: dict[str, Any]) -> Step:
     written = records_written(report)
 
     if status == "running":  # first record end to end after a restart
-        before = session.pipeline_state
+        before = session.engine.state.pipeline_state
         session.engine.on_progress(written)
-        if before == "recovering" and session.pipeline_state == "running":
+        if before is PipelineState.RECOVERING and session.engine.state.pipeline_state is PipelineState.RUNNING:
             line = f"recovered: run {run_id} wrote its first records ({session.counts_line(report)})"
         else:
             line = f"running: run {run_id}, {session.counts_line(report)}"
@@ -215,7 +215,7 @@ def apply_event(session: RecoverySession, event: dict[str, Any]) -> Step:
         return Step(Action.DONE, [f"stopped: run {run_id} ({reason}), {session.counts_line(report)}"])
     if status == "succeeded":
         lines = []
-        was_recovering = session.pipeline_state == "recovering"
+        was_recovering = session.engine.state.pipeline_state is PipelineState.RECOVERING
         if written:
             session.engine.on_progress(written)
         if was_recovering:

@@ -10,24 +10,34 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
+from enum import StrEnum
 from typing import Any
 
 from airflow_conduit.recovery.clock import FakeClock, as_utc, clock_text
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.engine import Decision, RecoveryEngine
 from airflow_conduit.recovery.errors import FatalError
-from airflow_conduit.recovery.options import RecoveryOptions
-from airflow_conduit.recovery.policies import POLICY_CLASSES, Counting
-from airflow_conduit.recovery.state import PipelineState
+from airflow_conduit.recovery.options import RecoveryOptions, budget_for
+from airflow_conduit.recovery.state import AuditEventType, PipelineState
 
 SIMULATION_DATE = datetime(2024, 1, 1, tzinfo=timezone.utc)
 DEFAULT_ERROR = "source system unavailable"
 DEFAULT_FATAL_ERROR = "simulated fatal error"
 
-FAILURE = "failure"
-RECORD = "record"
-CHECK = "check"
-STOP = "stop"
+
+class SimEventKind(StrEnum):
+    """What a simulated event does to the engine."""
+
+    FAILURE = "failure"  # the job fails (on_failure)
+    RECORD = "record"  # a record is processed end to end (on_progress)
+    CHECK = "check"  # the healthy-period rule is applied (check_healthy)
+    STOP = "stop"  # a user stops the pipeline
+
+
+FAILURE = SimEventKind.FAILURE
+RECORD = SimEventKind.RECORD
+CHECK = SimEventKind.CHECK
+STOP = SimEventKind.STOP
 
 # The seed documents' examples, as simulator presets.
 SCENARIOS: dict[str, dict[str, Any]] = {
@@ -70,7 +80,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 @dataclass(frozen=True)
 class SimEvent:
     at: datetime
-    kind: str  # failure | record | check | stop
+    kind: SimEventKind
     fatal: bool = False
     error: str | None = None
 
@@ -215,11 +225,11 @@ def _timeline(engine: RecoveryEngine, ignored: list[tuple[datetime, str]], end: 
     decided: datetime | None = None
     terminal_at: datetime | None = None
     for event in engine.state.audit:
-        if event.event == "restart-scheduled":
+        if event.event is AuditEventType.RESTART_SCHEDULED:
             decided = event.at
-        elif event.event == "restarted" and decided is not None:
+        elif event.event is AuditEventType.RESTARTED and decided is not None:
             restarts.append((decided, event.at))
-        elif event.event in ("degraded", "stopped") and terminal_at is None:
+        elif event.event in (AuditEventType.DEGRADED, AuditEventType.STOPPED) and terminal_at is None:
             terminal_at = event.at
 
     def held(moment: datetime) -> int:
@@ -230,7 +240,7 @@ def _timeline(engine: RecoveryEngine, ignored: list[tuple[datetime, str]], end: 
         details = event.details
         attempt = details.get("attempt")
         counted = details.get("restarts_counted")
-        if event.event == "failed":
+        if event.event is AuditEventType.FAILED:
             classification = details.get("classification", {})
             detail = f"{classification.get('message') or '(no message)'} -> {classification.get('reason', '')}"
         else:
@@ -239,7 +249,7 @@ def _timeline(engine: RecoveryEngine, ignored: list[tuple[datetime, str]], end: 
             (event.at, 1, seq, TimelineRow(event.at, event.event, event.pipeline_state.value, attempt,
                                            details.get("delay_seconds"), counted, detail))
         )
-    if not options.retries_unlimited and options.max_retries > 0 and engine.policy.counting is Counting.WINDOW:
+    if not options.retries_unlimited and options.max_retries > 0 and engine.budget.windowed:
         for _, restarted in restarts:
             frees = restarted + window
             if frees <= end and (terminal_at is None or frees <= terminal_at):
@@ -268,7 +278,7 @@ def format_table(result: SimulationResult) -> str:
     limit = "inf" if max_retries < 0 else str(max_retries)
     same_day = all(row.at.date() == result.start.date() for row in result.rows)
     # "window": slots of max-retries-window held (Conduit); "count": restarts since the last reset (Strimzi).
-    windowed = POLICY_CLASSES[result.options.policy].counting is Counting.WINDOW
+    windowed = budget_for(result.options).windowed
     header = ("time", "event", "state", "attempt", "delay", "window" if windowed else "count", "detail")
     lines = []
     for row in result.rows:

@@ -7,10 +7,10 @@ holds exactly (datetimes as ISO-8601 UTC, options as Conduit strings).
 
 from __future__ import annotations
 
-import enum
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from airflow_conduit.recovery.classify import Classification
@@ -21,19 +21,21 @@ STATE_VERSION = 1
 AUDIT_LIMIT = 1000  # the oldest events are dropped beyond this (counted in audit_dropped)
 
 
-class PipelineState(str, enum.Enum):
-    """Conduit's pipeline states (design doc): running, recovering, degraded, stopped."""
+class PipelineState(StrEnum):
+    """Conduit's pipeline states (design doc): running, recovering, degraded, stopped.
+
+    A ``StrEnum``: each state equals its plain string, the value recovery.json and XCom carry.
+    """
 
     RUNNING = "running"
     RECOVERING = "recovering"
     DEGRADED = "degraded"
     STOPPED = "stopped"
 
-    def __str__(self) -> str:
-        return self.value
 
+class AuditEventType(StrEnum):
+    """What happened to the pipeline, one audit log entry each (the ``event`` of recovery.json's audit)."""
 
-class AuditEventType(str, enum.Enum):
     STARTED = "started"
     FAILED = "failed"
     RESTART_SCHEDULED = "restart-scheduled"
@@ -42,9 +44,6 @@ class AuditEventType(str, enum.Enum):
     BACKOFF_RESET = "backoff-reset"
     DEGRADED = "degraded"
     STOPPED = "stopped"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def _time_to_json(moment: datetime | None) -> str | None:
@@ -56,7 +55,7 @@ class AuditEvent:
     """One thing that happened to the pipeline, with the state it left the pipeline in."""
 
     at: datetime
-    event: str  # an AuditEventType value
+    event: AuditEventType
     pipeline_state: PipelineState
     message: str
     details: dict[str, Any] = field(default_factory=dict)  # JSON-safe
@@ -64,7 +63,7 @@ class AuditEvent:
     def to_dict(self) -> dict[str, Any]:
         return {
             "at": _time_to_json(self.at),
-            "event": str(self.event),
+            "event": self.event.value,
             "pipeline_state": self.pipeline_state.value,
             "message": self.message,
             "details": self.details,
@@ -74,7 +73,7 @@ class AuditEvent:
     def from_dict(cls, data: dict[str, Any]) -> "AuditEvent":
         return cls(
             at=parse_iso(data["at"]),
-            event=data["event"],
+            event=AuditEventType(data["event"]),
             pipeline_state=PipelineState(data["pipeline_state"]),
             message=data.get("message", ""),
             details=dict(data.get("details") or {}),

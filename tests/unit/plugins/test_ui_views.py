@@ -103,6 +103,21 @@ def test_budget_counts_restarts_in_the_window_until_the_slot_frees():
     assert budget_of(None, T0) is None
 
 
+def test_strimzi_budget_counts_restarts_since_the_reset_with_no_slot_to_free():
+    clock = FakeClock(T0)
+    engine = RecoveryEngine(RecoveryOptions(policy="strimzi", max_retries=7), clock=clock)
+    engine.start()
+    for _ in range(2):
+        clock.advance(30)
+        decision = engine.on_failure({"code": 1500, "message": "flaky"})
+        clock.advance(decision.delay_seconds)
+        engine.on_restarted()
+    later = clock.now() + timedelta(minutes=5, seconds=30)  # past the 5m max-retries-window, short of the 6m reset
+    budget = budget_of(json.loads(engine.state.to_json()), later)
+    assert (budget.used, budget.max_retries, budget.windowed) == (2, 7, False)
+    assert budget.oldest_frees_at is None and budget.counted == "since the last reset"
+
+
 def test_pipeline_page_draws_every_audit_event_and_each_run(tmp_path):
     write_run(tmp_path, "x-t1-s01", status="failed")
     write_run(tmp_path, "x-t1-s02", dlq=1, log="ok")

@@ -556,3 +556,26 @@ def test_window_slot_is_held_from_the_restart_not_the_decision(clock):
     moment(106)
     decision = engine.on_failure(UNAVAILABLE)
     assert decision.action == "degrade" and decision.restarts_counted == 2
+
+
+@pytest.mark.parametrize("policy", ["exponential", "fixed", "strimzi"])
+def test_stop_during_backoff_gives_the_restart_back_to_either_budget(clock, policy):
+    engine = started(RecoveryOptions(policy=policy, max_retries=1), clock)
+    assert engine.on_failure(UNAVAILABLE).restart
+    assert engine.restarts_counted() == 1
+    engine.stop("user stopped the DAG run")
+    assert engine.restarts_counted() == 0
+    engine.start()
+    assert engine.on_failure(UNAVAILABLE).restart  # the cancelled restart did not spend the budget
+
+
+@pytest.mark.parametrize("policy", ["exponential", "fixed", "strimzi"])
+def test_max_retries_1_refuses_the_second_restart_with_either_budget(clock, policy):
+    engine = started(RecoveryOptions(policy=policy, max_retries=1), clock)
+    first = engine.on_failure(UNAVAILABLE)
+    clock.advance(first.delay_seconds)
+    engine.on_restarted()
+    clock.advance(10)
+    second = engine.on_failure(UNAVAILABLE)
+    assert second.action == "degrade" and second.restarts_counted == 1
+    assert second.reason.startswith(f"max-retries reached: 1 restarts {engine.budget.counted_text()}")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from airflow_conduit.recovery import RecoveryOptions
-from airflow_conduit.recovery.options import policy_for
+from airflow_conduit.recovery.budgets import SinceResetBudget, WindowBudget
+from airflow_conduit.recovery.options import budget_for, policy_for
 from airflow_conduit.recovery.policies import (
     POLICY_CLASSES,
-    Counting,
     ExponentialBackoff,
     FixedDelay,
     StrimziBackoff,
@@ -111,8 +111,8 @@ def test_first_record_resets_only_conduit_style_policies():
 
 
 def test_what_max_retries_counts():
-    assert policy_for(RecoveryOptions()).counting is Counting.WINDOW
-    assert policy_for(RecoveryOptions(policy="fixed")).counting is Counting.WINDOW
-    assert policy_for(RecoveryOptions(policy="strimzi")).counting is Counting.SINCE_RESET
-    assert policy_for(RecoveryOptions(max_retries_window="10m")).counted_text() == "within max-retries-window 10m"
-    assert policy_for(RecoveryOptions(policy="strimzi")).counted_text() == "since the last reset"
+    assert budget_for(RecoveryOptions(max_retries=3)) == WindowBudget(max_retries=3, max_retries_window=300)
+    assert budget_for(RecoveryOptions(policy="fixed", max_retries_window="1m")) == WindowBudget(-1, 60)
+    assert budget_for(RecoveryOptions(policy="strimzi", max_retries=7)) == SinceResetBudget(max_retries=7)
+    assert budget_for(RecoveryOptions(max_retries_window="10m")).counted_text() == "within max-retries-window 10m"
+    assert budget_for(RecoveryOptions(policy="strimzi")).counted_text() == "since the last reset"
