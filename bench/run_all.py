@@ -52,6 +52,12 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "restart_cost": ("bench.restart_cost", [], ["--kills", "2", "--records", "60000"]),
     "recovery_reaction": ("bench.recovery_reaction", [], ["--polls", "1", "--restarts", "2"]),
     "deferral_scale": ("bench.deferral_scale", [], ["--ns", "10,50", "--reps", "2", "--poll", "2", "--workers", "2"]),
+    "kafka_delta": (
+        "bench.kafka_delta",
+        [],
+        ["--records", "20000", "--small-records", "20000", "--reps", "1", "--warmup-pairs", "0", "--latency-rate", "20",
+         "--latency-seconds", "15", "--latency-warmup", "5"],
+    ),
 }
 TIME_BUDGET_SECONDS = 30 * 60
 

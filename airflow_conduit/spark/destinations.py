@@ -132,7 +132,7 @@ PLUGINS = {"file": FileDestination, "jdbc": JdbcDestination, "log": LogDestinati
 
 
 def plugin_class(plugin: str, component_id: str) -> type[Destination]:
-    """The class writing ``plugin``; Kafka's module is imported only by pipelines that use it."""
+    """The class writing ``plugin``; Kafka's and Delta's modules are imported only by pipelines that use them."""
     if plugin == "kafka":
         from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
         from airflow_conduit.spark.kafka_sink import KafkaDeadLetterQueue, KafkaDestination

@@ -18,7 +18,8 @@ from airflow_conduit.pipeline.report import RunReport
 from conftest import dlq_lines, lake_ids, load_reference_dag, task_instance, xcoms
 
 pytestmark = pytest.mark.integration
-REFERENCE_DAGS = {"conduit_orders_available_now", "conduit_events_continuous", "conduit_dlq_alert", "conduit_orders_dlq_replay"}
+REFERENCE_DAGS = {"conduit_orders_available_now", "conduit_events_continuous", "conduit_dlq_alert", "conduit_orders_dlq_replay",
+                  "conduit_kafka_orders_to_delta"}
 
 
 def airflow(*args: str) -> str:

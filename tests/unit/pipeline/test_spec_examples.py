@@ -18,9 +18,10 @@ ORDERS = EXAMPLES / "orders"
 
 
 def _env_for(path: Path) -> dict[str, str]:
-    """A value for every ${VAR} the example references (the examples take hosts and passwords from the environment)."""
+    """A value for every ${VAR} the example references (the examples take hosts and passwords from the environment;
+    a Kafka bootstrap servers variable gets a host:port)."""
     names = re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", path.read_text())
-    return {name: f"example-{name.lower()}" for name in names}
+    return {name: "kafka.example:9092" if name.endswith("BOOTSTRAP_SERVERS") else f"example-{name.lower()}" for name in names}
 
 
 def test_there_are_examples():
