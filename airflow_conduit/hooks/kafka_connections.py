@@ -65,10 +65,15 @@ def resolve(conn_id: str, where: str, spec_file: str) -> dict[str, Any]:
 
 
 def driver_environment(spec_path: str | os.PathLike) -> dict[str, str]:
-    """``{AIRFLOW_CONDUIT_CONNECTIONS: json}`` for the job of ``spec_path``; ``{}`` when it names no connection."""
+    """``{AIRFLOW_CONDUIT_CONNECTIONS: json}`` for the job of ``spec_path``; ``{}`` when it names no connection.
+    A spec that does not load names none: the job refuses it itself, with its problems, in the run report."""
     from airflow_conduit.pipeline.loader import load_pipeline
+    from airflow_conduit.pipeline.problems import SpecError
 
-    spec = load_pipeline(str(spec_path))
+    try:
+        spec = load_pipeline(str(spec_path))
+    except SpecError:
+        return {}
     named = kafka_connection_ids(spec)
     if not named:
         return {}
