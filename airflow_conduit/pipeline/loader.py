@@ -18,7 +18,8 @@ from airflow_conduit.pipeline.spec_durations import parse_duration, parse_durati
 from airflow_conduit.pipeline.envvars import substitute
 from airflow_conduit.pipeline.problems import Problem, SpecError
 from airflow_conduit.pipeline.secrets import Secret, is_secret_key
-from airflow_conduit.pipeline.settings_schema import SCHEMAS_BY_ROLE, Context, PluginSchema, _type_name
+from airflow_conduit.pipeline.setting_kinds import Context, PluginSchema, _type_name
+from airflow_conduit.pipeline.settings_schema import SCHEMAS_BY_ROLE
 from airflow_conduit.pipeline.yaml_source import MAX_SPEC_CHARS, YamlDocument, YamlSyntaxError, load_yaml
 
 TOP_KEYS = ("version", "pipeline")

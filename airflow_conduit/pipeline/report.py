@@ -16,7 +16,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from airflow_conduit.recovery.totals import totals_text  # noqa: F401 - the report's totals on one line
 
 STATUS_STARTING = "starting"
 STATUS_RUNNING = "running"

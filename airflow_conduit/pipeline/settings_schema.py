@@ -21,11 +21,9 @@ from airflow_conduit.pipeline.kafka_settings import (
     KAFKA_SOURCE_SCHEMA,
 )
 from airflow_conduit.pipeline.secrets import mask_url_credentials, url_has_credentials
-from airflow_conduit.pipeline.setting_kinds import (  # noqa: F401 - re-exported: the loader and tests import them here
+from airflow_conduit.pipeline.setting_kinds import (  # noqa: F401 - re-exported: json_schema and tests import them here
     Boolean,
-    Check,
     Choice,
-    Context,
     DDLSchema,
     Integer,
     Kind,
@@ -36,7 +34,6 @@ from airflow_conduit.pipeline.setting_kinds import (  # noqa: F401 - re-exported
     String,
     StringList,
     _got,
-    _type_name,
 )
 
 FORMATS = ("json", "csv", "parquet")

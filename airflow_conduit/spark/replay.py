@@ -149,9 +149,7 @@ def _replayable(row: dict[str, Any], spec: PipelineSpec) -> str | None:
     """Why the record cannot be replayed (None: it can)."""
     if row.get("record") is None:
         return "no payload (include-messages was false)"
-    try:
-        source = next(s for s in spec.sources if s.id == row.get("source_id"))
-    except StopIteration:
+    if not any(source.id == row.get("source_id") for source in spec.sources):
         return "its source is no longer in the spec"
     if row.get("exception_class") == INVALID_UTF8:
         return "a line that is not UTF-8 (its payload is its bytes, base64-encoded)"

@@ -28,7 +28,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_conduit.hooks.backends.base import FAILED, RUNNING, SUCCEEDED, JobStatus, structured_failure, tail_text
 from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
-from airflow_conduit.pipeline.report import RunReport, totals_text
+from airflow_conduit.pipeline.report import RunReport
+from airflow_conduit.recovery.totals import totals_text
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.clock import parse_iso
 from airflow_conduit.recovery.errors import StructuredError

@@ -166,7 +166,6 @@ def test_a_commit_marker_writer_killed_mid_write_leaves_a_temp_file_that_the_nex
     import signal
     import subprocess
     import sys
-    import time
 
     state = tmp_path / "state"
     write_lines(tmp_path / "in", "0.json", [good(0)])

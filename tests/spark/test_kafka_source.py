@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 import json
 
-import pytest
-
 from airflow_conduit.pipeline.model import SourceSpec
 from airflow_conduit.spark.runner import execute
 from spark_helpers import dlq_file, file_dest, pipeline, proc, read_json_rows

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_conduit.recovery.errors import TransientError
-from airflow_conduit.recovery.record_retry import FIRST_WAIT_SECONDS, record_retrying
+from airflow_conduit.recovery.record_retry import record_retrying
 
 ATTEMPT_SECONDS = 0.35
 
