@@ -72,8 +72,8 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     from airflow_conduit.hooks.backends import lease
-    from airflow_conduit.pipeline.report import utc_now_iso
-    from airflow_conduit.recovery.session import unique_run_prefix
+    from airflow_conduit.runs.report import utc_now_iso
+    from airflow_conduit.runs.supervisor import unique_run_prefix
 
     run_id = unique_run_prefix("dlq-replay-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
     try:  # held until this process ends (the kernel lets go of it however it ends)

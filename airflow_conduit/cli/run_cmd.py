@@ -2,10 +2,11 @@
 
 Same pieces as RecoveringSparkPipelineOperator, without Airflow scheduling:
 the hook's local backend (spark-submit, ``local[*]`` unless --master/--conn-id say
-otherwise), the same watcher (SparkPipelineTrigger, run in-process), the same
-recovery engine decisions (``recovery.session.apply_event``), real sleeping for
-the backoff delays. Prints the recovery timeline; keeps
-``STATE_DIR/recovery.json`` up to date (read by PipelineStateSensor).
+otherwise), the same watcher (SparkPipelineTrigger, run in-process), the same run
+supervisor (``runs.supervisor.RunSupervisor``: decisions, refused submissions,
+timeline) and store (``runs.store.RunStore``), real sleeping for the backoff
+delays. Prints the recovery timeline; keeps ``STATE_DIR/recovery.json`` up to
+date (read by PipelineStateSensor).
 
 Exit codes: 0 the pipeline finished (stopped), 2 the spec, an option or the
 connection was refused (nothing started), 3 the pipeline is degraded, 4 another
@@ -76,12 +77,13 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> dict:
+async def _watch(handle: dict, poll_interval: float, report_progress: bool):
+    from airflow_conduit.runs.events import WatchEvent
     from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 
     trigger = SparkPipelineTrigger(handle, poll_interval=poll_interval, report_progress=report_progress)
     event = await anext(trigger.run())
-    return event.payload
+    return WatchEvent.from_dict(event.payload)
 
 
 def _quiet_airflow_logs() -> None:
@@ -96,7 +98,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from airflow_conduit.pipeline.faults_option import parse_faults
     from airflow_conduit.pipeline.state_dir_check import usable_state_dir
     from airflow_conduit.recovery.actions import Action
-    from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, unique_run_prefix
+    from airflow_conduit.runs.store import RunStore
+    from airflow_conduit.runs.supervisor import RunSupervisor, unique_run_prefix
 
     try:
         spec = load_pipeline(args.spec)
@@ -115,11 +118,10 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}; nothing was started", file=sys.stderr)
         return EXIT_SPEC_REFUSED
 
-    from airflow_conduit.hooks.backends.base import PreviousRunAlive
-    from airflow_conduit.hooks.backends.lease import LeaseHeld
+    from airflow_conduit.hooks.refusals import LEASE_REFUSALS, SUBMISSION_FAILURES
     from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
     from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
-    from airflow_conduit.pipeline.state_store import StateDir
+    from airflow_conduit.runs.state_dir import StateDir
 
     state_dir = StateDir(args.state_dir)
     hook = _hook(args)
@@ -132,57 +134,58 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_SPEC_REFUSED
     prefix = unique_run_prefix("cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
-    session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
-
-    owner = {"cli": True, "pid": os.getpid()}
-
-    def persist(event: dict | None = None) -> None:
-        state_dir.write_recovery(session.recovery_record(owner, event))
+    supervisor = RunSupervisor(options, run_prefix=prefix, pipeline_id=spec.id)
+    store = RunStore(args.state_dir, {"cli": True, "pid": os.getpid()})
 
     _say(f"pipeline {spec.id}: state dir {args.state_dir}; recovery options {json.dumps(options.to_dict())}")
-    handle = None
+    handle = None  # the last job submitted: the next submission makes sure it is gone
     _stop_on_sigterm()
     try:
         while True:
-            handle = hook.submit_job(args.spec, session.next_run_id(), args.state_dir, faults, previous=handle)
-            session.current = handle
-            _say(session.submitted_line(handle))
-            persist()
-            while True:
-                event = asyncio.run(_watch(handle, args.poll_interval, session.awaiting_first_record))
-                step = apply_event(session, event)
-                if step.action == Action.WATCH:
-                    session.current = handle
-                for line in step.lines:
-                    _say(line)
-                persist(event)
-                if step.action != Action.WATCH:
-                    break
-            if step.action == Action.DONE:
+            def submit(run_id: str) -> dict:
+                return hook.submit_job(args.spec, run_id, args.state_dir, faults, previous=handle)
+
+            step = supervisor.submit(submit, SUBMISSION_FAILURES, LEASE_REFUSALS, previous=handle)
+            if step.refused_by_lease:  # another driver holds the state dir: a foreground command ends at once
+                print(f"FAILED: {step.refusal}", file=sys.stderr)
+                supervisor.stop(step.event.error["message"])
+                store.save(supervisor, step.event)  # this command's own record; the holder's file is left alone
+                return EXIT_LEASE_HELD
+            if step.action is Action.WATCH:
+                handle = step.handle
+                _say_all(step.lines)
+                store.save(supervisor)
+            while step.action is Action.WATCH:
+                event = asyncio.run(_watch(handle, args.poll_interval, supervisor.awaiting_first_record))
+                step = supervisor.on_event(event)
+                _say_all(step.lines)
+                store.save(supervisor, event)
+            if step.refusal is not None:  # a refused submission, answered like a failure
+                _say_all(step.lines)
+                store.save(supervisor, step.event)
+            if step.action is Action.DONE:
                 _let_go_of_the_state_dir(handle)
-                _summary(_pipeline_totals(state_dir, session), spec)
+                _summary(_pipeline_totals(state_dir, supervisor), spec)
                 return EXIT_OK
-            if step.action == Action.DEGRADE:
-                _let_go_of_the_state_dir(handle)
-                print(degraded_message(session, step.decision, step.error), file=sys.stderr)
+            if step.action is Action.DEGRADE:
+                if handle is not None:
+                    _let_go_of_the_state_dir(handle)
+                print(supervisor.degraded_message(step), file=sys.stderr)
                 return EXIT_DEGRADED
-            time.sleep(step.decision.delay_seconds)
-            session.engine.on_restarted()
-    except (LeaseHeld, PreviousRunAlive) as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        session.current = None
-        session.engine.stop(f"not submitted: {exc}")
-        if (state_dir.read_recovery() or {}).get("owner") == owner:
-            persist()  # this command's own record; a refused first submission leaves the holder's file alone
-        return EXIT_LEASE_HELD
+            time.sleep(step.delay_seconds)
+            supervisor.restarted()
     except KeyboardInterrupt:
-        if handle is not None and session.current is not None:
+        if handle is not None and supervisor.current is not None:
             _say(f"interrupted: stopping run {handle['run_id']}")
             SparkPipelineHook.kill_job(handle, graceful=True)
-        session.current = None
-        session.engine.stop("stopped by user (interrupted)")
-        persist()
+        supervisor.stop("stopped by user (interrupted)")
+        store.save(supervisor)
         return EXIT_INTERRUPTED
+
+
+def _say_all(lines: list[str]) -> None:
+    for line in lines:
+        _say(line)
 
 
 def _let_go_of_the_state_dir(handle: dict) -> None:
@@ -204,14 +207,14 @@ def _check_run_flags(args: argparse.Namespace) -> None:
         raise ValueError("--conn-id: empty; give an Airflow connection id or leave the flag out")
 
 
-def _pipeline_totals(state_dir, session) -> dict:
+def _pipeline_totals(state_dir, supervisor) -> dict:
     """The records of every run of this command (restarts included), not only of the last run."""
-    from airflow_conduit.pipeline.report import read_json, report_path, totals_over_runs
+    from airflow_conduit.runs.report import read_json, report_path, totals_over_runs
 
     def committed_rows(destination: str, batch_id: int) -> int | None:  # STATE_DIR/commits/<destination>/<batch>
         return (read_json(state_dir.path / "commits" / destination / str(batch_id)) or {}).get("rows")
 
-    reports = [read_json(report_path(state_dir.path, run_id)) for run_id in session.run_ids()]
+    reports = [read_json(report_path(state_dir.path, run_id)) for run_id in supervisor.run_ids()]
     return totals_over_runs([report for report in reports if report], committed_rows)  # a run that never started has none
 
 

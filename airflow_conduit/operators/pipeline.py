@@ -7,13 +7,15 @@ execute_complete:
   failed    ─► engine.on_failure ─► degrade: AirflowFailException (no Airflow retry)
                                  └► restart: defer(DateTimeTrigger, backoff delay) ─► resubmit ─► defer(watcher)
 
-Every decision comes from the recovery engine (airflow_conduit.recovery); the
-job is submitted, watched and stopped through ``SparkPipelineHook``. The
-recovery state is persisted at every transition in the ``task_state_store``
-(Airflow 3.3) and in ``STATE_DIR/recovery.json`` (trigger kwargs and events
-carry ids only), so an Airflow retry, a worker crash or a triggerer restart
-neither resets the retry window nor loses the audit log; ``pipeline_state``
-and ``audit_log`` are pushed to XCom at every transition.
+The operator only translates Airflow (defer, XCom, exceptions): every decision
+comes from the run supervisor (``runs.supervisor.RunSupervisor``, the one
+``airflow-conduit run`` drives too) and its recovery engine; the job is
+submitted, watched and stopped through ``SparkPipelineHook``. The supervisor's
+state is saved at every transition by ``runs.store.RunStore`` (the
+``task_state_store``, ``STATE_DIR/recovery.json``, and ``pipeline_state`` and
+``audit_log`` in XCom; trigger kwargs and events carry ids only), so an Airflow
+retry, a worker crash or a triggerer restart neither resets the retry window
+nor loses the audit log.
 """
 
 from __future__ import annotations
@@ -24,29 +26,23 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Sequence
 
-import httpx
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_conduit.hooks.backends.base import PreviousRunAlive
-from airflow_conduit.hooks.backends.lease import LeaseHeld
-from airflow_conduit.hooks.backends.standalone import MasterUnavailable, RestSubmissionError
+from airflow_conduit.hooks.refusals import LEASE_REFUSALS, SUBMISSION_FAILURES
 from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
 from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
-from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_DLQ, XCOM_JOB, XCOM_STATE
-from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
-from airflow_conduit.pipeline.state_store import StateDir
-from airflow_conduit.recovery.actions import Action
-from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, unique_run_prefix
-from airflow_conduit.utils.recovery_config import resolve_recovery_options
+from airflow_conduit.names import XCOM_DLQ
 from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink, dlq_location
-from airflow_conduit.recovery import codes
-from airflow_conduit.recovery.errors import StructuredError
-from airflow_conduit.triggers.pipeline import EVENT_STATUSES, BackoffTrigger, SparkPipelineTrigger, record_stopped
-from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable
+from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
+from airflow_conduit.recovery.actions import Action
+from airflow_conduit.runs.events import WatchEvent, WatchEventError
+from airflow_conduit.runs.state_dir import StateDir
+from airflow_conduit.runs.store import RunStore, record_stopped
+from airflow_conduit.runs.supervisor import RunSupervisor, Step, unique_run_prefix
+from airflow_conduit.triggers.pipeline import BackoffTrigger, SparkPipelineTrigger
+from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable, resolve_recovery_options
 
-# A submission that could not happen now: retried by the recovery engine like a failed run.
-SUBMISSION_FAILURES = (PreviousRunAlive, LeaseHeld, RestSubmissionError, MasterUnavailable, httpx.HTTPError, OSError)
 AUDIT_IN_MESSAGE = 5  # audit events quoted in a degraded task's error message
 
 
@@ -186,58 +182,20 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             raise AirflowException(str(exc)) from exc
         return hook
 
-    # -- persistence: task_state_store and recovery.json ------------------------------------------------
+    # -- the run store: task_state_store, recovery.json, XCom --------------------------------------------
 
-    def _persist(self, context: Any, session: RecoverySession, *, event: dict | None = None) -> None:
-        """The session to the task_state_store and to STATE_DIR/recovery.json.
-
-        A submission refused by the state dir's lease leaves recovery.json to the run holding the lease
-        (the sensors and the UI read that run's state there), as long as the store kept this task's state.
-        """
-        carry = session.carry()
-        store = context.get("task_state_store")
-        stored = False
-        if store is not None:
-            try:
-                store.set(STORE_KEY, carry)
-                stored = True
-            except Exception as exc:  # the file below still holds it
-                self.log.warning("task_state_store unavailable (%s); recovery.json keeps the state", exc)
-        if stored and refused_by_lease(event):
-            self.log.info("the state dir is leased by another run: its recovery.json is left as it is")
-        else:
-            StateDir(self.state_dir).write_recovery(session.recovery_record(self._owner(context), event, carry))
+    def _store(self, context: Any) -> RunStore:
         ti = context["ti"]
-        ti.xcom_push(key=XCOM_STATE, value=session.pipeline_state)
-        ti.xcom_push(key=XCOM_AUDIT, value=session.audit())
+        return RunStore(self.state_dir, self._owner(context), task_store=context.get("task_state_store"),
+                        publish=ti.xcom_push, logger=self.log)
 
-    def _load_carry(self, context: Any) -> dict | None:
-        """This task's recovery state: the task_state_store, else recovery.json (when this task owns it).
-
-        A ``stopped`` recovery.json of this task wins over the store: a stop recorded by the trigger's or
-        the operator's ``on_kill`` (no task context there) is written to the file only.
-        """
-        record = StateDir(self.state_dir).read_recovery()
-        owned = record if record and record.get("owner") == self._owner(context) else None
-        if owned and owned.get("pipeline_state") == "stopped" and owned.get("carry"):
-            return owned["carry"]
-        store = context.get("task_state_store")
-        if store is not None:
-            try:
-                carry = store.get(STORE_KEY)
-                if carry:
-                    return carry
-            except Exception as exc:
-                self.log.warning("task_state_store unavailable (%s); reading recovery.json", exc)
-        return owned.get("carry") if owned else None
-
-    def _session(self, context: Any) -> RecoverySession:
-        carry = self._load_carry(context)
+    def _supervisor(self, store: RunStore) -> RunSupervisor:
+        carry = store.load()
         if carry is None:
             raise AirflowFailException(f"recovery state lost: nothing in task_state_store nor {self.state_dir}/recovery.json")
-        return RecoverySession.from_carry(carry, self._recovery_options(carried=carry.get("options")))
+        return RunSupervisor.from_carry(carry, self._recovery_options(carried=carry.get("options")))
 
-    # -- the task ----------------------------------------------------------------------------------
+    # -- the task: translate Airflow (defer, XCom, exceptions) to and from the run supervisor ----------------
 
     def _resolve_state_dir(self) -> None:
         """The state dir as an absolute, writable folder: the driver runs in another working directory."""
@@ -253,26 +211,26 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         context["ti"].xcom_push(key=XCOM_DLQ, value=self._conduit_dlq)
         hook = self.get_hook()  # a connection that does not exist fails here, before anything runs
         options = self._recovery_options()
-        session = None
-        carry = self._load_carry(context)
+        store = self._store(context)
+        supervisor = None
+        carry = store.load()
         if carry is not None:
-            earlier = RecoverySession.from_carry(carry, options)
-            if earlier.pipeline_state in ("degraded", "stopped"):
+            earlier = RunSupervisor.from_carry(carry, options)
+            if earlier.finished:
                 self.log.info("pipeline %s was %s; this try starts it again with a fresh retry budget", spec.id, earlier.pipeline_state)
             elif earlier.current is not None:
                 # An Airflow retry or a worker crash after submission: watch that job, do not submit another.
                 self.log.info("resuming: watching run %s submitted by an earlier try", earlier.current["run_id"])
-                return self._watch(context, earlier, earlier.current)
+                return self._watch(earlier, earlier.current)
             else:
                 self.log.info("resuming pipeline %s (%s) from its persisted recovery state", spec.id, earlier.pipeline_state)
-                session = earlier
-                if session.engine.state.pending_restart is not None:
-                    session.engine.on_restarted()
-        if session is None:
+                supervisor = earlier
+                supervisor.restarted()
+        if supervisor is None:
             ti = context["ti"]
             mapped = f"-{ti.map_index}" if ti.map_index >= 0 else ""
             prefix = unique_run_prefix(f"{ti.run_id}-{ti.task_id}{mapped}-t{ti.try_number}")
-            session = RecoverySession(options, run_prefix=prefix, pipeline_id=spec.id)
+            supervisor = RunSupervisor(options, run_prefix=prefix, pipeline_id=spec.id)
             self.log.info(
                 "pipeline %s: recovery options %s; %s backend (connection %s)",
                 spec.id,
@@ -280,122 +238,102 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                 hook.backend_kind,
                 self.conn_id,
             )
-        return self._submit(context, session, spec_path, hook=hook)
+        return self._submit(store, supervisor, spec_path, hook=hook)
 
-    def _submit(self, context: Any, session: RecoverySession, spec_path: str | None = None, *,
-                hook: SparkPipelineHook | None = None, previous: dict | None = None) -> None:
-        """Submit the next run (after making sure ``previous`` is gone) and defer to its watcher.
-
-        A submission that cannot happen for now (the previous driver not confirmed gone, the state dir's
-        lease held, the cluster unreachable) is a failure like any other: the engine restarts or degrades.
-        """
+    def _submit(self, store: RunStore, supervisor: RunSupervisor, spec_path: str | None = None, *,
+                hook: SparkPipelineHook | None = None, previous: dict | None = None) -> Any:
+        """Submit the next run (after making sure ``previous`` is gone) and defer to its watcher; a refused
+        submission is a failure the supervisor answers like any other (``RunSupervisor.submit``)."""
         spec_path = spec_path or self._validated_spec()[0]
         hook = hook or self.get_hook()
-        run_id = session.next_run_id()
-        try:
-            handle = hook.submit_job(spec_path, run_id, self.state_dir, self._faults(), previous=previous,
-                                     **self._submission_options())
-        except SUBMISSION_FAILURES as exc:
-            self.log.error("run %s could not be submitted: %s", run_id, exc)
-            event = submission_failed_event(run_id, exc)
-            return self._handle_event(context, session, event, previous or {"run_id": run_id})
-        session.current = handle
-        self._conduit_handle = handle
-        self.log.info(session.submitted_line(handle))
-        context["ti"].xcom_push(key=XCOM_JOB, value=handle)
-        self._persist(context, session)
-        return self._watch(context, session, handle)
+
+        def submit(run_id: str) -> dict:
+            return hook.submit_job(spec_path, run_id, self.state_dir, self._faults(), previous=previous,
+                                   **self._submission_options())
+
+        step = supervisor.submit(submit, SUBMISSION_FAILURES, LEASE_REFUSALS, previous=previous)
+        if step.action is not Action.WATCH:
+            return self._do(store, supervisor, step)
+        self._conduit_handle = step.handle
+        self._log_lines(step)
+        store.save_submitted(supervisor, step.handle)
+        return self._watch(supervisor, step.handle)
 
     def _submission_options(self) -> dict[str, Any]:
         """Further ``submit_job`` arguments of this kind of run (the DLQ replay operator adds its request)."""
         return {}
 
-    def _watch(self, context: Any, session: RecoverySession, handle: dict) -> None:
+    def _watch(self, supervisor: RunSupervisor, handle: dict) -> None:
         """Defer to the watcher; while recovering it also reports the first records written (-> recovered)."""
-        trigger = SparkPipelineTrigger(handle, poll_interval=self.poll_interval, report_progress=session.awaiting_first_record)
+        trigger = SparkPipelineTrigger(handle, poll_interval=self.poll_interval, report_progress=supervisor.awaiting_first_record)
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict | None = None, **kwargs: Any) -> Any:
         self._resolve_state_dir()
-        session = self._session(context)
-        validate_event(event, session.current)
-        handle = event.get("handle") or session.current
-        return self._handle_event(context, session, event, handle)
+        store = self._store(context)
+        supervisor = self._supervisor(store)
+        watched = read_watch_event(event, supervisor.current)
+        self._conduit_handle = watched.handle or supervisor.current
+        return self._do(store, supervisor, supervisor.on_event(watched))
 
-    def _handle_event(self, context: Any, session: RecoverySession, event: dict, handle: dict) -> Any:
-        self._conduit_handle = handle
-        step = apply_event(session, event)
-        for line in step.lines:
-            (self.log.error if line.startswith("degraded") else self.log.info)(line)
-        if step.action == Action.WATCH:
-            session.current = handle  # still running: keep it as the job to resume watching
-        self._persist(context, session, event=event)
-        if step.action == Action.WATCH:
-            self._watch(context, session, handle)
-        if step.action == Action.DONE:
-            report = event.get("report")
-            return {
-                "pipeline_id": session.pipeline_id or (report or {}).get("pipeline_id"),
-                "status": event["status"],  # "succeeded", or "stopped" (asked to stop; see stop_reason)
-                "stop_reason": (report or {}).get("stop_reason"),
-                "pipeline_state": session.pipeline_state,
-                "run_id": handle["run_id"],
-                "submissions": session.submissions,
-                "report": report,
-                "state_dir": os.path.abspath(self.state_dir),
-                "audit_log": session.audit(),
-            }
-        if step.action == Action.DEGRADE:
-            raise AirflowFailException(degraded_message(session, step.decision, step.error, AUDIT_IN_MESSAGE))
+    def _do(self, store: RunStore, supervisor: RunSupervisor, step: Step) -> Any:
+        """Carry out the supervisor's step the Airflow way: defer to the watcher or the backoff timer,
+        return the run summary, or fail the task."""
+        self._log_lines(step)
+        store.save(supervisor, step.event)
+        if step.action is Action.WATCH:
+            return self._watch(supervisor, step.handle)
+        if step.action is Action.DONE:
+            return self._summary(supervisor, step)
+        if step.action is Action.DEGRADE:
+            raise AirflowFailException(supervisor.degraded_message(step, AUDIT_IN_MESSAGE))
+        handle = step.handle
         self.defer(
-            trigger=_backoff_timer(step.decision.delay_seconds, self.state_dir),
+            trigger=_backoff_timer(step.delay_seconds, self.state_dir),
             method_name="resubmit",
             kwargs={"previous": handle if handle and handle.get("launcher") else None},
         )
 
-    def resubmit(self, context: Any, event: Any = None, previous: dict | None = None, **kwargs: Any) -> None:
+    def _summary(self, supervisor: RunSupervisor, step: Step) -> dict[str, Any]:
+        """The run summary a finished task returns (XCom); the replay operator adds its totals."""
+        return supervisor.run_summary(step, os.path.abspath(self.state_dir))
+
+    def _log_lines(self, step: Step) -> None:
+        for line in step.lines:
+            degraded_line = step.action is Action.DEGRADE and line is step.lines[-1]
+            (self.log.error if degraded_line else self.log.info)(line)
+
+    def resubmit(self, context: Any, event: Any = None, previous: dict | None = None, **kwargs: Any) -> Any:
         """After the backoff delay: tell the engine, submit the next run (the previous one confirmed gone), watch it."""
-        session = self._session(context)
-        session.engine.on_restarted()
-        return self._submit(context, session, previous=previous)
+        store = self._store(context)
+        supervisor = self._supervisor(store)
+        supervisor.restarted()
+        return self._submit(store, supervisor, previous=previous)
 
     def on_kill(self) -> None:
         """Marking the task failed or clearing it stops the Spark job (gracefully where it can) and records ``stopped``."""
         handle = self._conduit_handle
         if handle is None:
-            record = StateDir(self.state_dir).read_recovery() or {}
-            handle = record.get("current")
+            handle = (StateDir(self.state_dir).read_recovery() or {}).get("current")
         if handle:
             self.log.info("stopping run %s", handle["run_id"])
             try:
                 SparkPipelineHook.kill_job(handle, graceful=True)
             finally:
-                record_stopped(handle, "stopped by user (task killed)")
+                record_stopped(self.state_dir, handle["run_id"], "stopped by user (task killed)")
 
 
-def validate_event(event: Any, current: dict | None) -> None:
+def read_watch_event(event: Any, current: dict | None) -> WatchEvent:
     """A watcher event as SparkPipelineTrigger yields it, about the run this task is watching."""
-    if not isinstance(event, dict) or event.get("status") not in EVENT_STATUSES or not event.get("run_id"):
-        raise AirflowException(f"unexpected trigger event (expected a SparkPipelineTrigger event): {event!r}"[:500])
-    if current is not None and event["run_id"] != current.get("run_id"):
+    try:
+        watched = WatchEvent.from_dict(event)
+    except WatchEventError as exc:
+        raise AirflowException(f"unexpected trigger event (expected a SparkPipelineTrigger event: {exc}): {event!r}"[:500]) from None
+    if current is not None and watched.run_id != current.get("run_id"):
         raise AirflowException(
-            f"trigger event for run {event['run_id']!r}, but this task watches run {current.get('run_id')!r}"
+            f"trigger event for run {watched.run_id!r}, but this task watches run {current.get('run_id')!r}"
         )
-
-
-def submission_failed_event(run_id: str, exc: BaseException) -> dict[str, Any]:
-    """A failure event for a run that could not be submitted (transient: infrastructure)."""
-    error = StructuredError(
-        code=codes.INFRASTRUCTURE, fatal=False, message=f"not submitted: {type(exc).__name__}: {exc}",
-        stage="submit", extra={"refused_by": "lease"} if isinstance(exc, LeaseHeld) else {},
-    ).to_dict()
-    return {"status": "failed", "run_id": run_id, "handle": None, "exit_code": None, "error": error, "report": None}
-
-
-def refused_by_lease(event: dict | None) -> bool:
-    """The event of a submission refused because another run holds the state dir's lease."""
-    error = (event or {}).get("error")
-    return isinstance(error, dict) and (error.get("extra") or {}).get("refused_by") == "lease"
+    return watched
 
 
 def _backoff_timer(delay_seconds: float, state_dir: str) -> BackoffTrigger:

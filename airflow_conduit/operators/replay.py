@@ -98,15 +98,15 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
     def _submission_options(self) -> dict[str, Any]:
         return {"replay": self.replay_request().to_json()}
 
-    def _handle_event(self, context: Any, session: Any, event: dict, handle: dict) -> Any:
-        summary = super()._handle_event(context, session, event, handle)
-        if isinstance(summary, dict):  # done: the replay's totals beside the run summary
-            from airflow_conduit.pipeline.report import replay_totals_text
+    def _summary(self, supervisor: Any, step: Any) -> dict[str, Any]:
+        """The run summary with the replay's totals beside it (and in the task log)."""
+        from airflow_conduit.runs.report import replay_totals_text
 
-            totals = (summary.get("report") or {}).get("replay")
-            summary["replay"] = totals
-            if totals:
-                self.log.info("%s", replay_totals_text(totals))
-                for error, count in sorted((totals.get("errors") or {}).items(), key=lambda item: -item[1]):
-                    self.log.info("  would still fail: %d  %s", count, error)
+        summary = super()._summary(supervisor, step)
+        totals = (summary.get("report") or {}).get("replay")
+        summary["replay"] = totals
+        if totals:
+            self.log.info("%s", replay_totals_text(totals))
+            for error, count in sorted((totals.get("errors") or {}).items(), key=lambda item: -item[1]):
+                self.log.info("  would still fail: %d  %s", count, error)
         return summary

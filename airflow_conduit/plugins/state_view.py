@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from airflow_conduit.pipeline.kafka_headers import CONNECT, DLQ_COLUMNS_FROM_HEADERS
-from airflow_conduit.pipeline.report import RunReport
+from airflow_conduit.runs.report import RunReport
 from airflow_conduit.pipeline.secrets import MASK, mask_url_credentials, redact
 from airflow_conduit.recovery.clock import parse_iso
 

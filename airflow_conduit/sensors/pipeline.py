@@ -7,11 +7,12 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_conduit.pipeline.state_store import StateDir
+from airflow_conduit.runs.state_dir import StateDir
 from airflow_conduit.recovery.clock import parse_iso
+from airflow_conduit.recovery.state import PipelineState
 from airflow_conduit.triggers.state_dir import DeadLetterQueueTrigger, PipelineStateTrigger
 
-PIPELINE_STATES = ("running", "recovering", "degraded", "stopped")
+PIPELINE_STATES = tuple(str(state) for state in PipelineState)
 
 
 class PipelineStateSensor(BaseSensorOperator):
@@ -54,7 +55,7 @@ class PipelineStateSensor(BaseSensorOperator):
         if not self.deferrable:
             return super().execute(context)
         if self.poke(context):
-            return StateDir(self.state_dir).pipeline_state()
+            return str(StateDir(self.state_dir).pipeline_state())
         self.defer(
             trigger=PipelineStateTrigger(self.state_dir, self.target_states, self.poll_interval),
             method_name="execute_complete",
@@ -64,7 +65,7 @@ class PipelineStateSensor(BaseSensorOperator):
     def execute_complete(self, context: Any, event: dict | None = None) -> str:
         state = (event or {}).get("pipeline_state") or StateDir(self.state_dir).pipeline_state()
         self.log.info("pipeline in %s is %s", self.state_dir, state)
-        return state
+        return str(state)
 
 
 class DeadLetterQueueSensor(BaseSensorOperator):

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from airflow_conduit.pipeline.model import PipelineSpec
-    from airflow_conduit.pipeline.report import RunReport
+    from airflow_conduit.runs.report import RunReport
     from airflow_conduit.spark.commits import CommitLog
     from airflow_conduit.spark.dlq import PendingReasons
     from airflow_conduit.spark.sources import SourcePlan

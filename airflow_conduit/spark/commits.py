@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_atomic
+from airflow_conduit.runs.report import read_json, utc_now_iso, write_json_atomic
 
 KEEP_BATCHES = 100  # as many as Spark's own checkpoint keeps (spark.sql.streaming.minBatchesToRetain)
 

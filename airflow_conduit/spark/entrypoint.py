@@ -24,7 +24,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: the package comes from --py-files or site-packages
     sys.path[:] = [p for p in sys.path if Path(p).resolve() != Path(__file__).resolve().parent]
 
-from airflow_conduit.pipeline.report import RunReport, report_path, utc_now_iso  # noqa: E402
+from airflow_conduit.runs.report import RunReport, report_path, utc_now_iso  # noqa: E402
+from airflow_conduit.runs.status import RunStatus  # noqa: E402
 from airflow_conduit.recovery import codes  # noqa: E402
 from airflow_conduit.recovery.errors import StructuredError  # noqa: E402
 
@@ -135,12 +136,12 @@ def run_replay(spark, spec, request, *, state_dir: Path, run_id: str, faults: di
     the DLQ sensor read a replay run like any run; SIGTERM is not caught: a replay killed mid-way is
     resumed, exactly once, by the next one.
     """
-    from airflow_conduit.pipeline.report import STATUS_RUNNING, STATUS_SUCCEEDED, replay_totals_text
+    from airflow_conduit.runs.report import replay_totals_text
     from airflow_conduit.spark.expectations import ExpectationFailed
     from airflow_conduit.spark.replay import replay
     from airflow_conduit.spark.runner import classify, exit_code_for
 
-    report.status = STATUS_RUNNING
+    report.status = RunStatus.RUNNING
     report.write_atomic(path)
     try:
         result = replay(spark, spec, state_dir=state_dir, filters=request.filters, dry_run=request.dry_run,
@@ -158,7 +159,7 @@ def run_replay(spark, spec, request, *, state_dir: Path, run_id: str, faults: di
             report.add_expectations(batch["expectations"])
         report.counters.update(result.counters)
     report.replay = replay_totals(result, request)
-    report.status = STATUS_SUCCEEDED
+    report.status = RunStatus.SUCCEEDED
     report.ended_at = utc_now_iso()
     report.write_atomic(path)
     log.info("%s", replay_totals_text(report.replay))

@@ -17,7 +17,7 @@ import signal
 from pathlib import Path
 from typing import Any, Callable
 
-from airflow_conduit.pipeline.report import read_json, write_json_atomic
+from airflow_conduit.runs.report import read_json, write_json_atomic
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError, TransientError
 

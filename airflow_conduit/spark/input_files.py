@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urlparse
 
-from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_atomic
+from airflow_conduit.runs.report import read_json, utc_now_iso, write_json_atomic
 
 log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from airflow_conduit.pipeline.kafka_headers import (
     HEADER_QUERY,
     HEADER_RECORD,
 )
-from airflow_conduit.pipeline.report import read_json, utc_now_iso, write_json_atomic
+from airflow_conduit.runs.report import read_json, utc_now_iso, write_json_atomic
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C

@@ -45,7 +45,8 @@ from pyspark.sql import types as T
 from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, spec_fingerprints
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.pipeline.replay_request import ReplayFilter  # noqa: F401 - the filters live with the request (pure Python)
-from airflow_conduit.pipeline.report import STATUS_SUCCEEDED, read_json, utc_now_iso, write_json_atomic
+from airflow_conduit.runs.report import read_json, utc_now_iso, write_json_atomic
+from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark.destinations import Destination, FileDestination, JdbcDestination, make_destination
@@ -360,7 +361,7 @@ def replay(
         if dry_run:
             _dry_run(runner, batch, result)
             return result
-        runner.report.status = "running"
+        runner.report.status = RunStatus.RUNNING
         runner._process_batch(batch, batch_id)
     entry = runner.report.batches[-1]
     result.batch, result.counters = entry, dict(runner.report.counters)
@@ -369,7 +370,7 @@ def replay(
     result.still_failing = int(entry["dlq"])
     result.filtered = int(entry["filtered"])
     result.passed = result.selected - result.still_failing - result.filtered
-    runner.report.status = STATUS_SUCCEEDED
+    runner.report.status = RunStatus.SUCCEEDED
     runner.report.ended_at = utc_now_iso()
     runner._save_report()
     plan = read_json(state_dir / REPLAYS / str(number) / "plan.json")

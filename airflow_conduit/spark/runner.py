@@ -43,17 +43,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, spec_fingerprints
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
-from airflow_conduit.pipeline.report import (
-    STATUS_RUNNING,
-    STATUS_STARTING,
-    STATUS_STOPPED,
-    STATUS_SUCCEEDED,
+from airflow_conduit.runs.report import (
     RunReport,
     read_json,
     report_path,
     utc_now_iso,
     write_json_atomic,
 )
+from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError
@@ -136,7 +133,7 @@ class PipelineRunner:
         self.faults = faults or {}
         self.crash_hook = faults_mod.crash_point(self.state_dir, self.faults, crash)
         self.crash_before_commit = faults_mod.crash_point(self.state_dir, self.faults, crash, key="crash_before_commit")
-        self.report = RunReport(pipeline_id=spec.id, run_id=run_id, status=STATUS_STARTING, started_at=utc_now_iso())
+        self.report = RunReport(pipeline_id=spec.id, run_id=run_id, status=RunStatus.STARTING, started_at=utc_now_iso())
         self.report_file = report_path(self.state_dir, run_id)
         self.commits = CommitLog(self.state_dir)
         self.windows = WindowStore(self.state_dir)
@@ -396,7 +393,7 @@ class PipelineRunner:
         )
         if nacked:
             self.report.counters["last-failure-timestamp"] = at
-        self.report.status = STATUS_RUNNING
+        self.report.status = RunStatus.RUNNING
         self._save_report()
 
     def _first_time_failed(self, batch_id: int, error: Exception) -> bool:
@@ -460,7 +457,7 @@ class PipelineRunner:
             error = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
             self._fail(error)
             raise RunFailed(error) from exc
-        self.report.status = STATUS_RUNNING
+        self.report.status = RunStatus.RUNNING
         self._save_report()
         self._build_columns_while_the_query_starts()
         try:
@@ -485,7 +482,7 @@ class PipelineRunner:
             self._fail(self.failure)
             raise RunFailed(self.failure)
         self._check_input_files()  # a file appended after its batch, during this run
-        self.report.status = STATUS_STOPPED if self.stop_reason else STATUS_SUCCEEDED
+        self.report.status = RunStatus.STOPPED if self.stop_reason else RunStatus.SUCCEEDED
         self.report.ended_at = utc_now_iso()
         if self.stop_reason:
             self.report.stop_reason = self.stop_reason

@@ -19,7 +19,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterable
 
-from airflow_conduit.pipeline.report import read_json, write_json_atomic
+from airflow_conduit.runs.report import read_json, write_json_atomic
 
 KEEP_FILES = 20
 

@@ -21,24 +21,26 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from enum import StrEnum
 from typing import Any
 
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_conduit.hooks.backends.base import FAILED, RUNNING, SUCCEEDED, JobStatus, structured_failure, tail_text
+from airflow_conduit.hooks.backends.base import FAILED, JobStatus, structured_failure, tail_text
 from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
-from airflow_conduit.pipeline.report import RunReport
-from airflow_conduit.recovery.totals import totals_text
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.clock import parse_iso
 from airflow_conduit.recovery.errors import StructuredError
+from airflow_conduit.runs.events import WatchEvent
+from airflow_conduit.runs.report import RunReport
+from airflow_conduit.runs.status import RunStatus, WatchStatus
+from airflow_conduit.runs.store import record_stopped
+from airflow_conduit.runs.totals import totals_text
 
 LOG_TAIL_CHARS = 4000
 KILL_GRACE_SECONDS = 20.0  # below the triggerer's on_kill bound ([triggerer] on_kill_timeout, 30 s)
 STATUS_FAILURES_TOLERATED = 3
-STOPPED = "stopped"  # the job ended because it was asked to (its report has a stop_reason)
-EVENT_STATUSES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
 SCHEDULER_LOOP_MARGIN_SECONDS = 5.0
 
 
@@ -73,7 +75,7 @@ def report_summary(report: RunReport | None) -> dict[str, Any] | None:
         return None
     summary = {
         "pipeline_id": report.pipeline_id,
-        "status": report.status,
+        "status": str(report.status),
         "started_at": report.started_at,
         "ended_at": report.ended_at,
         "first_record_written_at": report.first_record_written_at,
@@ -133,6 +135,14 @@ async def run_to_completion(work: Any) -> None:
     await asyncio.shield(task)
 
 
+class CancelVerdict(StrEnum):
+    """What a cancelled trigger's ``on_kill`` concludes from the task's state."""
+
+    MOVED = "moved"  # the task is still deferred: the trigger was moved to another triggerer
+    UNKNOWN = "unknown"  # the task state could not be read
+    USER_STOP = "user-stop"  # the user marked or cleared the task
+
+
 class SparkPipelineTrigger(BaseTrigger):
     """Wait for a pipeline job to finish and yield one event: its status, structured error and counts.
 
@@ -169,7 +179,7 @@ class SparkPipelineTrigger(BaseTrigger):
                 if failures > STATUS_FAILURES_TOLERATED:
                     report = await asyncio.to_thread(_read_report, self.handle["report_path"])
                     status = JobStatus(FAILED, message=str(exc))
-                    yield TriggerEvent(self._event(FAILED, status, report, error=unobservable_error(run_id, exc, failures)))
+                    yield self._event(WatchStatus.FAILED, status, report, error=unobservable_error(run_id, exc, failures))
                     return
                 await asyncio.sleep(self.poll_interval)
                 continue
@@ -181,10 +191,10 @@ class SparkPipelineTrigger(BaseTrigger):
                     last_line = line
             if status.finished:
                 await self._let_the_deferral_settle()
-                yield TriggerEvent(await self._final_event(status, report))
+                yield await self._final_event(status, report)
                 return
             if self.report_progress and report is not None and report.first_record_written_at:
-                yield TriggerEvent(self._event(RUNNING, status, report))
+                yield self._event(WatchStatus.RUNNING, status, report)
                 return
             await asyncio.sleep(self.poll_interval)
 
@@ -218,10 +228,10 @@ class SparkPipelineTrigger(BaseTrigger):
     async def _stop_unless_moved(self) -> None:
         run_id = self.handle["run_id"]
         verdict = await self._task_state_after_cancel()
-        if verdict == "deferred":
+        if verdict is CancelVerdict.MOVED:
             self.log.info("run %s: trigger moved to another triggerer; the job keeps running", run_id)
             return
-        if verdict == "unknown":
+        if verdict is CancelVerdict.UNKNOWN:
             self.log.warning("run %s: cannot tell a user stop from a trigger move (task state unreadable): the job "
                              "keeps running; mark the task again to stop it", run_id)
             return
@@ -231,14 +241,16 @@ class SparkPipelineTrigger(BaseTrigger):
         except asyncio.TimeoutError:
             await asyncio.to_thread(SparkPipelineHook.kill_job, self.handle, False)
         finally:
-            await asyncio.to_thread(record_stopped, self.handle, "stopped by user (task marked or cleared)")
+            await asyncio.to_thread(record_stopped, self.handle["state_dir"], run_id, "stopped by user (task marked or cleared)")
 
-    async def _task_state_after_cancel(self) -> str:
-        """``deferred`` (trigger moved), ``unknown`` (unreadable), or ``stopped`` (the user acted; also when no
-        task instance is attached: a trigger driven outside a triggerer, as in tests and the CLI)."""
+    async def _task_state_after_cancel(self) -> "CancelVerdict":
+        """``MOVED`` (the task is still deferred), ``UNKNOWN`` (unreadable), or ``USER_STOP`` (the user acted;
+        also when no task instance is attached: a trigger driven outside a triggerer, as in tests and the CLI)."""
+        from airflow.sdk import TaskInstanceState
+
         ti = getattr(self, "task_instance", None)
         if ti is None:
-            return STOPPED
+            return CancelVerdict.USER_STOP
         try:
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
@@ -248,39 +260,33 @@ class SparkPipelineTrigger(BaseTrigger):
             )
         except Exception as exc:  # noqa: BLE001 - the API server may be unreachable for a moment
             self.log.warning("task state unreadable: %s", exc)
-            return "unknown"
+            return CancelVerdict.UNKNOWN
         key = ti.task_id if ti.map_index is None or ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
         state = (states.get(ti.run_id) or {}).get(key)
-        return "deferred" if getattr(state, "value", state) == "deferred" else STOPPED
+        deferred = getattr(state, "value", state) == TaskInstanceState.DEFERRED
+        return CancelVerdict.MOVED if deferred else CancelVerdict.USER_STOP
 
-    def _event(self, state: str, status: JobStatus, report: RunReport | None, **more: Any) -> dict[str, Any]:
-        return {
-            "status": state,
-            "run_id": self.handle["run_id"],
-            "handle": self.handle,
-            "exit_code": status.exit_code,
-            "driver_state": status.driver_state,
-            "message": status.message,
-            "error": None,
-            "stderr_tail": None,
-            "report": report_summary(report),
-            **more,
-        }
+    def _event(self, state: WatchStatus, status: JobStatus, report: RunReport | None, **more: Any) -> TriggerEvent:
+        """The watch event (``runs.events.WatchEvent``), as the plain dict a trigger event carries."""
+        event = WatchEvent(state, self.handle["run_id"], handle=self.handle, exit_code=status.exit_code,
+                           driver_state=status.driver_state, message=status.message or "",
+                           report=report_summary(report), **more)
+        return TriggerEvent(event.to_dict())
 
-    async def _final_event(self, status: JobStatus, report: RunReport | None) -> dict[str, Any]:
+    async def _final_event(self, status: JobStatus, report: RunReport | None) -> TriggerEvent:
         # A zero exit with a report that says failed is still a failure (the report is the job's own word).
-        failed = status.state == FAILED or (report is not None and report.status == FAILED)
+        failed = status.state == FAILED or (report is not None and report.status == RunStatus.FAILED)
         stopped = report is not None and bool(report.stop_reason)
         if not failed:
-            return self._event(STOPPED if stopped else SUCCEEDED, status, report)
+            return self._event(WatchStatus.STOPPED if stopped else WatchStatus.SUCCEEDED, status, report)
         if stopped and report.error is None:  # asked to stop (SIGTERM) and ended by that signal: not a failure
-            return self._event(STOPPED, status, report)
+            return self._event(WatchStatus.STOPPED, status, report)
         if status.state != FAILED:
             status = JobStatus(FAILED, status.exit_code, status.driver_state, status.message)
         log_text = await asyncio.to_thread(tail_text, self.handle.get("log_path"))
         error = structured_failure(status, report.error if report else None, log_text)
         self.log.info("%s failed: exit=%s driver_state=%s", self.handle["run_id"], status.exit_code, status.driver_state)
-        return self._event(FAILED, status, report, error=error, stderr_tail=log_text[-LOG_TAIL_CHARS:])
+        return self._event(WatchStatus.FAILED, status, report, error=error, stderr_tail=log_text[-LOG_TAIL_CHARS:])
 
 
 class BackoffTrigger(DateTimeTrigger):
@@ -297,26 +303,6 @@ class BackoffTrigger(DateTimeTrigger):
         return (f"{type(self).__module__}.{type(self).__qualname__}", {"moment": self.moment, "state_dir": self.state_dir})
 
     async def on_kill(self) -> None:
-        await run_to_completion(asyncio.to_thread(record_stopped, {"state_dir": self.state_dir, "run_id": None},
+        await run_to_completion(asyncio.to_thread(record_stopped, self.state_dir, None,
                                                   "stopped by user during the backoff wait"))
 
-
-def record_stopped(handle: dict[str, Any], reason: str) -> None:
-    """Write ``stopped`` to STATE_DIR/recovery.json when the stopped run is still the pipeline's current one.
-
-    ``handle["run_id"]`` None: no run is current (stopped while waiting to restart).
-    """
-    from airflow_conduit.pipeline.state_store import StateDir
-    from airflow_conduit.recovery.session import RecoverySession
-
-    folder = StateDir(handle["state_dir"])
-    record = folder.read_recovery()
-    if not record or not record.get("carry"):
-        return
-    current = (record.get("current") or {}).get("run_id")
-    if current is not None and current != handle["run_id"]:
-        return  # a later run owns the state dir now
-    session = RecoverySession.from_carry(record["carry"])
-    session.current = None
-    session.engine.stop(reason)
-    folder.write_recovery(session.recovery_record(record.get("owner") or {}, record.get("last_event")))

@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_conduit.pipeline.state_store import StateDir
+from airflow_conduit.runs.state_dir import StateDir
 
 
 class PipelineStateTrigger(BaseTrigger):
@@ -34,7 +34,7 @@ class PipelineStateTrigger(BaseTrigger):
         while True:
             state = await asyncio.to_thread(folder.pipeline_state)
             if state in self.states:
-                yield TriggerEvent({"status": "reached", "pipeline_state": state, "state_dir": self.state_dir})
+                yield TriggerEvent({"status": "reached", "pipeline_state": str(state), "state_dir": self.state_dir})
                 return
             await asyncio.sleep(self.poll_interval)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_conduit.pipeline.state_store import StateDir
-from airflow_conduit.pipeline.report import RunReport
+from airflow_conduit.runs.state_dir import StateDir
+from airflow_conduit.runs.report import RunReport
 from conftest import dlq_lines, lake_ids, load_reference_dag, task_instance, xcoms
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
-from airflow_conduit.pipeline.state_store import StateDir
-from airflow_conduit.recovery.session import RecoverySession
+from airflow_conduit.runs.state_dir import StateDir
+from airflow_conduit.runs.supervisor import RunSupervisor
 from airflow_conduit.recovery import RecoveryOptions
 from conftest import REPO, run_test_dag, xcoms
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 SPEC = str(REPO / "examples" / "orders" / "pipeline.yaml")  # validated only: the tiny job ignores it
 
 
-def earlier_try(dag_id: str, run_after: datetime, state_dir: Path, session: RecoverySession) -> str:
+def earlier_try(dag_id: str, run_after: datetime, state_dir: Path, session: RunSupervisor) -> str:
     """Write what an earlier try of the task left behind; return the Airflow run id dag.test() will use."""
     run_id = f"manual__{run_after.isoformat()}"
     StateDir(state_dir).write_recovery(
@@ -48,7 +48,7 @@ def test_a_new_try_watches_the_job_the_crashed_one_submitted(airflow_db, tmp_pat
     dag_id, state_dir = "resume_after_worker_crash", tmp_path / "state"
     run_after = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
     hook = SparkPipelineHook("conduit_local", backend_options={"application": tiny_job, "py_files": ""})
-    session = RecoverySession(RecoveryOptions.from_mapping({"min-delay": "1s"}), run_prefix="crashed", pipeline_id="orders")
+    session = RunSupervisor(RecoveryOptions.from_mapping({"min-delay": "1s"}), run_prefix="crashed", pipeline_id="orders")
     session.current = hook.submit_job(SPEC, session.next_run_id(), str(state_dir), {"sleep": 4, "progress": 3})
     earlier_try(dag_id, run_after, state_dir, session)  # the worker died here, before deferring
 
@@ -65,7 +65,7 @@ def test_an_airflow_retry_keeps_the_retry_window(airflow_db, tmp_path, tiny_job)
     dag_id, state_dir = "retry_keeps_window", tmp_path / "state"
     run_after = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
     options = RecoveryOptions.from_mapping({"min-delay": "1s", "max-retries": 2, "max-retries-window": "1h"})
-    session = RecoverySession(options, run_prefix="earlier", pipeline_id="orders")
+    session = RunSupervisor(options, run_prefix="earlier", pipeline_id="orders")
     for _ in range(2):  # the earlier try already used both restarts of the window, then its worker died
         session.submissions += 1
         session.engine.on_failure({"code": 1100, "fatal": False, "message": "connection refused"})

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_conduit.pipeline.state_store import StateDir
-from airflow_conduit.pipeline.report import RunReport
+from airflow_conduit.runs.state_dir import StateDir
+from airflow_conduit.runs.report import RunReport
 from airflow_conduit.sensors.pipeline import DeadLetterQueueSensor, PipelineStateSensor
 from airflow_conduit.triggers.state_dir import DeadLetterQueueTrigger, PipelineStateTrigger
 

@@ -297,14 +297,14 @@ async def test_a_run_stopped_on_request_is_reported_stopped(tmp_path, tiny_job):
 
 
 async def test_on_kill_records_stopped_for_the_sensors(tmp_path, tiny_job):
-    from airflow_conduit.pipeline.state_store import StateDir
+    from airflow_conduit.runs.state_dir import StateDir
     from airflow_conduit.recovery import RecoveryOptions
-    from airflow_conduit.recovery.session import RecoverySession
+    from airflow_conduit.runs.supervisor import RunSupervisor
     from airflow_conduit.sensors.pipeline import PipelineStateSensor
 
     handle = start_tiny_job(tiny_job, tmp_path, "running", {"sleep": 60})
     await wait_started(tmp_path, "running")
-    session = RecoverySession(RecoveryOptions.from_mapping({}), pipeline_id="tiny")
+    session = RunSupervisor(RecoveryOptions.from_mapping({}), pipeline_id="tiny")
     session.engine.on_failure({"code": 1100, "fatal": False, "message": "connection refused"})
     session.engine.on_restarted()  # a recovering pipeline
     session.current = handle
@@ -324,12 +324,12 @@ async def test_on_kill_records_stopped_for_the_sensors(tmp_path, tiny_job):
 async def test_stopping_during_the_backoff_wait_records_stopped(tmp_path):
     from datetime import datetime, timedelta, timezone
 
-    from airflow_conduit.pipeline.state_store import StateDir
+    from airflow_conduit.runs.state_dir import StateDir
     from airflow_conduit.recovery import RecoveryOptions
-    from airflow_conduit.recovery.session import RecoverySession
+    from airflow_conduit.runs.supervisor import RunSupervisor
     from airflow_conduit.triggers.pipeline import BackoffTrigger
 
-    session = RecoverySession(RecoveryOptions.from_mapping({}), pipeline_id="tiny")
+    session = RunSupervisor(RecoveryOptions.from_mapping({}), pipeline_id="tiny")
     session.engine.on_failure({"code": 1100, "fatal": False, "message": "connection refused"})  # restart pending
     StateDir(tmp_path).write_recovery(session.recovery_record({"cli": True}))
     assert StateDir(tmp_path).pipeline_state() == "recovering"

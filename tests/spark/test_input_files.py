@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from airflow_conduit.pipeline.report import RunReport, report_path
+from airflow_conduit.runs.report import RunReport, report_path
 from airflow_conduit.spark.runner import execute
 from spark_helpers import dlq_file, file_dest, file_source, good, pipeline, read_json_rows, write_lines
 

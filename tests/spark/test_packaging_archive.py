@@ -17,7 +17,7 @@ def test_archive_holds_the_core_and_spark_and_no_airflow_imports(tmp_path):
     tops = {n.split("/")[1] for n in names if n.count("/") >= 2}
     assert tops == {"recovery", "pipeline", "spark"}
     assert "airflow_conduit/__init__.py" in names and "airflow_conduit/spark/entrypoint.py" in names
-    assert "airflow_conduit/pipeline/report.py" in names
+    assert "airflow_conduit/runs/report.py" in names
     for name, text in sources.items():
         for node in ast.walk(ast.parse(text)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 
-from airflow_conduit.pipeline.report import RunReport, report_path
+from airflow_conduit.runs.report import RunReport, report_path
 from airflow_conduit.spark.window import NackWindow, WindowStore
 
 

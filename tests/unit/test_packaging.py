@@ -60,7 +60,7 @@ def _import_with_blocked(modules: list[str], blocked: list[str]) -> subprocess.C
 
 
 def test_pure_layers_import_neither_airflow_nor_pyspark():
-    modules = ["airflow_conduit"] + _modules_under("recovery") + _modules_under("pipeline")
+    modules = ["airflow_conduit"] + _modules_under("recovery") + _modules_under("runs") + _modules_under("pipeline")
     result = _import_with_blocked(modules, ["airflow", "pyspark"])
     assert result.returncode == 0, result.stderr
 
@@ -74,7 +74,7 @@ def test_spark_layer_imports_no_airflow():
 def test_driver_wrapper_starts_without_airflow():
     """``python -m airflow_conduit.hooks.backends.detached`` runs once per job: it must not pull in Airflow."""
     modules = ["airflow_conduit.hooks.backends.detached", "airflow_conduit.hooks.backends.lease",
-               "airflow_conduit.pipeline.state_store"]
+               "airflow_conduit.runs.state_dir", "airflow_conduit.runs.report"]
     result = _import_with_blocked(modules, ["airflow", "pyspark"])
     assert result.returncode == 0, result.stderr
 
@@ -86,6 +86,7 @@ LAYERS = (
     ("__init__", "names"),
     ("get_provider_info",),
     ("recovery",),
+    ("runs",),
     ("pipeline",),
     ("spark",),
     ("hooks", "utils"),
@@ -195,7 +196,7 @@ def test_no_import_cycles_between_modules():
 
 
 def test_no_import_climbs_a_layer():
-    """recovery/ below pipeline/ below spark/ below the Airflow shell: an import never goes up or sideways."""
+    """recovery/ below runs/ below pipeline/ below spark/ below the Airflow shell: an import never goes up or sideways."""
     climbs = _climbs(_import_graph())
     assert not climbs, "imports that climb the layers:\n" + "\n".join(climbs)
 
@@ -207,9 +208,9 @@ def test_cycle_and_climb_detection_sees_what_it_is_meant_to_see():
              "airflow_conduit.recovery.c": {"airflow_conduit.recovery.a", "airflow_conduit.pipeline.d"},
              "airflow_conduit.pipeline.d": set()}
     assert _cycles(graph) == [["airflow_conduit.recovery.a", "airflow_conduit.recovery.b", "airflow_conduit.recovery.c"]]
-    assert _climbs(graph) == ["airflow_conduit.recovery.c -> airflow_conduit.pipeline.d (recovery is layer 2, pipeline is layer 3)"]
+    assert _climbs(graph) == ["airflow_conduit.recovery.c -> airflow_conduit.pipeline.d (recovery is layer 2, pipeline is layer 4)"]
     graph = _import_graph()
     assert "airflow_conduit.recovery.policies" in graph["airflow_conduit.recovery.options"]  # a top-level import
-    assert "airflow_conduit.recovery.session" in graph["airflow_conduit.cli.run_cmd"]  # one inside a function
+    assert "airflow_conduit.runs.supervisor" in graph["airflow_conduit.cli.run_cmd"]  # one inside a function
     assert "airflow_conduit.plugins.app" in graph["airflow_conduit.plugins.conduit_ui"]  # one inside a method
     assert "airflow_conduit.spark.stage" in graph["airflow_conduit.spark.batch_pass"]  # one under TYPE_CHECKING

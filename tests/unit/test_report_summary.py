@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_conduit.pipeline.report import RunReport, replay_totals_text
+from airflow_conduit.runs.report import RunReport, replay_totals_text
 from airflow_conduit.triggers.pipeline import report_summary
 
 

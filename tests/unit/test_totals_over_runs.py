@@ -1,8 +1,8 @@
-"""`airflow-conduit run`'s "records:" line: the pipeline's totals over all its runs (pipeline/report.py)."""
+"""`airflow-conduit run`'s "records:" line: the pipeline's totals over all its runs (runs/report.py)."""
 
 from __future__ import annotations
 
-from airflow_conduit.pipeline.report import RunReport, totals_over_runs
+from airflow_conduit.runs.report import RunReport, totals_over_runs
 
 
 def report(run_id: str, *batches: dict) -> dict:

@@ -12,11 +12,12 @@ from typing import Any
 
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
+from airflow_conduit.runs.status import JobState
 
 # Job states as the backends report them (the Spark job's own view is in its run report).
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
+RUNNING = JobState.RUNNING
+SUCCEEDED = JobState.SUCCEEDED
+FAILED = JobState.FAILED
 JOB_STATES = (RUNNING, SUCCEEDED, FAILED)
 
 # A job handle is a plain dict of ids and paths (JSON-serialisable: it travels in trigger kwargs and XCom).
@@ -35,7 +36,7 @@ JobHandle = dict
 class JobStatus:
     """What a backend knows about a job: its state, and how it ended when it did."""
 
-    state: str  # one of JOB_STATES
+    state: JobState
     exit_code: int | None = None  # process exit code (local launcher), None when unknown
     driver_state: str | None = None  # the cluster manager's word (standalone: RUNNING, FINISHED, FAILED, KILLED...)
     message: str = ""

@@ -48,7 +48,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 from airflow_conduit.hooks.backends import lease  # noqa: E402
-from airflow_conduit.pipeline.report import utc_now_iso, write_json_atomic  # noqa: E402
+from airflow_conduit.runs.report import utc_now_iso, write_json_atomic  # noqa: E402
 from airflow_conduit.recovery import codes  # noqa: E402
 
 PR_SET_PDEATHSIG = 1

@@ -34,7 +34,7 @@ from airflow_conduit.hooks.backends.base import (
     job_files,
     run_dir,
 )
-from airflow_conduit.pipeline.report import read_json, utc_now_iso
+from airflow_conduit.runs.report import read_json, utc_now_iso
 from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
 from airflow_conduit.spark.jvm import with_jit_options
 

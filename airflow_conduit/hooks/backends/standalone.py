@@ -44,7 +44,7 @@ from airflow_conduit.hooks.backends.base import (
 )
 from airflow_conduit.hooks.backends.local import POSTGRESQL_JAR
 from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
-from airflow_conduit.pipeline.report import utc_now_iso
+from airflow_conduit.runs.report import utc_now_iso
 from airflow_conduit.spark.jvm import with_jit_options
 
 SPARK_SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from airflow_conduit.pipeline import SpecError, load_pipeline_from_string
-from airflow_conduit.pipeline.report import RunReport
+from airflow_conduit.runs.report import RunReport
 
 from pipeline_spec_samples import MINIMAL
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from types import SimpleNamespace
 
-from airflow_conduit.pipeline.report import RunReport
+from airflow_conduit.runs.report import RunReport
 from airflow_conduit.plugins import pages
 from airflow_conduit.plugins.state_view import Redactor
 from airflow_conduit.plugins.view import pipeline_page

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
-from airflow_conduit.pipeline.report import RunReport
+from airflow_conduit.runs.report import RunReport
 from airflow_conduit.plugins import pages
 from airflow_conduit.plugins.state_view import (
     Redactor,

@@ -1,6 +1,6 @@
 """A run's totals on one line: what the recovery timeline, the task log and the CLI print about a run.
 
-``totals`` is the run report's object (``pipeline/report.py``): read, filtered, dlq and written per
+``totals`` is the run report's object (``runs/report.py``): read, filtered, dlq and written per
 destination. It lives here, below the run report, because the recovery session's timeline lines quote it
 and ``recovery/`` imports nothing from ``pipeline/`` (docs/architecture.md, layers).
 """

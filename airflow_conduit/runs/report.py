@@ -16,12 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from airflow_conduit.runs.status import RunStatus
 
-STATUS_STARTING = "starting"
-STATUS_RUNNING = "running"
-STATUS_SUCCEEDED = "succeeded"
-STATUS_FAILED = "failed"
-STATUS_STOPPED = "stopped"  # ended cleanly because it was asked to (stop_reason says why): not a success
+
 
 MAX_BATCHES = 100  # the report keeps the last 100 batches
 
@@ -112,7 +109,7 @@ class RunReport:
 
     pipeline_id: str
     run_id: str
-    status: str = STATUS_STARTING
+    status: RunStatus = RunStatus.STARTING
     started_at: str | None = None
     ended_at: str | None = None
     last_progress_at: str | None = None
@@ -175,13 +172,13 @@ class RunReport:
 
     def fail(self, error: dict[str, Any]) -> None:
         """The run ended with ``error`` (a ``StructuredError.to_dict()``): status failed, end time now."""
-        self.status = STATUS_FAILED
+        self.status = RunStatus.FAILED
         self.ended_at = utc_now_iso()
         self.error = error
 
     @property
     def finished(self) -> bool:
-        return self.status in (STATUS_SUCCEEDED, STATUS_FAILED, STATUS_STOPPED)
+        return RunStatus(self.status).finished
 
     # -- (de)serialisation ---------------------------------------------------------------------------
 
@@ -189,7 +186,7 @@ class RunReport:
         data = {
             "pipeline_id": self.pipeline_id,
             "run_id": self.run_id,
-            "status": self.status,
+            "status": str(self.status),
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "last_progress_at": self.last_progress_at,
@@ -215,7 +212,7 @@ class RunReport:
         return cls(
             pipeline_id=data.get("pipeline_id", ""),
             run_id=data.get("run_id", ""),
-            status=data.get("status", STATUS_STARTING),
+            status=RunStatus(data.get("status") or RunStatus.STARTING),
             started_at=data.get("started_at"),
             ended_at=data.get("ended_at"),
             last_progress_at=data.get("last_progress_at"),

@@ -1,8 +1,7 @@
 """Read and write what a pipeline keeps in its state directory (docs/architecture.md, state directory).
 
-Shared by the operator and the ``airflow-conduit run`` command (writers of
-``recovery.json``) and by the sensors and triggers (readers). Imports no
-Airflow; every read tolerates a missing or half-created directory.
+``recovery.json`` is written through ``runs.store`` only (the operators and ``airflow-conduit run``);
+the sensors, triggers and the UI read it here. Every read tolerates a missing or half-created directory.
 """
 
 from __future__ import annotations
@@ -11,8 +10,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_conduit.pipeline.report import RunReport, read_json, utc_now_iso, write_json_atomic
+from airflow_conduit.runs.report import RunReport, read_json, utc_now_iso, write_json_atomic
 from airflow_conduit.recovery.clock import parse_iso
+from airflow_conduit.recovery.state import PipelineState
 
 RECOVERY_FILE = "recovery.json"
 RECOVERY_FORMAT = 1
@@ -33,8 +33,8 @@ class StateDir:
     #   "format": 1, "updated_at": ISO, "pipeline_id": str|null,
     #   "pipeline_state": "running"|"recovering"|"degraded"|"stopped",
     #   "owner": {"dag_id", "run_id", "task_id", "map_index"} | {"cli": true},
-    #   "submissions": int, "current": job handle | null, "last_event": trigger event | null,
-    #   "recovery": RecoveryState JSON (options, window, audit log)
+    #   "submissions": int, "current": job handle | null, "last_event": WatchEvent.digest() | null,
+    #   "carry": RunSupervisor.carry() (options, recovery state with the window and the audit log)
     # }
 
     def read_recovery(self) -> dict[str, Any] | None:
@@ -47,9 +47,12 @@ class StateDir:
         record = dict(record, format=RECOVERY_FORMAT, updated_at=utc_now_iso())
         write_json_atomic(self.recovery_path, record)
 
-    def pipeline_state(self) -> str | None:
+    def pipeline_state(self) -> PipelineState | None:
         record = self.read_recovery()
-        return record.get("pipeline_state") if record else None
+        try:
+            return PipelineState(record["pipeline_state"]) if record else None
+        except (KeyError, ValueError):  # not ours: read as absent
+            return None
 
     # -- run reports -----------------------------------------------------------------------------
 
