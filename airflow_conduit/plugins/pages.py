@@ -15,6 +15,8 @@ from airflow_conduit.plugins.state_view import RunView, cut
 from airflow_conduit.plugins.view import OverviewRow, PipelinePage, age_text
 from airflow_conduit.recovery.clock import parse_iso
 from airflow_conduit.recovery.durations import format_duration
+from airflow_conduit.recovery.state import AuditEventType, PipelineState
+from airflow_conduit.runs.status import RunStatus
 
 STATE_COLORS = {"running": "#15803d", "recovering": "#b45309", "degraded": "#b91c1c", "stopped": "#4b5563"}
 EVENT_COLORS = {
@@ -151,14 +153,14 @@ def _budget_cards(page: PipelinePage) -> str:
 def _event_detail(event: dict[str, Any]) -> str:
     d = event.get("details") or {}
     kind = event.get("event")
-    if kind == "failed":
+    if kind == AuditEventType.FAILED:
         c = d.get("classification") or {}
         return f"{'fatal' if c.get('fatal') else 'transient'}, code {c.get('code')}: {c.get('reason') or ''}"
-    if kind == "restart-scheduled":
+    if kind == AuditEventType.RESTART_SCHEDULED:
         limit = "∞" if (d.get("max_retries") or 0) < 0 else d.get("max_retries")
         counted = d.get("restarts_counted", d.get("restarts_in_window"))  # the older name, in earlier audit logs
         return f"restart #{d.get('attempt')} in {format_duration(float(d.get('delay_seconds') or 0))} ({counted} of {limit} restarts counted)"
-    if kind == "degraded":
+    if kind == AuditEventType.DEGRADED:
         return f"code {d.get('code')}"
     return ""
 
@@ -172,13 +174,13 @@ def timeline_svg(page: PipelinePage, width: int = 960) -> str:
         if run.report is None:
             continue
         start = parse_iso(run.report.started_at)
-        end = parse_iso(run.report.ended_at) or (page.now if run.status in ("starting", "running") else parse_iso(run.report.last_progress_at))
+        end = parse_iso(run.report.ended_at) or (page.now if run.status in (RunStatus.STARTING, RunStatus.RUNNING) else parse_iso(run.report.last_progress_at))
         if start:
             spans.append((start, end or start, run))
     moments = [at for at, _ in events] + [s for s, _, _ in spans] + [e for _, e, _ in spans]
     if not moments:
         return '<p class="muted">No events recorded yet.</p>'
-    t0, t1 = min(moments), max(moments + ([page.now] if page.live or page.state == "recovering" else []))
+    t0, t1 = min(moments), max(moments + ([page.now] if page.live or page.state == PipelineState.RECOVERING else []))
     total = max((t1 - t0).total_seconds(), 1.0)
     left, right = 20, width - 20
 
@@ -397,11 +399,11 @@ def pipeline_view(page: PipelinePage, links: Links, redact: Callable[[Any], str]
     if page.live and spark_ui:
         live = f' · <a id="spark-ui-live" href="{_e(spark_ui)}" target="_blank" rel="noopener">live Spark UI</a>'
     alert = ""
-    if page.state == "degraded" and page.last_error:
+    if page.state == PipelineState.DEGRADED and page.last_error:
         le = page.last_error
         alert = (f'<div class="alert" id="degraded-reason"><b>Degraded</b>: {_e(le.kind)} error, code {_e(le.code)} — '
                  f"{_e(le.reason)}<br>{_e(cut(le.message, 400))}</div>")
-    elif page.state == "recovering" and page.budget and page.budget.next_restart_at:
+    elif page.state == PipelineState.RECOVERING and page.budget and page.budget.next_restart_at:
         alert = f'<div class="note">Backing off: next restart {_e(age_text(page.budget.next_restart_at, page.now))}.</div>'
     body = (
         f'<h1>{_e(_task_title(task))} {badge(page.state)}</h1>'
@@ -477,7 +479,7 @@ def overview_table(rows: list[OverviewRow], links: Links, now: datetime) -> str:
 
 
 def overview_page(rows: list[OverviewRow], links: Links, now: datetime, title: str = "Pipelines") -> str:
-    degraded = sum(1 for r in rows if r.state == "degraded")
+    degraded = sum(1 for r in rows if r.state == PipelineState.DEGRADED)
     note = f'<div class="alert" id="degraded-count">{degraded} degraded pipeline{"s" if degraded != 1 else ""}: restart needs a person.</div>' if degraded else ""
     body = f"<h1>{_e(title)}</h1>{note}{overview_table(rows, links, now)}"
     return layout(title, body)

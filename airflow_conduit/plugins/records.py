@@ -23,6 +23,7 @@ from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
 from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_DLQ, XCOM_JOB, XCOM_STATE, XCOM_SUMMARY
 from airflow_conduit.plugins.state_view import Redactor, run_prefix
+from airflow_conduit.recovery.state import PipelineState
 
 # What the operator records (airflow_conduit/names.py); tests/integration/test_ui_plugin.py reads them
 # back from a real run, so a record the operator stops writing fails there instead of emptying the views.
@@ -198,15 +199,15 @@ def apply_recovery_file(task: PipelineTask, record: dict[str, Any] | None) -> No
 
     The file's carry stands in when Airflow kept none; a ``stopped`` record wins over the store and
     XCom: a stop recorded by on_kill (the user marked or cleared the deferred task) reaches only the
-    file, the triggerer having no task context to update them (as in the operator's ``_load_carry``).
+    file, the triggerer having no task context to update them (as in ``runs.store.RunStore.load``).
     """
     if record is None:
         return
-    stopped = record.get("pipeline_state") == "stopped"
+    stopped = record.get("pipeline_state") == PipelineState.STOPPED
     if task.carry is None or stopped:
         task.carry = record["carry"]
     if stopped:
-        task.xcom[XCOM_STATE] = "stopped"
+        task.xcom[XCOM_STATE] = str(PipelineState.STOPPED)
 
 
 def latest_pipeline_tasks(session: Session, dag_ids: set[str]) -> list[PipelineTask]:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from airflow.sdk import TaskInstanceState
+
 from airflow_conduit.plugins.state_view import (
     Redactor,
     RunView,
@@ -26,8 +28,10 @@ from airflow_conduit.plugins.state_view import (
     runs_of,
 )
 from airflow_conduit.recovery.clock import FakeClock, parse_iso
+from airflow_conduit.recovery.state import AuditEventType, PipelineState
+from airflow_conduit.runs.status import RunStatus
 
-LIVE_TI_STATES = frozenset({"running", "deferred"})
+LIVE_TI_STATES = frozenset({TaskInstanceState.RUNNING, TaskInstanceState.DEFERRED})
 DLQ_WINDOW_HOURS = 24
 OVERVIEW_NEWEST_RUNS = 20  # besides the last 24 h, the overview reads this many newest runs (for the last batch)
 
@@ -62,7 +66,7 @@ def budget_of(recovery: dict[str, Any] | None, now: datetime) -> Budget | None:
         max_retries=state.options.max_retries,
         window_seconds=state.options.max_retries_window,
         oldest_frees_at=budget.slot_frees_at(state, now),
-        next_restart_at=pending.restart_at if pending is not None and str(state.pipeline_state) == "recovering" else None,
+        next_restart_at=pending.restart_at if pending is not None and state.pipeline_state is PipelineState.RECOVERING else None,
         attempt=state.attempt,
         counted=budget.counted_text(),
         windowed=budget.windowed,
@@ -80,7 +84,7 @@ class LastError:
 
 def last_error_of(audit: list[dict[str, Any]], redactor: Redactor) -> LastError | None:
     for event in reversed(audit):
-        if event.get("event") == "failed":
+        if event.get("event") == AuditEventType.FAILED:
             c = (event.get("details") or {}).get("classification") or {}
             return LastError(
                 at=str(event.get("at") or ""),
@@ -123,7 +127,7 @@ def pipeline_page(task: Any, redactor: Redactor, *, now: datetime | None = None,
     runs = runs_of(task.state_dir, task.run_prefixes)
     job_run = task.job.get("run_id")
     current = next((r for r in runs if r.run_id == job_run), runs[-1] if runs else None)
-    live = (task.ti_state in LIVE_TI_STATES) and current is not None and current.status in ("starting", "running")
+    live = (task.ti_state in LIVE_TI_STATES) and current is not None and current.status in (RunStatus.STARTING, RunStatus.RUNNING)
     destinations, batches = batch_rows(runs)
     location = str(task.xcom.get("conduit_dlq") or "")
     folder = dlq_folder(location)

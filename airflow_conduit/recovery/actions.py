@@ -1,7 +1,7 @@
 """What the caller does next: the one vocabulary of recovery actions.
 
-The engine decides ``RESTART`` or ``DEGRADE`` for a failure; the session
-(``recovery.session.apply_event``) adds ``WATCH`` (keep watching the same job)
+The engine decides ``RESTART`` or ``DEGRADE`` for a failure; the run supervisor
+(``runs.supervisor.RunSupervisor.on_event``) adds ``WATCH`` (keep watching the same job)
 and ``DONE`` (the job finished). A ``StrEnum``, so the values stay the plain
 strings the audit log, the simulator's JSON and XCom always carried.
 """

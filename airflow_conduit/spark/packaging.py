@@ -1,7 +1,7 @@
 """What spark-submit needs: the ``--py-files`` archive and the entry point file.
 
-The archive holds ``airflow_conduit/__init__.py`` and the pure core
-(``recovery/``, ``pipeline/``) plus ``spark/``, taken from the installed
+The archive holds ``airflow_conduit/__init__.py``, ``names.py`` and the pure core
+(``recovery/``, ``runs/``, ``pipeline/``) plus ``spark/``, taken from the installed
 package: no Airflow layers, so it runs on clusters where only Spark and
 Python exist.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import airflow_conduit
 
-SHIPPED_PACKAGES = ("recovery", "pipeline", "spark")
+SHIPPED_PACKAGES = ("recovery", "runs", "pipeline", "spark")
 ARCHIVE_NAME = "airflow_conduit.zip"
 
 
@@ -34,7 +34,7 @@ def build_py_files_archive(dest_dir: str | os.PathLike[str]) -> str:
     dest.mkdir(parents=True, exist_ok=True)
     target = dest / ARCHIVE_NAME
     tmp = dest / f".{ARCHIVE_NAME}.{os.getpid()}.tmp"
-    files = [root / "__init__.py"]
+    files = [root / "__init__.py", root / "names.py"]
     for name in SHIPPED_PACKAGES:
         files += sorted(p for p in (root / name).rglob("*.py") if "__pycache__" not in p.parts)
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:

@@ -15,7 +15,7 @@ def test_archive_holds_the_core_and_spark_and_no_airflow_imports(tmp_path):
         names = archive.namelist()
         sources = {name: archive.read(name).decode() for name in names}
     tops = {n.split("/")[1] for n in names if n.count("/") >= 2}
-    assert tops == {"recovery", "pipeline", "spark"}
+    assert tops == {"recovery", "runs", "pipeline", "spark"}
     assert "airflow_conduit/__init__.py" in names and "airflow_conduit/spark/entrypoint.py" in names
     assert "airflow_conduit/runs/report.py" in names
     for name, text in sources.items():
