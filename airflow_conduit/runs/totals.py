@@ -1,8 +1,8 @@
 """A run's totals on one line: what the recovery timeline, the task log and the CLI print about a run.
 
 ``totals`` is the run report's object (``runs/report.py``): read, filtered, dlq and written per
-destination. It lives here, below the run report, because the recovery session's timeline lines quote it
-and ``recovery/`` imports nothing from ``pipeline/`` (docs/architecture.md, layers).
+destination. A module of its own so the trigger's progress lines and the supervisor's timeline quote
+one text.
 """
 
 from __future__ import annotations

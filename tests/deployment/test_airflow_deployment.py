@@ -69,7 +69,7 @@ def run_prefix(ti: dict) -> str:
 
 def submissions_of_one_session(state_dir: Path, ti: dict) -> list[str]:
     """The ``sNN`` submissions of a task try's run folders (``<prefix>-<8 hex>-sNN``), checked to belong to one
-    recovery session (one hex token: runs.supervisor.unique_run_prefix)."""
+    run supervisor (one hex token: runs.supervisor.unique_run_prefix)."""
     pattern = re.compile(re.escape(run_prefix(ti)) + r"-([0-9a-f]{8})-(s\d\d)$")
     matches = [pattern.match(name) for name in run_folders(state_dir, run_prefix(ti))]
     assert all(matches), run_folders(state_dir, run_prefix(ti))
