@@ -183,13 +183,16 @@ class RunSupervisor:
 
         A submission that cannot happen now (one of ``refusals``: the previous driver not confirmed gone,
         the state dir's lease held, the cluster unreachable) is a failure like any other: the engine
-        restarts or degrades (``on_event`` with the failure it is turned into). ``previous`` is the last
-        job submitted: it stays the one a later submission must see gone.
+        restarts or degrades (``on_event`` with the failure it is turned into); one that says it is not
+        ``transient`` is raised. ``previous`` is the last job submitted: it stays the one a later
+        submission must see gone.
         """
         run_id = self.next_run_id()
         try:
             handle = submit(run_id)
         except refusals as exc:
+            if getattr(exc, "transient", True) is False:  # e.g. a connection that became unusable: not retried
+                raise
             event = WatchEvent.submission_refused(run_id, exc, by_lease=isinstance(exc, lease_refusals))
             step = self.on_event(event)
             step.lines.insert(0, f"run {run_id} could not be submitted: {exc}")

@@ -150,6 +150,16 @@ def test_an_unexpected_exception_is_not_taken_for_a_refusal():
         supervisor.submit(Backend(KeyError("bug")), (LeaseHeld,))
 
 
+def test_a_refusal_that_says_it_is_not_transient_is_raised_not_retried():
+    class ConnectionUnusable(LeaseHeld):
+        transient = False
+
+    supervisor = RunSupervisor(RecoveryOptions(), clock=FakeClock())
+    with pytest.raises(ConnectionUnusable):
+        supervisor.submit(Backend(ConnectionUnusable("no such connection")), (LeaseHeld,))
+    assert supervisor.engine.state.total_failures == 0
+
+
 def test_carry_round_trip_resumes_the_same_supervisor():
     clock = FakeClock()
     supervisor = RunSupervisor(RecoveryOptions(max_retries=3), run_prefix="p", pipeline_id="orders", clock=clock)
