@@ -77,13 +77,12 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-async def _watch(handle: dict, poll_interval: float, report_progress: bool):
-    from airflow_conduit.runs.events import WatchEvent
+async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> dict:
     from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 
     trigger = SparkPipelineTrigger(handle, poll_interval=poll_interval, report_progress=report_progress)
     event = await anext(trigger.run())
-    return WatchEvent.from_dict(event.payload)
+    return event.payload
 
 
 def _quiet_airflow_logs() -> None:
@@ -98,6 +97,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from airflow_conduit.pipeline.faults_option import parse_faults
     from airflow_conduit.pipeline.state_dir_check import usable_state_dir
     from airflow_conduit.recovery.actions import Action
+    from airflow_conduit.runs.events import WatchEvent
     from airflow_conduit.runs.store import RunStore
     from airflow_conduit.runs.supervisor import RunSupervisor, unique_run_prefix
 
@@ -156,7 +156,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 _say_all(step.lines)
                 store.save(supervisor)
             while step.action is Action.WATCH:
-                event = asyncio.run(_watch(handle, args.poll_interval, supervisor.awaiting_first_record))
+                event = WatchEvent.from_dict(asyncio.run(_watch(handle, args.poll_interval, supervisor.awaiting_first_record)))
                 step = supervisor.on_event(event)
                 _say_all(step.lines)
                 store.save(supervisor, event)
