@@ -50,3 +50,15 @@ def test_the_query_id_is_read_from_the_checkpoint_metadata(tmp_path):
     assert checkpoint_query_id(tmp_path) == "5f1c"
     (tmp_path / "metadata").write_text("")
     assert checkpoint_query_id(tmp_path) is None
+
+
+def test_the_old_checkpoints_markers_go_by_the_usual_retention(tmp_path):
+    from airflow_conduit.spark.commits import KEEP_BATCHES, CommitLog
+
+    commits = CommitLog(tmp_path)
+    for query, batches in (("q1", 150), ("q2", KEEP_BATCHES + 5)):
+        numbers = BatchNumbers(tmp_path)
+        for b in range(batches):
+            commits.mark("out", numbers.number(query, b), rows=1, run_id="r")
+    kept = sorted(int(p.name) for p in (tmp_path / "commits" / "out").iterdir())
+    assert kept == list(range(150 + 5, 150 + KEEP_BATCHES + 5))  # only the new checkpoint's last 100
