@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from airflow_conduit.pipeline.report import read_json, write_json_atomic
+from airflow_conduit.runs.report import read_json, write_json_atomic
 
 FILE = "batch-numbers.json"
 # the per-batch state a state dir may hold, for the numbers it used before this file existed
