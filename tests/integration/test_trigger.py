@@ -119,7 +119,10 @@ async def test_error_line_on_stderr_is_used_when_the_report_has_none(tmp_path, t
 
 async def test_a_driver_killed_by_a_signal_is_an_infrastructure_error(tmp_path, tiny_job):
     handle = start_tiny_job(tiny_job, tmp_path, "killed", {"sleep": 30})
-    await asyncio.sleep(1.0)
+    deadline = time.monotonic() + 120
+    while not Path(handle["report_path"]).exists():  # the job wrote its "running" report (slow on a loaded machine)
+        assert time.monotonic() < deadline, "the job wrote no report"
+        await asyncio.sleep(0.1)
     os.kill(handle["pid"], 0)
     # SIGKILL the job itself (not the wrapper): the wrapper records 137, the report stays "running".
     import psutil
