@@ -9,8 +9,8 @@ the backoff delays. Prints the recovery timeline; keeps
 
 Exit codes: 0 the pipeline finished (stopped), 2 the spec, an option or the
 connection was refused (nothing started), 3 the pipeline is degraded, 4 another
-driver holds the state dir's lease (nothing started), 130 interrupted or SIGTERM
-(the job was stopped).
+driver holds the state dir's lease (nothing started), 5 the run could not be
+started on this machine, 130 interrupted or SIGTERM (the job was stopped).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ EXIT_OK = 0
 EXIT_SPEC_REFUSED = 2  # the spec or an option (state dir, recovery options, --faults) was refused
 EXIT_DEGRADED = 3
 EXIT_LEASE_HELD = 4
+EXIT_NOT_STARTED = 5  # the backend could not start a run (an OS error, the Spark binary missing...)
 EXIT_INTERRUPTED = 130
 CLI_CONN_ID = "conduit_cli_master"
 MAX_POLL_INTERVAL = 3600.0
@@ -115,20 +116,17 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}; nothing was started", file=sys.stderr)
         return EXIT_SPEC_REFUSED
 
-    from airflow_conduit.hooks.backends.base import PreviousRunAlive
-    from airflow_conduit.hooks.backends.lease import LeaseHeld
+    from airflow_conduit.hooks import kafka_connections
+    from airflow_conduit.hooks.errors import ConduitControlPlaneError
     from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
-    from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
     from airflow_conduit.pipeline.state_store import StateDir
 
     state_dir = StateDir(args.state_dir)
-    hook = _hook(args)
-    from airflow_conduit.hooks import kafka_connections
-
     try:
-        hook.get_conn()
+        hook = _hook(args)
+        hook.connection_settings
         kafka_connections.check(spec, args.spec)
-    except (SparkConnectionError, kafka_connections.KafkaConnectionError) as exc:
+    except ConduitControlPlaneError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_SPEC_REFUSED
     prefix = unique_run_prefix("cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
@@ -168,13 +166,13 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 return EXIT_DEGRADED
             time.sleep(step.decision.delay_seconds)
             session.engine.on_restarted()
-    except (LeaseHeld, PreviousRunAlive) as exc:
+    except ConduitControlPlaneError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         session.current = None
         session.engine.stop(f"not submitted: {exc}")
         if (state_dir.read_recovery() or {}).get("owner") == owner:
             persist()  # this command's own record; a refused first submission leaves the holder's file alone
-        return EXIT_LEASE_HELD
+        return not_started_exit_code(exc)
     except KeyboardInterrupt:
         if handle is not None and session.current is not None:
             _say(f"interrupted: stopping run {handle['run_id']}")
@@ -183,6 +181,18 @@ def run_pipeline(args: argparse.Namespace) -> int:
         session.engine.stop("stopped by user (interrupted)")
         persist()
         return EXIT_INTERRUPTED
+
+
+def not_started_exit_code(exc: BaseException) -> int:
+    """The exit code of a run the backend did not start: 4 the state dir is busy, 2 a connection is
+    unusable, 5 anything else (nothing of that run started either way)."""
+    from airflow_conduit.hooks.errors import ConnectionUnusable, StateDirBusy
+
+    if isinstance(exc, StateDirBusy):
+        return EXIT_LEASE_HELD
+    if isinstance(exc, ConnectionUnusable):
+        return EXIT_SPEC_REFUSED
+    return EXIT_NOT_STARTED
 
 
 def _let_go_of_the_state_dir(handle: dict) -> None:
@@ -232,7 +242,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run a pipeline on local Spark, restarting it on transient failures",
         description="Run a pipeline through spark-submit on this machine with the recovery engine deciding restarts "
         "(backoff, windowed retry budget) like the Airflow operator does. Exit codes: 0 finished, 2 spec or "
-        "connection refused, 3 degraded, 4 another driver holds the state dir, 130 interrupted.",
+        "connection refused, 3 degraded, 4 another driver holds the state dir, 5 a run could not be started, "
+        "130 interrupted.",
     )
     parser.add_argument("spec", metavar="PIPELINE.yaml", help="pipeline spec file")
     parser.add_argument("--state-dir", required=True, help="the pipeline's state directory (kept across runs)")

@@ -8,7 +8,7 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
@@ -56,11 +56,17 @@ class JobBackend(ABC):
     @abstractmethod
     def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None,
                replay: str | None = None) -> JobHandle:
-        """Start one run of the pipeline (or, with ``replay``, a DLQ replay) and return its handle (the job runs on)."""
+        """Start one run of the pipeline (or, with ``replay``, a DLQ replay) and return its handle (the job runs on).
+
+        Raises a ``SubmissionRefused`` or a ``BackendUnreachable`` (hooks/errors.py) when the run did not start.
+        """
 
     @abstractmethod
     def status(self, handle: JobHandle) -> JobStatus:
-        """The job's current status. Never blocks for long; never starts anything."""
+        """The job's current status. Never blocks for long; never starts anything.
+
+        Raises ``StatusUnavailable`` (hooks/errors.py) when it cannot be read.
+        """
 
     async def status_async(self, handle: JobHandle) -> JobStatus:
         """Non-blocking status for triggers: by default the blocking call runs in a worker thread."""
@@ -78,8 +84,16 @@ class JobBackend(ABC):
         """
 
 
-class PreviousRunAlive(RuntimeError):
-    """The previous run of a pipeline may still be running: the next one is not submitted."""
+def present_jars(jars: Sequence[str]) -> list[str]:
+    """The worker jars (``[conduit] worker_jars``) that exist on this machine: a missing one is skipped."""
+    return [jar for jar in jars if os.path.exists(jar)]
+
+
+def fault_injection(faults: dict | str | None) -> dict | None:
+    """The ``faults`` backend option (tests and demos): a dict, or JSON text (templated: ``null``/empty = none)."""
+    if isinstance(faults, str):
+        faults = json.loads(faults) if faults.strip() else None
+    return faults or None
 
 
 def run_dir(state_dir: str | os.PathLike[str], run_id: str) -> Path:
