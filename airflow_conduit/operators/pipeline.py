@@ -31,7 +31,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_conduit.hooks.backends.retries import REST_RETRY_DELAY, REST_RETRY_LIMIT, REST_RETRY_MAX_DELAY, RestRetry
 from airflow_conduit.hooks.errors import ConduitControlPlaneError, KafkaConnectionError, LeaseHeld, SparkConnectionNotFound
-from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
+from airflow_conduit.hooks.spark_pipeline import BACKEND_KINDS, SparkPipelineHook
 from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_DLQ, XCOM_JOB, XCOM_STATE
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.pipeline.state_store import StateDir
@@ -113,7 +113,10 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         super().__init__(**kwargs)
         backend = _renamed("launcher", launcher, "backend", backend)
         backend_options = _renamed("launcher_options", launcher_options, "backend_options", backend_options)
-        RestRetry(rest_retry_limit, rest_retry_delay, rest_retry_max_delay)  # a bad value fails the DAG's parse, named
+        # A bad value fails the DAG's parse, naming the argument.
+        if backend is not None and backend not in BACKEND_KINDS:
+            raise ValueError(f"backend: expected one of {', '.join(BACKEND_KINDS)}, got {backend!r}")
+        RestRetry(rest_retry_limit, rest_retry_delay, rest_retry_max_delay)
         if isinstance(status_failures_tolerated, bool) or not isinstance(status_failures_tolerated, int) \
                 or status_failures_tolerated < 0:
             raise ValueError(f"status_failures_tolerated: expected a whole number >= 0, got {status_failures_tolerated!r}")
