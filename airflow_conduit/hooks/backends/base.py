@@ -25,7 +25,7 @@ JOB_STATES = (RUNNING, SUCCEEDED, FAILED)
 #   run_id       the Spark job's --run-id
 #   state_dir    the pipeline's state directory
 #   report_path  STATE_DIR/runs/<run-id>/report.json
-#   log_path     driver log, when this machine can read it (local launcher), else None
+#   log_path     driver log, when this machine can read it (local backend), else None
 #   submitted_at ISO-8601 UTC
 #   spark_ui     URL of the Spark UI (local driver) or of the master's UI (standalone), or None
 JobHandle = dict
@@ -36,7 +36,7 @@ class JobStatus:
     """What a backend knows about a job: its state, and how it ended when it did."""
 
     state: str  # one of JOB_STATES
-    exit_code: int | None = None  # process exit code (local launcher), None when unknown
+    exit_code: int | None = None  # process exit code (local backend), None when unknown
     driver_state: str | None = None  # the cluster manager's word (standalone: RUNNING, FINISHED, FAILED, KILLED...)
     message: str = ""
 
