@@ -124,7 +124,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     state_dir = StateDir(args.state_dir)
     try:
         hook = _hook(args)
-        hook.connection_settings
+        hook.check_connection()
         kafka_connections.check(spec, args.spec)
     except ConduitControlPlaneError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)

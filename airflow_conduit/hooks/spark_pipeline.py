@@ -163,6 +163,11 @@ class SparkPipelineHook(BaseHook):
             self._settings = resolved_connection(self.conn_id)
         return self._settings
 
+    def check_connection(self) -> None:
+        """Read the connection and the Spark provider's view of it now: a missing or unusable one raises a
+        ``SparkConnectionError`` here, before anything is submitted."""
+        self.connection_settings  # noqa: B018 - read for its check
+
     @property
     def backend_kind(self) -> str:
         return self.requested_backend or backend_kind_for(self.connection_settings)

@@ -136,8 +136,8 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         self.status_failures_tolerated = status_failures_tolerated
         self.backend = backend
         self.backend_options = backend_options or {}
-        self.rest_retry = {"rest_retry_limit": rest_retry_limit, "rest_retry_delay": rest_retry_delay,
-                           "rest_retry_max_delay": rest_retry_max_delay}
+        self.rest_retry_arguments = {"rest_retry_limit": rest_retry_limit, "rest_retry_delay": rest_retry_delay,
+                                     "rest_retry_max_delay": rest_retry_max_delay}
         self.spark_conf = spark_conf
         self._conduit_handle: dict | None = None
         self._conduit_dlq: str | None = None
@@ -197,9 +197,9 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         options = dict(self.backend_options)
         if self.spark_conf:
             options["conf"] = self.spark_conf
-        hook = SparkPipelineHook(self.conn_id, backend=self.backend, backend_options=options, **self.rest_retry)
+        hook = SparkPipelineHook(self.conn_id, backend=self.backend, backend_options=options, **self.rest_retry_arguments)
         try:
-            hook.connection_settings
+            hook.check_connection()
         except SparkConnectionNotFound as exc:
             raise AirflowFailException(f"{exc}; nothing was submitted") from exc
         return hook

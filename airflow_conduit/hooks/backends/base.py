@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from airflow_conduit.hooks.errors import PreviousRunAlive  # noqa: F401 - what ensure_gone raises, importable here too
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 
