@@ -259,6 +259,7 @@ def test_worker_defaults_come_from_the_conduit_section_and_can_be_turned_off(tmp
     assert backend._environment("marker")["SPARK_LOCAL_IP"] == "10.1.2.3"
     monkeypatch.setenv("SPARK_LOCAL_IP", "192.168.0.9")
     assert backend._environment("marker")["SPARK_LOCAL_IP"] == "192.168.0.9"  # the worker's own setting wins
+    assert LocalBackend(worker_jars=f"{jar}, {tmp_path / 'missing.jar'}").worker_jars == [str(jar), str(tmp_path / "missing.jar")]
 
 
 def test_faults_are_a_backend_option_not_an_operator_argument(tmp_path, tiny_job):

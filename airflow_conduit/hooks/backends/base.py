@@ -85,6 +85,12 @@ class JobBackend(ABC):
         """
 
 
+def jar_list(jars: str | Sequence[str]) -> list[str]:
+    """The ``worker_jars`` option as a list: a list, or comma-separated text."""
+    items = jars.split(",") if isinstance(jars, str) else jars
+    return [str(jar).strip() for jar in items if str(jar).strip()]
+
+
 def present_jars(jars: Sequence[str]) -> list[str]:
     """The worker jars (``[conduit] worker_jars``) that exist on this machine: a missing one is skipped."""
     return [jar for jar in jars if os.path.exists(jar)]

@@ -31,6 +31,7 @@ from airflow_conduit.hooks.backends.base import (
     JobStatus,
     entrypoint_arguments,
     fault_injection,
+    jar_list,
     job_files,
     present_jars,
     run_dir,
@@ -84,12 +85,12 @@ class LocalBackend(JobBackend):
         driver_memory: str | None = None,
         env: dict[str, str] | None = None,
         graceful_stop_seconds: float = GRACEFUL_STOP_SECONDS,
-        worker_jars: Sequence[str] = (),
+        worker_jars: str | Sequence[str] = (),
         spark_local_ip: str | None = None,
         faults: dict | str | None = None,
     ):
         self.conn_id = conn_id
-        self.worker_jars = list(worker_jars)
+        self.worker_jars = jar_list(worker_jars)
         self.spark_local_ip = spark_local_ip
         self.faults = fault_injection(faults)
         self.conf = dict(conf or {})

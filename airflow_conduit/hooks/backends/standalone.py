@@ -40,6 +40,7 @@ from airflow_conduit.hooks.backends.base import (
     JobStatus,
     entrypoint_arguments,
     fault_injection,
+    jar_list,
     job_files,
     present_jars,
     run_dir,
@@ -100,7 +101,7 @@ class StandaloneBackend(JobBackend):
         python: str | None = None,
         env: dict[str, str] | None = None,
         rest_retry: RestRetry | None = None,
-        worker_jars: Sequence[str] = (),
+        worker_jars: str | Sequence[str] = (),
         faults: dict | str | None = None,
     ):
         """``connection``: the Spark provider's reading of ``conn_id`` (needed to submit; status and kill use the handle).
@@ -110,7 +111,7 @@ class StandaloneBackend(JobBackend):
         ``worker_jars``: added to ``spark.jars`` when present (the hook's ``[conduit] worker_jars``); ``faults``:
         fault injection for tests and demos.
         """
-        self.worker_jars = list(worker_jars)
+        self.worker_jars = jar_list(worker_jars)
         self.faults = fault_injection(faults)
         self.conn_id = conn_id
         self.rest_retry = rest_retry or RestRetry()
