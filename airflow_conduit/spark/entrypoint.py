@@ -51,6 +51,7 @@ def _finish_with_error(report: RunReport, path: Path, error: StructuredError, ex
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     args = parse_args(argv)
+    log.info("run %s: driver started", args.run_id)  # the driver log's first line of ours: how long the launch took
     state_dir = Path(args.state_dir).absolute()
     path = report_path(state_dir, args.run_id)
     report = RunReport(pipeline_id=Path(args.spec).stem, run_id=args.run_id, started_at=utc_now_iso())
