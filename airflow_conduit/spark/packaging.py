@@ -54,14 +54,14 @@ def build_py_files_archive(dest_dir: str | os.PathLike[str]) -> str:
             _add(archive, arcname, source)
             compiled = byte_code(path, source)
             if compiled is not None:
-                _add(archive, arcname + "c", compiled)
+                _add(archive, arcname + "c", compiled, zipfile.ZIP_STORED)  # read once, locally: not worth deflating
     os.replace(tmp, target)
     return str(target)
 
 
-def _add(archive: zipfile.ZipFile, arcname: str, data: bytes) -> None:
+def _add(archive: zipfile.ZipFile, arcname: str, data: bytes, compression: int = zipfile.ZIP_DEFLATED) -> None:
     info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
-    info.compress_type = zipfile.ZIP_DEFLATED
+    info.compress_type = compression
     info.external_attr = 0o644 << 16
     archive.writestr(info, data)
 
