@@ -635,7 +635,8 @@ WAY_NAMES = {
     "b": "b: plain PySpark batch job", "c": "c: Python UDF with try/except",
 }
 RATIOS = (("ratio_a_p", "a/p"), ("ratio_t_pt", "t/pt"), ("ratio_a_c", "a/c"), ("ratio_a_b", "a/b"), ("ratio_p_b", "p/b"),
-          ("ratio_p_f", "p/f"), ("ratio_f_b", "f/b"), ("ratio_c_b", "c/b"), ("ratio_t_a", "t/a"))
+          ("ratio_p_f", "p/f"), ("ratio_f_b", "f/b"), ("ratio_c_b", "c/b"), ("ratio_t_a", "t/a"),
+          ("cpu_ratio_a_p", "a/p in CPU time (driver JVM and Python)"), ("cpu_ratio_a_b", "a/b in CPU time"))
 
 
 def section(r: dict[str, Any]) -> str:
