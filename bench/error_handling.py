@@ -43,7 +43,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable
 

@@ -19,7 +19,6 @@ runs with the JVM's default options, to show what ``-XX:-DontCompileHugeMethods`
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
 import sys
