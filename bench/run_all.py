@@ -35,7 +35,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "wide_schema": (
         "bench.wide_schema",
         [],
-        ["--widths", "25,50,100", "--field-values", "400000", "--reps", "2", "--driver-memory", "1g"],
+        ["--widths", "25,100", "--jvm-defaults-at", "0", "--field-values", "400000", "--reps", "2", "--driver-memory", "1g"],
     ),
     "bookkeeping_cost": (
         "bench.bookkeeping_cost",

@@ -115,7 +115,7 @@ def run_a(spark, work: Path, data: Path, fields: int, tag: str) -> tuple[float, 
     return sw.seconds, len(report.batches), {"written": int(report.totals["written"]["lake"]), "bad": int(report.totals["dlq"])}
 
 
-def run_p(spark, work: Path, data: Path, fields: int, tag: str) -> tuple[float, int, dict[str, int]]:
+def run_p(spark, work: Path, data: Path, fields: int, tag: str) -> tuple[float, int, dict[str, Any]]:
     """The streaming floor: read as the runner reads, good rows only, nothing the runner adds."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -140,9 +140,16 @@ def run_p(spark, work: Path, data: Path, fields: int, tag: str) -> tuple[float, 
         query = (stream.writeStream.foreachBatch(write_good).option("checkpointLocation", str(root / "checkpoint"))
                  .trigger(availableNow=True).start())
         query.awaitTermination()
-    written = spark.read.parquet(str(root / "lake")).count()
-    shutil.rmtree(root, ignore_errors=True)
-    return sw.seconds, len(batch_ids), {"written": written}
+    return sw.seconds, len(batch_ids), {"lake": str(root / "lake")}
+
+
+def count_and_remove(spark, counts: dict[str, Any]) -> dict[str, int]:
+    """p's rows written, counted after its Spark jobs were timed; its output removed."""
+    if "lake" not in counts:
+        return counts
+    written = spark.read.parquet(counts["lake"]).count()
+    shutil.rmtree(Path(counts["lake"]).parent, ignore_errors=True)
+    return {"written": written}
 
 
 def child(args: argparse.Namespace) -> int:
@@ -164,6 +171,7 @@ def child(args: argparse.Namespace) -> int:
             first = _next_job_id(spark)
             seconds, batches[way], counts[way] = ways[way](spark, work, data, args.fields, f"{args.fields}-{rep}")
             in_jobs = seconds_in_jobs(spark, first, _next_job_id(spark))
+            counts[way] = count_and_remove(spark, counts[way])
             if rep:
                 times[way].append(seconds)
                 outside[way].append((seconds - in_jobs) / max(batches[way], 1))
