@@ -1,7 +1,7 @@
 """Benchmark 1: what per-record error handling costs on the data path.
 
 The same generated JSON lines (1% bad: malformed, wrong-typed, missing a
-required field) go through the same transforms into Parquet, three ways, in
+required field) go through the same transforms into Parquet, several ways, in
 one process and one SparkSession:
 
   a  this project's runner (``airflow_conduit.spark.runner.execute``, in-process, the same code
@@ -10,7 +10,7 @@ one process and one SparkSession:
   t  the same runner with ``max-files-per-trigger`` set (``--tuned-files-per-batch``, default 5),
      measured beside a in the same repetitions;
   b  plain PySpark, no error handling: ``read.json`` with DROPMALFORMED, drop NULL required fields
-     (bad rows vanish: the floor);
+     (bad rows vanish: the physical reference);
   c  the usual hand-written alternative: a Python UDF with try/except returning a value-or-error
      struct, good rows to Parquet, bad rows to a Parquet DLQ.
 
@@ -28,7 +28,7 @@ runner on data without bad records counts its Spark jobs per batch when no recor
 Transforms: currency = coalesce(currency, 'EUR'); keep customer <> 'test';
 amount_cents = round(amount * 100); order_date = to_date(ts).
 
-Each repetition runs a, b, c (and t) in a rotated order; ratios are per repetition
+Each repetition runs every way in a rotated order; ratios are per repetition
 (time_a / time_b, time_a / time_c: above 1 means a is slower). The runner's Spark jobs are
 counted per run from Spark's status tracker (the query's runId is the job group of its batches).
 """
@@ -530,10 +530,10 @@ def main(argv: list[str] | None = None) -> int:
         log(f"  {gen.seconds:.1f}s, {data_bytes / 1e6:.0f} MB; kinds {counts}")
         with Stopwatch() as start:
             spark = build_spark(args.driver_memory)
-        log(f"SparkSession started in {start.seconds:.1f}s (once, shared by a, b and c)")
+        log(f"SparkSession started in {start.seconds:.1f}s (once, shared by every way)")
         log("warm-up (not counted)")
         warm = measure(spark, work, warm_data, 1, args, expected(warm_counts), "warm")
-        log(f"measuring: {args.reps} repetitions of a, b, c (rotated order)")
+        log(f"measuring: {args.reps} repetitions of {', '.join(ways(args))} (rotated order)")
         main_run = measure(spark, work, work / "data", args.reps, args, expected(counts), "rep")
         clean_jobs = jobs_without_bad_records(spark, work, args)
         spark.stop()
