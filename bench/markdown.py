@@ -20,9 +20,12 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def spread(value: Any, digits: int = 2, unit: str = "") -> str:
-    """A summary as ``median (min–max)``, a number as itself, nothing as ``n/a``."""
+    """A summary as ``median (min–max)`` (its median alone when all values agree), a number as itself, nothing
+    as ``n/a``."""
     if isinstance(value, Mapping):
-        return fmt_summary(value, digits, unit) if value.get("n", 1) else "n/a"
+        if not value.get("n", 1):
+            return "n/a"
+        return fmt_summary(value, digits, unit) if value["min"] != value["max"] else f"{fmt(value['median'], digits)}{unit}"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{fmt(float(value), digits)}{unit}"
     return "n/a" if value is None else str(value)
