@@ -302,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             "phases": {n: summary(f["phases"][n] for f in floors) for n in (floors[0]["phases"] if floors else {})},
             "phase_order": list(floors[0]["phases"]) if floors else [],
         },
+        "floor_wall_s": summary(f["wall_seconds"] for f in floors),  # the key bench/targets.py and sections.py read
         "over_floor": over_floor(runs, floors),
         "target_over_floor_seconds": TARGET_OVER_FLOOR_SECONDS,
         "load_average_at_end": os.getloadavg(),
