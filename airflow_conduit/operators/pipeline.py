@@ -33,12 +33,13 @@ from airflow_conduit.hooks.backends.retries import REST_RETRY_DELAY, REST_RETRY_
 from airflow_conduit.hooks.errors import ConduitControlPlaneError, KafkaConnectionError, LeaseHeld, SparkConnectionNotFound
 from airflow_conduit.hooks.spark_pipeline import BACKEND_KINDS, SparkPipelineHook
 from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_DLQ, XCOM_JOB, XCOM_STATE
+from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, unique_run_prefix
 from airflow_conduit.utils.recovery_config import resolve_recovery_options
-from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink, dlq_location
+from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 from airflow_conduit.triggers.pipeline import (
