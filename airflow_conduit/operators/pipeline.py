@@ -22,25 +22,29 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Sequence
 
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_conduit.hooks.backends.retries import REST_RETRY_DELAY, REST_RETRY_LIMIT, REST_RETRY_MAX_DELAY, RestRetry
+from airflow_conduit.hooks.errors import KafkaConnectionError, SparkConnectionNotFound
 from airflow_conduit.hooks.refusals import LEASE_REFUSALS, SUBMISSION_FAILURES
-from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
-from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
+from airflow_conduit.hooks.spark_pipeline import BACKEND_KINDS, SparkPipelineHook
 from airflow_conduit.names import XCOM_DLQ
-from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink, dlq_location
+from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink
+from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.runs.events import WatchEvent, WatchEventError
 from airflow_conduit.runs.state_dir import StateDir
 from airflow_conduit.runs.store import RunStore, record_stopped
 from airflow_conduit.runs.supervisor import RunSupervisor, Step, unique_run_prefix
-from airflow_conduit.triggers.pipeline import BackoffTrigger, SparkPipelineTrigger
+from airflow_conduit.triggers.pipeline import STATUS_FAILURES_TOLERATED, BackoffTrigger, SparkPipelineTrigger
 from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable, resolve_recovery_options
 
 AUDIT_IN_MESSAGE = 5  # audit events quoted in a degraded task's error message
@@ -59,13 +63,20 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         options; unset ones come from the Airflow Variable named by ``[conduit] variable``, then ``[conduit]``
     :param recovery_options: further engine options (e.g. ``{"backoff-reset-after": "1m"}``)
     :param poll_interval: seconds between two looks at the running job
-    :param faults: fault injection for tests and demos (docs/architecture.md): a dict, or JSON text
-        (templated, e.g. ``"{{ params.faults | tojson }}"``; ``null``/empty = none)
-    :param launcher: force the ``local`` or ``standalone`` backend instead of deriving it from the connection
+    :param status_failures_tolerated: watch rounds in a row whose status call failed (after the REST retries)
+        before the run counts as unobservable, a transient failure the recovery engine handles (default 3)
+    :param backend: force the ``local`` or ``standalone`` backend instead of deriving it from the connection
+        (``launcher``: its deprecated name)
+    :param backend_options: passed to the backend (templated), e.g. ``{"env": {...}}`` (local),
+        ``{"python": "/usr/bin/python3"}`` (standalone), ``worker_jars``/``spark_local_ip`` to override the
+        ``[conduit]`` worker defaults (``launcher_options``: its deprecated name)
+    :param rest_retry_limit: attempts per REST call to a standalone master (default 5)
+    :param rest_retry_delay: seconds before the second attempt, doubling after each one (default 1) ...
+    :param rest_retry_max_delay: ... up to this many seconds (default 10)
     :param spark_conf: extra Spark properties
     """
 
-    template_fields: Sequence[str] = ("spec", "state_dir", "conn_id", "faults")
+    template_fields: Sequence[str] = ("spec", "state_dir", "conn_id", "backend_options")
     template_ext: Sequence[str] = ()
     ui_color = "#e8f4ea"
     operator_extra_links = (SparkUILink(), DeadLetterQueueLink())
@@ -84,14 +95,28 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         policy: str | None = None,
         recovery_options: dict[str, Any] | None = None,
         poll_interval: float = 5.0,
-        faults: dict[str, Any] | str | None = None,
-        launcher: str | None = None,
+        status_failures_tolerated: int = STATUS_FAILURES_TOLERATED,
+        backend: str | None = None,
+        backend_options: dict[str, Any] | None = None,
+        rest_retry_limit: int = REST_RETRY_LIMIT,
+        rest_retry_delay: float = REST_RETRY_DELAY,
+        rest_retry_max_delay: float = REST_RETRY_MAX_DELAY,
         spark_conf: dict[str, Any] | None = None,
+        launcher: str | None = None,
         launcher_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
         kwargs.setdefault("retries", 0)  # recovery is the engine's job, not a second layer of Airflow retries
         super().__init__(**kwargs)
+        backend = _renamed("launcher", launcher, "backend", backend)
+        backend_options = _renamed("launcher_options", launcher_options, "backend_options", backend_options)
+        # A bad value fails the DAG's parse, naming the argument.
+        if backend is not None and backend not in BACKEND_KINDS:
+            raise ValueError(f"backend: expected one of {', '.join(BACKEND_KINDS)}, got {backend!r}")
+        RestRetry(rest_retry_limit, rest_retry_delay, rest_retry_max_delay)
+        if isinstance(status_failures_tolerated, bool) or not isinstance(status_failures_tolerated, int) \
+                or status_failures_tolerated < 0:
+            raise ValueError(f"status_failures_tolerated: expected a whole number >= 0, got {status_failures_tolerated!r}")
         self.spec = spec
         self.state_dir = state_dir
         self.conn_id = conn_id
@@ -105,10 +130,12 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             "policy": policy,
         }
         self.poll_interval = poll_interval
-        self.faults = faults
-        self.launcher = launcher
+        self.status_failures_tolerated = status_failures_tolerated
+        self.backend = backend
+        self.backend_options = backend_options or {}
+        self.rest_retry_arguments = {"rest_retry_limit": rest_retry_limit, "rest_retry_delay": rest_retry_delay,
+                                     "rest_retry_max_delay": rest_retry_max_delay}
         self.spark_conf = spark_conf
-        self.launcher_options = launcher_options or {}
         self._conduit_handle: dict | None = None
         self._conduit_dlq: str | None = None
 
@@ -154,15 +181,9 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             raise AirflowFailException(f"pipeline spec refused, nothing was submitted:\n{exc}") from exc
         try:
             kafka_connections.check(spec, path)
-        except kafka_connections.KafkaConnectionError as exc:
+        except KafkaConnectionError as exc:
             raise AirflowFailException(f"{exc}; nothing was submitted") from exc
         return path, spec
-
-    def _faults(self) -> dict | None:
-        faults = self.faults
-        if isinstance(faults, str):
-            faults = json.loads(faults) if faults.strip() else None
-        return faults or None
 
     def _owner(self, context: Any) -> dict[str, Any]:
         ti = context["ti"]
@@ -170,16 +191,14 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     def get_hook(self) -> SparkPipelineHook:
         """The hook of this task's connection; a connection that does not exist or cannot be read fails the task."""
-        options = dict(self.launcher_options)
+        options = dict(self.backend_options)
         if self.spark_conf:
             options["conf"] = self.spark_conf
-        hook = SparkPipelineHook(self.conn_id, backend=self.launcher, backend_options=options)
+        hook = SparkPipelineHook(self.conn_id, backend=self.backend, backend_options=options, **self.rest_retry_arguments)
         try:
-            hook.get_conn()
+            hook.check_connection()
         except SparkConnectionNotFound as exc:
             raise AirflowFailException(f"{exc}; nothing was submitted") from exc
-        except SparkConnectionError as exc:
-            raise AirflowException(str(exc)) from exc
         return hook
 
     # -- the run store: task_state_store, recovery.json, XCom --------------------------------------------
@@ -243,13 +262,13 @@ class RecoveringSparkPipelineOperator(BaseOperator):
     def _submit(self, store: RunStore, supervisor: RunSupervisor, spec_path: str | None = None, *,
                 hook: SparkPipelineHook | None = None, previous: dict | None = None) -> Any:
         """Submit the next run (after making sure ``previous`` is gone) and defer to its watcher; a refused
-        submission is a failure the supervisor answers like any other (``RunSupervisor.submit``)."""
+        submission is a failure the supervisor answers like any other (``RunSupervisor.submit``), and a
+        connection that became unusable fails the task."""
         spec_path = spec_path or self._validated_spec()[0]
         hook = hook or self.get_hook()
 
         def submit(run_id: str) -> dict:
-            return hook.submit_job(spec_path, run_id, self.state_dir, self._faults(), previous=previous,
-                                   **self._submission_options())
+            return hook.submit_job(spec_path, run_id, self.state_dir, previous=previous, **self._submission_options())
 
         step = supervisor.submit(submit, SUBMISSION_FAILURES, LEASE_REFUSALS, previous=previous)
         if step.action is not Action.WATCH:
@@ -265,7 +284,8 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     def _watch(self, supervisor: RunSupervisor, handle: dict) -> None:
         """Defer to the watcher; while recovering it also reports the first records written (-> recovered)."""
-        trigger = SparkPipelineTrigger(handle, poll_interval=self.poll_interval, report_progress=supervisor.awaiting_first_record)
+        trigger = SparkPipelineTrigger(handle, poll_interval=self.poll_interval, report_progress=supervisor.awaiting_first_record,
+                                       status_failures_tolerated=self.status_failures_tolerated)
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict | None = None, **kwargs: Any) -> Any:
@@ -321,6 +341,16 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                 SparkPipelineHook.kill_job(handle, graceful=True)
             finally:
                 record_stopped(self.state_dir, handle["run_id"], "stopped by user (task killed)")
+
+
+def _renamed(old_name: str, old_value: Any, name: str, value: Any) -> Any:
+    """An argument given by its deprecated name: warn, and use it (giving both is an error)."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise ValueError(f"{old_name} and {name} are the same argument: give {name} only")
+    warnings.warn(f"{old_name} is deprecated: use {name}", AirflowProviderDeprecationWarning, stacklevel=3)
+    return old_value
 
 
 def read_watch_event(event: Any, current: dict | None) -> WatchEvent:
