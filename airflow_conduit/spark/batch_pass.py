@@ -266,21 +266,24 @@ class BatchPass:
     def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
         r = self.runner
         gathered = metrics.size("dlq") == nacked
+        lines = r.source_lines.needed
+        ordinal = source_lines.ORDINAL if gathered and lines else None
         if gathered:  # min_by returns them in read order
-            entries = metrics.elements("dlq")
+            entries = metrics.elements("dlq", ordinal=ordinal)
         else:  # more nacked records than the first pass gathers: a second pass reads just them
             entries = self.status.where(F.col(NACKED)).select(*self.dlq_entry)
         pending = bool(metrics.get("pending", 1))  # any reason still to work out (the pass works out most)
-        rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending)
-        if not r.source_lines.needed:
+        rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending,
+                                      keep=(ordinal,) if ordinal else ())
+        if not lines:
             return rows
-        return r.source_lines.apply(r.spark, rows, self._origins(metrics, entries, gathered))
+        return r.source_lines.apply(r.spark, rows, self._origins(metrics, entries, gathered), ordinal=ordinal)
 
     @staticmethod
     def _origins(metrics: ObservedMetrics, entries: DataFrame, gathered: bool) -> list[tuple]:
         """The nacked records' origins (``source_lines.KEYS``), read from the observation without a Spark job."""
         if gathered:
-            return list(zip(*(metrics.field("dlq", key) for key in source_lines.KEYS)))
+            return metrics.fields("dlq", source_lines.KEYS)
         return [tuple(row) for row in entries.select(*source_lines.KEYS).collect()]
 
     # -- nack window ------------------------------------------------------------------------------------

@@ -174,12 +174,14 @@ class PendingReasons:
         return pending_text, _parses(self.plans, text, source_id), reason_of, per_record
 
     def rows(
-        self, entries: DataFrame, *, run_id: str, batch_id: int, time_of_error: str, pending: bool = True
+        self, entries: DataFrame, *, run_id: str, batch_id: int, time_of_error: str, pending: bool = True,
+        keep: tuple[str, ...] = (),
     ) -> DataFrame:
         """The DLQ rows (``DLQ_COLUMNS``) of ``entries`` (the columns of ``dlq_entry``), on these few rows, after the pass.
 
         ``pending``: some entry's reason is still to be worked out (a line over ``parsing.short_line_limit``,
         or a field name a JSON path cannot name); without one the rows are one projection of the entries.
+        ``keep``: columns of ``entries`` kept after the DLQ's (``source_lines.ORDINAL``).
         The reasons in three projections, so that each line is parsed once (an expression used many times
         is not inlined into the next projection when it is not cheap): the parses, the reason, the DLQ's columns.
         """
@@ -187,8 +189,9 @@ class PendingReasons:
             "pipeline_id": F.lit(self.spec.id), "run_id": F.lit(run_id), "batch_id": F.lit(batch_id).cast("long"),
             "time_of_error": F.lit(time_of_error),
         }
+        kept = [F.col(name) for name in keep]
         def select_list(per_record: dict[str, Column]) -> list[Column]:
-            return [batch[name].alias(name) if name in batch else per_record[name] for name in DLQ_COLUMNS]
+            return [batch[name].alias(name) if name in batch else per_record[name] for name in DLQ_COLUMNS] + kept
 
         if not (self.needed and pending):
             return entries.select(*select_list(self._as_gathered))

@@ -68,7 +68,15 @@ class ObservedMetrics:
         values = self.frame.select(column).collect()[0][0]
         return list(values or [])
 
-    def elements(self, name: str, field: str | None = None) -> DataFrame:
+    def fields(self, name: str, keys: tuple[str, ...]) -> list[tuple]:
+        """The fields ``keys`` of every element of the heavy array metric ``name`` (in its order), read at once."""
+        row = self.frame.select(*[F.col(name)[key] for key in keys]).collect()[0]
+        return list(zip(*(values or [] for values in row)))
+
+    def elements(self, name: str, field: str | None = None, *, ordinal: str | None = None) -> DataFrame:
         """The elements (structs) of the heavy array metric ``name``, one row each, in order: their fields as
-        columns, or those of their struct ``field``."""
-        return self.frame.select(F.explode(name).alias("e")).select(f"e.{field}.*" if field else "e.*")
+        columns, or those of their struct ``field``; with ``ordinal``, also each element's index under that name."""
+        if ordinal is None:
+            return self.frame.select(F.explode(name).alias("e")).select(f"e.{field}.*" if field else "e.*")
+        exploded = self.frame.select(F.posexplode(name).alias(ordinal, "e"))
+        return exploded.select(ordinal, f"e.{field}.*" if field else "e.*")

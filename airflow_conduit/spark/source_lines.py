@@ -20,6 +20,7 @@ records are not read.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 from dataclasses import dataclass
 from typing import Iterator
@@ -29,7 +30,7 @@ try:  # installed with PySpark's SQL extras; without it, a slower loop (see _Lin
     import numpy as _np
 except ImportError:  # pragma: no cover - numpy is in this project's environment
     _np = None
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -37,6 +38,7 @@ from airflow_conduit.spark.sources import SourcePlan, csv_header
 
 JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
 CSV_BLANK = bytes(range(33))  # Java's String.trim: a CSV line of these makes no record
+DEFAULT_MAX_STRING_LEN = 20_000_000  # Jackson's own limit on one string value
 CHUNK = 64 << 20  # a file is read in pieces of about this size, each ending at a line end
 log = logging.getLogger(__name__)
 
@@ -298,6 +300,8 @@ def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int
 
 # -- the DLQ rows -----------------------------------------------------------------------------------------
 
+ORDINAL = "__ac_ordinal"  # a DLQ entry's place in the observation's array: its line is found by it (see SourceLines.apply)
+_LINES = T.ArrayType(T.StructType([T.StructField("line", T.LongType()), T.StructField("text", T.StringType())]))
 _RESOLVED = T.StructType([
     T.StructField("source_id", T.StringType()),
     T.StructField("source_file", T.StringType()),
@@ -343,17 +347,35 @@ class SourceLines:
                 out.append((source_id, file, split, position, number, as_record(line)))
         return out
 
-    def apply(self, spark: SparkSession, rows: DataFrame, keys: list[tuple]) -> DataFrame:
-        """``rows`` (the DLQ's columns) with ``source_position`` = the line number and ``record`` = the line."""
-        if not self.needed:
-            return rows
-        resolved = self.resolve(spark, keys)
+    def apply(self, spark: SparkSession, rows: DataFrame, keys: list[tuple], *, ordinal: str | None = None) -> DataFrame:
+        """``rows`` (the DLQ's columns) with ``source_position`` = the line number and ``record`` = the line.
+
+        With ``ordinal`` (a column of ``rows``: the row's index in ``keys``, dropped from the result) the lines
+        come as one literal array the optimizer folds, looked up by index: the DLQ write stays one job over
+        local rows. Without it (the DLQ rows of a second pass) they are joined in as a broadcast relation.
+        """
+        columns = [c for c in rows.columns if c != ordinal]
+        resolved = self.resolve(spark, keys) if self.needed else []
         if not resolved:
-            return rows
-        lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
-        joined = rows.join(F.broadcast(lines), on=list(KEYS), how="left")
+            return rows.select(*columns) if ordinal else rows
+        if ordinal is None:
+            lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
+            joined = rows.join(F.broadcast(lines), on=list(KEYS), how="left")
+        else:
+            joined = rows.select("*", *self._by_ordinal(resolved, keys, F.col(ordinal)))
         found = F.col("__ac_line").isNotNull()
         replaced = {"source_position": F.coalesce(F.col("__ac_line"), F.col("source_position"))}
         if self.include_messages:
             replaced["record"] = F.when(found, F.col("__ac_line_text")).otherwise(F.col("record"))
-        return joined.select(*[replaced.get(c, F.col(c)).alias(c) for c in rows.columns])
+        return joined.select(*[replaced.get(c, F.col(c)).alias(c) for c in columns])
+
+    @staticmethod
+    def _by_ordinal(resolved: list[tuple], keys: list[tuple], ordinal: Column) -> list[Column]:
+        """The line number and text of the row at ``ordinal`` in ``keys``, from a JSON literal of them all
+        (``from_json`` of a literal is constant-folded: parsed once, on the driver)."""
+        found = {tuple(r[:4]): r[4:] for r in resolved}
+        lines = [found.get(tuple(key)) for key in keys]  # a key with a NULL part matches nothing, as in a join
+        text = json.dumps([None if line is None else {"line": line[0], "text": line[1]} for line in lines])
+        options = {"maxStringLen": str(max(len(text), DEFAULT_MAX_STRING_LEN))}  # a rejected line may be longer
+        line = F.try_element_at(F.from_json(F.lit(text), _LINES, options), ordinal.cast("int") + F.lit(1))
+        return [line["line"].alias("__ac_line"), line["text"].alias("__ac_line_text")]
