@@ -31,7 +31,7 @@ from airflow_conduit.spark import expectations, source_lines
 from airflow_conduit.spark.destinations import Destination
 from airflow_conduit.spark.dlq import dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
-from airflow_conduit.spark.observed import ObservedMetrics
+from airflow_conduit.spark.observed import ObservedMetrics, observe
 from airflow_conduit.spark.parsing import PENDING_REASON
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from airflow_conduit.pipeline.report import RunReport
     from airflow_conduit.spark.commits import CommitLog
     from airflow_conduit.spark.dlq import PendingReasons
+    from airflow_conduit.spark.fates import Fates
     from airflow_conduit.spark.sources import SourcePlan
     from airflow_conduit.spark.stage import StageTracker
     from airflow_conduit.spark.window import WindowStore
@@ -79,9 +80,10 @@ def _partition_of(seq):
     return F.shiftright(seq, PARTITION_SHIFT)
 
 
-def rows_for(dest: Destination, branch: Branch, status: DataFrame) -> DataFrame:
+def rows_for(dest: Destination, branch: Branch, status: DataFrame, fates: "Fates | None" = None) -> DataFrame:
     """What ``dest`` writes: the branch's records, with their read-order number when it dedups on it (Kafka)."""
-    return branch.rows(status, keep=(C.SEQ,) if dest.wants_record_id else ())
+    keep = (C.SEQ,) if dest.wants_record_id else ()
+    return fates.rows(branch, status, keep) if fates is not None else branch.rows(status, keep=keep)
 
 
 @dataclass
@@ -117,6 +119,8 @@ class BatchContext(Protocol):
     stage: "StageTracker"
     crash_hook: Callable[[str, int], None]  # called after each commit (fault injection in tests)
     crash_before_commit: Callable[[str, int], None]  # called after each write, before its commit (the same)
+    fates: "Fates"  # the fate columns and each destination's select list, built once per run
+    pass_columns: dict  # what every pass builds the same (columns, JVM lists), built by the first (BatchPass._once)
 
     @property
     def dlq_may_hold_pending_reasons(self) -> bool: ...
@@ -137,7 +141,18 @@ class BatchPass:
         self.batch_id = batch_id
         self.at = at
         self.spec = runner.spec
-        self.dlq_entry = dlq_entry(self.spec, runner.plans, keep_originals=runner.keep_originals)
+        self.dlq_entry = self._once(("dlq_entry",), lambda: dlq_entry(self.spec, runner.plans, keep_originals=runner.keep_originals))
+
+    def _once(self, key: tuple, build: Callable[[], Any]) -> Any:
+        """What every batch of the run builds the same, built by the first (each Column call is a JVM round trip)."""
+        cache = self.runner.pass_columns
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
+
+    def _in_tasks_per_core(self, status: DataFrame) -> DataFrame:
+        """``in_tasks_per_core``, the core count read once per run."""
+        return status.coalesce(self._once(("cores",), lambda: status.sparkSession.sparkContext.defaultParallelism))
 
     # -- what the pass observes -------------------------------------------------------------------------
 
@@ -167,6 +182,10 @@ class BatchPass:
         if self.runner.rules:
             columns.update(expectations.offender_columns(self.runner.rules, self.runner.plans))
         return columns
+
+    @staticmethod
+    def _jvm_columns(columns: dict[str, Column]) -> C.JvmColumns:
+        return C.JvmColumns(list(columns.values()), list(columns))
 
     def _metrics(self, dlq_needed: bool, *, window_needed: bool) -> list:
         nacked_seq = F.col(NACKED_SEQ)
@@ -205,14 +224,16 @@ class BatchPass:
         saved_window = r.windows.get(b)  # read once: the window of a batch an earlier attempt finished
         window_needed = saved_window is None
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
-        inputs = self._observed_inputs(dlq_needed, window_needed=window_needed)
-        status = self.status.withColumns(inputs) if inputs else self.status
-        status = in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
-        observed = status.observe(observation, *self._metrics(dlq_needed, window_needed=window_needed))
+        shape = (dlq_needed, self._window_enabled(window_needed), len(self.branches))
+        inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(dlq_needed, window_needed=window_needed)))
+        status = C.with_columns(self.status, inputs) if inputs else self.status
+        status = self._in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
+        metrics_columns = self._once(("metrics", *shape), lambda: C.JvmColumns(self._metrics(dlq_needed, window_needed=window_needed)))
+        observed = observe(status, observation, metrics_columns)
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r.stage.at("destination", dest.id, dest.plugin)
-            dest.write(rows_for(dest, branch, observed), b)
+            dest.write(rows_for(dest, branch, observed, r.fates), b)
         else:
             r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
@@ -236,7 +257,7 @@ class BatchPass:
             r.stage.at("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if (position > 0 or not dest.carries_a_pass) and n:
-                dest.write(rows_for(dest, branch, in_tasks_per_core(self.status)), b)
+                dest.write(rows_for(dest, branch, self._in_tasks_per_core(self.status), r.fates), b)
             r.crash_before_commit(dest.id, b)
             r.mark_committed(dest, b, n)
             written_now[dest.id] = n

@@ -8,16 +8,20 @@ one-row DataFrame (a local relation: reading it runs no Spark job); the small
 metrics come to Python, the DLQ rows go to the DLQ write as a DataFrame.
 
 This is the one place that uses PySpark's private ``Observation._jo`` (the
-JVM observation, whose ``getRow`` is what ``Observation.get`` reads); its
-contract is tested in tests/spark/test_observed.py.
+JVM observation, whose ``getRow`` is what ``Observation.get`` reads; ``observe``
+sets it as ``Observation._on`` does); its contract is tested in
+tests/spark/test_observed.py.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from airflow_conduit.spark.columns import JvmColumns
 
 
 def _jvm_row(observation: Observation):
@@ -26,6 +30,16 @@ def _jvm_row(observation: Observation):
     if jo is None:
         raise RuntimeError("the observation was not used by an action (PySpark's Observation._jo is unset)")
     return jo.getRow()
+
+
+def observe(df: DataFrame, observation: Observation, metrics: "JvmColumns") -> DataFrame:
+    """``df.observe(observation, *metrics.columns)`` with the metrics' JVM list built once per run (one round trip);
+    sets what ``Observation.get`` and ``_jvm_row`` read, as ``Observation._on`` does."""
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    observation._jvm = df.sparkSession.sparkContext._jvm
+    observation._jo = getattr(observation._jvm, "org.apache.spark.sql.Observation")(observation._name)
+    return ClassicDataFrame(df._jdf.observe(observation._jo, metrics.columns[0]._jc, metrics.rest), df.sparkSession)
 
 
 def _as_frame(spark: SparkSession, jrow) -> DataFrame:

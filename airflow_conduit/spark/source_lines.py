@@ -354,28 +354,30 @@ class SourceLines:
         come as one literal array the optimizer folds, looked up by index: the DLQ write stays one job over
         local rows. Without it (the DLQ rows of a second pass) they are joined in as a broadcast relation.
         """
-        columns = [c for c in rows.columns if c != ordinal]
         resolved = self.resolve(spark, keys) if self.needed else []
+        if ordinal is not None:
+            line = self._line_at(resolved, keys, F.col(ordinal)) if resolved else None
+            return rows.withColumns(self._replaced(line, line["line"], line["text"])).drop(ordinal) if line is not None else rows.drop(ordinal)
         if not resolved:
-            return rows.select(*columns) if ordinal else rows
-        if ordinal is None:
-            lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
-            joined = rows.join(F.broadcast(lines), on=list(KEYS), how="left")
-        else:
-            joined = rows.select("*", *self._by_ordinal(resolved, keys, F.col(ordinal)))
-        found = F.col("__ac_line").isNotNull()
-        replaced = {"source_position": F.coalesce(F.col("__ac_line"), F.col("source_position"))}
+            return rows
+        lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
+        joined = rows.join(F.broadcast(lines), on=list(KEYS), how="left")
+        replaced = self._replaced(F.col("__ac_line"), F.col("__ac_line"), F.col("__ac_line_text"))
+        return joined.select(*[replaced[c].alias(c) if c in replaced else F.col(c) for c in rows.columns])
+
+    def _replaced(self, found: Column, number: Column, text: Column) -> dict[str, Column]:
+        """The DLQ columns a found line replaces: ``source_position`` (its number) and, with messages, ``record``."""
+        replaced = {"source_position": F.coalesce(number, F.col("source_position"))}
         if self.include_messages:
-            replaced["record"] = F.when(found, F.col("__ac_line_text")).otherwise(F.col("record"))
-        return joined.select(*[replaced.get(c, F.col(c)).alias(c) for c in columns])
+            replaced["record"] = F.when(found.isNotNull(), text).otherwise(F.col("record"))
+        return replaced
 
     @staticmethod
-    def _by_ordinal(resolved: list[tuple], keys: list[tuple], ordinal: Column) -> list[Column]:
-        """The line number and text of the row at ``ordinal`` in ``keys``, from a JSON literal of them all
+    def _line_at(resolved: list[tuple], keys: list[tuple], ordinal: Column) -> Column:
+        """The line (number and text) of the row at ``ordinal`` in ``keys``, from a JSON literal of them all
         (``from_json`` of a literal is constant-folded: parsed once, on the driver)."""
         found = {tuple(r[:4]): r[4:] for r in resolved}
         lines = [found.get(tuple(key)) for key in keys]  # a key with a NULL part matches nothing, as in a join
         text = json.dumps([None if line is None else {"line": line[0], "text": line[1]} for line in lines])
         options = {"maxStringLen": str(max(len(text), DEFAULT_MAX_STRING_LEN))}  # a rejected line may be longer
-        line = F.try_element_at(F.from_json(F.lit(text), _LINES, options), ordinal.cast("int") + F.lit(1))
-        return [line["line"].alias("__ac_line"), line["text"].alias("__ac_line_text")]
+        return F.try_element_at(F.from_json(F.lit(text), _LINES, options), ordinal.cast("int") + F.lit(1))
