@@ -237,7 +237,10 @@ class BatchPass:
         else:
             r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
-        metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",))  # the DLQ rows stay in the JVM
+        read = ((*source_lines.KEYS,) if dlq_needed and r.source_lines.needed else ()) + (("seq",) if shape[1] else ())
+        # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
+        metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
+                                  selects=self._once(("observed",), dict))
         counts = {"read": int(metrics["read"]), "nacked": int(metrics["nacked"]), "filtered": int(metrics["filtered"])}
         counts.update({f"w{br.index}": int(metrics[f"w{br.index}"]) for br in self.branches})
         result.counts = counts

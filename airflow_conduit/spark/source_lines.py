@@ -20,6 +20,7 @@ records are not read.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.sources import SourcePlan, csv_header
 
 JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
@@ -300,6 +302,7 @@ def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int
 
 # -- the DLQ rows -----------------------------------------------------------------------------------------
 
+FOUND = "__ac_found"  # the found line (number, text) of a DLQ row
 ORDINAL = "__ac_ordinal"  # a DLQ entry's place in the observation's array: its line is found by it (see SourceLines.apply)
 _LINES = T.ArrayType(T.StructType([T.StructField("line", T.LongType()), T.StructField("text", T.StringType())]))
 _RESOLVED = T.StructType([
@@ -356,14 +359,23 @@ class SourceLines:
         """
         resolved = self.resolve(spark, keys) if self.needed else []
         if ordinal is not None:
-            line = self._line_at(resolved, keys, F.col(ordinal)) if resolved else None
-            return rows.withColumns(self._replaced(line, line["line"], line["text"])).drop(ordinal) if line is not None else rows.drop(ordinal)
+            if not resolved:
+                return rows.drop(ordinal)
+            found = rows.select("*", self._line_at(resolved, keys, ordinal).alias(FOUND))
+            return C.with_columns(found, self._replacing_found).drop(FOUND, ordinal)
         if not resolved:
             return rows
         lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
         joined = rows.join(F.broadcast(lines), on=list(KEYS), how="left")
         replaced = self._replaced(F.col("__ac_line"), F.col("__ac_line"), F.col("__ac_line_text"))
         return joined.select(*[replaced[c].alias(c) if c in replaced else F.col(c) for c in rows.columns])
+
+    @functools.cached_property
+    def _replacing_found(self) -> C.JvmColumns:
+        """``_replaced`` from the ``FOUND`` column, built once per run."""
+        found = F.col(FOUND)
+        replaced = self._replaced(found, found["line"], found["text"])
+        return C.JvmColumns(list(replaced.values()), list(replaced))
 
     def _replaced(self, found: Column, number: Column, text: Column) -> dict[str, Column]:
         """The DLQ columns a found line replaces: ``source_position`` (its number) and, with messages, ``record``."""
@@ -372,12 +384,15 @@ class SourceLines:
             replaced["record"] = F.when(found.isNotNull(), text).otherwise(F.col("record"))
         return replaced
 
-    @staticmethod
-    def _line_at(resolved: list[tuple], keys: list[tuple], ordinal: Column) -> Column:
+    def _line_at(self, resolved: list[tuple], keys: list[tuple], ordinal: str) -> Column:
         """The line (number and text) of the row at ``ordinal`` in ``keys``, from a JSON literal of them all
         (``from_json`` of a literal is constant-folded: parsed once, on the driver)."""
         found = {tuple(r[:4]): r[4:] for r in resolved}
         lines = [found.get(tuple(key)) for key in keys]  # a key with a NULL part matches nothing, as in a join
         text = json.dumps([None if line is None else {"line": line[0], "text": line[1]} for line in lines])
         options = {"maxStringLen": str(max(len(text), DEFAULT_MAX_STRING_LEN))}  # a rejected line may be longer
-        return F.try_element_at(F.from_json(F.lit(text), _LINES, options), ordinal.cast("int") + F.lit(1))
+        return F.try_element_at(F.from_json(F.lit(text), self._lines_type, options), F.col(ordinal).cast("int") + F.lit(1))
+
+    @functools.cached_property
+    def _lines_type(self) -> str:
+        return _LINES.json()
