@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -63,7 +64,8 @@ def _hook(args: argparse.Namespace):
     if conn_id is None:
         os.environ[f"AIRFLOW_CONN_{CLI_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": args.master})
         conn_id = CLI_CONN_ID
-    return SparkPipelineHook(conn_id, backend="local")
+    conf = {} if args.spark_ui else {"spark.ui.enabled": "false"}  # nobody is shown it unless asked; it costs start-up
+    return SparkPipelineHook(conn_id, backend="local", backend_options={"conf": conf})
 
 
 def _stop_on_sigterm() -> None:
@@ -77,11 +79,45 @@ def _stop_on_sigterm() -> None:
 
 
 async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> dict:
+    """The watcher's next event. The trigger polls; the CLI, which started the driver's wrapper on this machine,
+    also wakes when that process exits, and looks at once instead of at the trigger's next poll."""
     from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 
-    trigger = SparkPipelineTrigger(handle, poll_interval=poll_interval, report_progress=report_progress)
-    event = await anext(trigger.run())
-    return event.payload
+    def next_event() -> asyncio.Future:
+        trigger = SparkPipelineTrigger(handle, poll_interval=poll_interval, report_progress=report_progress)
+        return asyncio.ensure_future(anext(trigger.run()))
+
+    watching = next_event()
+    with _process_exit(handle.get("pid")) as exited:
+        if exited is not None:
+            await asyncio.wait({watching, exited}, return_when=asyncio.FIRST_COMPLETED)
+    if not watching.done():  # the process exited while the trigger waited for its next poll
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+        watching = next_event()
+    return (await watching).payload
+
+
+@contextlib.contextmanager
+def _process_exit(pid: int | None):
+    """A future done when process ``pid`` exits (a pidfd becomes readable then), or None where pidfds are not
+    available. A false wake costs one look at the job, never a wrong answer: the watcher reads the exit record."""
+    pidfd = None
+    if pid and hasattr(os, "pidfd_open"):
+        with contextlib.suppress(OSError):
+            pidfd = os.pidfd_open(pid)
+    if pidfd is None:
+        yield None
+        return
+    loop = asyncio.get_running_loop()
+    exited = loop.create_future()
+    loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+    try:
+        yield exited
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
 
 
 def _quiet_airflow_logs() -> None:
@@ -147,6 +183,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
             handle = hook.submit_job(args.spec, session.next_run_id(), args.state_dir, faults, previous=handle)
             session.current = handle
             _say(session.submitted_line(handle))
+            if args.spark_ui and handle.get("spark_ui"):
+                _say(f"Spark UI: {handle['spark_ui']}")
             persist()
             while True:
                 event = asyncio.run(_watch(handle, args.poll_interval, session.awaiting_first_record))
@@ -216,7 +254,7 @@ def _pipeline_totals(state_dir, session) -> dict:
 
 
 def _summary(totals: dict, spec) -> None:
-    from airflow_conduit.operators.links import dlq_location
+    from airflow_conduit.pipeline.locations import dlq_location
 
     print(f"records: read {totals.get('read', 0)}, filtered {totals.get('filtered', 0)}, "
           f"dead letter queue {totals.get('dlq', 0)}, written {totals.get('written', {})}")
@@ -241,5 +279,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--faults", default=None, help='fault injection, JSON, e.g. \'{"transient_first_runs": 2}\'')
     parser.add_argument("--master", default="local[*]", help="Spark master for spark-submit (default local[*])")
     parser.add_argument("--conn-id", default=None, help="use this Airflow spark connection instead of --master")
-    parser.add_argument("--poll-interval", type=float, default=2.0, help="seconds between looks at the job")
+    parser.add_argument("--poll-interval", type=float, default=2.0,
+                        help="seconds between looks at the job (its end is seen at once)")
+    parser.add_argument("--spark-ui", action="store_true",
+                        help="keep Spark's web UI on and print its address (off by default: it slows the start)")
     parser.set_defaults(func=run_pipeline)

@@ -34,12 +34,13 @@ from airflow_conduit.hooks.backends.standalone import MasterUnavailable, RestSub
 from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
 from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
 from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_DLQ, XCOM_JOB, XCOM_STATE
+from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, unique_run_prefix
 from airflow_conduit.utils.recovery_config import resolve_recovery_options
-from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink, dlq_location
+from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 from airflow_conduit.triggers.pipeline import EVENT_STATUSES, BackoffTrigger, SparkPipelineTrigger, record_stopped

@@ -135,8 +135,9 @@ class LocalBackend(JobBackend):
         application = os.path.abspath(application)
         conf = self._spark_conf(ui_port, connectors_of_spec_file(spec_path))
         cmd = self.build_command(application, py_files, args, conf, f"conduit-{run_id}")
+        spark_ui = f"http://127.0.0.1:{ui_port}" if str(conf.get("spark.ui.enabled", "true")).lower() != "false" else None
         try:
-            return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")
+            return self.launch(cmd, run_id, state_dir, spark_ui=spark_ui)
         except lease.LeaseHeld:
             if created:  # a run that never started leaves no folder (the UI lists the runs/ folders)
                 shutil.rmtree(folder, ignore_errors=True)
