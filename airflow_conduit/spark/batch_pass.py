@@ -84,6 +84,13 @@ def rows_for(dest: Destination, branch: Branch, status: DataFrame) -> DataFrame:
     return branch.rows(status, keep=(C.SEQ,) if dest.wants_record_id else ())
 
 
+def reads_again(todo: list) -> bool:
+    """Whether a write after the pass reads the batch again: a second destination, or a first one whose write
+    cannot carry the pass (Delta, Kafka). The pass then keeps the batch (``persist``) for them: they read it
+    from memory instead of reading and parsing the source's records again."""
+    return len(todo) > 1 or (bool(todo) and not todo[0][0].carries_a_pass)
+
+
 @dataclass
 class PassResult:
     counts: dict[str, int]
@@ -208,6 +215,19 @@ class BatchPass:
         inputs = self._observed_inputs(dlq_needed, window_needed=window_needed)
         status = self.status.withColumns(inputs) if inputs else self.status
         status = in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
+        kept = reads_again(todo)
+        if kept:
+            status = status.persist()  # filled by the pass, read by the writes after it (then dropped)
+        try:
+            return self._run(result, todo, status, observation, dlq_needed, window_needed, saved_window, kept)
+        finally:
+            if kept:
+                status.unpersist()
+
+    def _run(self, result: PassResult, todo, status: DataFrame, observation: Observation, dlq_needed: bool,
+             window_needed: bool, saved_window, kept: bool) -> PassResult:
+        r = self.runner
+        b = self.batch_id
         observed = status.observe(observation, *self._metrics(dlq_needed, window_needed=window_needed))
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
@@ -236,7 +256,7 @@ class BatchPass:
             r.stage.at("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if (position > 0 or not dest.carries_a_pass) and n:
-                dest.write(rows_for(dest, branch, in_tasks_per_core(self.status)), b)
+                dest.write(rows_for(dest, branch, status if kept else in_tasks_per_core(self.status)), b)
             r.crash_before_commit(dest.id, b)
             r.mark_committed(dest, b, n)
             written_now[dest.id] = n
