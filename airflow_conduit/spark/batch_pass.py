@@ -9,7 +9,8 @@ and the batch's own DLQ columns are added after the pass), and what the nack
 window needs (the read-order numbers of the nacked records and the records
 per partition). The DLQ is then written from those entries, and only then is
 the first destination's write committed (nacked records are safe before any
-destination commits). Other destinations read the batch again, each in one job.
+destination commits). Other destinations read the batch again, each in one job, from memory: the pass
+keeps the batch (``reads_again``) when a write after it reads it.
 
 A second pass for the DLQ happens only when a batch holds more nacked
 records than ``DLQ_COLLECT_LIMIT``; the nack window orders records only

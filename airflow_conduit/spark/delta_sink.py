@@ -11,7 +11,8 @@ for this destination. Batch ids restart at 0 when a checkpoint is deleted; the c
 app id, so a new checkpoint's batches are never taken for the old ones.
 
 A Delta write is its own commit, so it cannot carry the batch's pass (the DLQ commits first): the
-pass is carried by another destination or a ``noop`` write, and the Delta write reads the batch again.
+pass is carried by another destination or a ``noop`` write, and the Delta write reads the batch again
+(from memory: ``batch_pass.reads_again``).
 
 Records are fitted to the table's schema in the batch's plan (``fit_to_table``, a step after the
 destination's processors): a record that does not fit (a NOT NULL column missing or null, a value
@@ -174,7 +175,8 @@ class DeltaDestination(Destination):
         empty = jvm.scala.Option.empty()
         snapshot = delta_log.update(False, empty, empty)
         app = self.app_id()
-        known = snapshot.setTransactionsIfKnown()
+        checksum = snapshot.checksumOpt()  # Snapshot.setTransactionsIfKnown rebuilds the state: read the file's
+        known = checksum.get().setTransactions() if checksum.isDefined() else checksum
         if known.isDefined():
             entries = known.get().iterator()
             while entries.hasNext():
