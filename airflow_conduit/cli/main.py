@@ -17,6 +17,7 @@ import sys
 
 EXIT_INTERRUPTED = 130
 EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug, not the user's input
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 DEBUG_ENV = "AIRFLOW_CONDUIT_DEBUG"
 
 # module name -> sub-command(s) it registers
@@ -48,12 +49,24 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"airflow-conduit {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _reader_left()
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, not a traceback
         if os.environ.get(DEBUG_ENV):
             raise
         print(f"airflow-conduit {args.command}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print(f"  this is a bug in airflow-conduit; {DEBUG_ENV}=1 shows the traceback", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
+
+
+def _reader_left() -> int:
+    """The output's reader closed the pipe (``| head``): stop quietly, as Unix tools do.
+
+    stdout is pointed at /dev/null so the interpreter's final flush cannot raise again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

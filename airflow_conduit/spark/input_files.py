@@ -113,9 +113,10 @@ class InputFiles:
         self.read: dict[str, dict[str, Any]] = read_json(self.folder / "read.json") or {}
         self.changed: dict[str, dict[str, Any]] = read_json(self.folder / "changed.json") or {}
 
-    def note_batch(self, checkpoint: Path, batch_id: int) -> None:
-        """Remember the files ``batch_id`` reads, with the size they had when Spark listed them (when the file is
-        unchanged since: its modification time is still the listed one)."""
+    def note_batch(self, checkpoint: Path, batch_id: int, number: int | None = None) -> None:
+        """Remember the files the checkpoint's batch ``batch_id`` (the runner's batch ``number``) reads, with the
+        size they had when Spark listed them (when the file is unchanged since: its modification time is still
+        the listed one)."""
         for entry in source_log_entries(checkpoint, batch_id):
             uri = entry["path"]
             if uri in self.read:
@@ -123,7 +124,7 @@ class InputFiles:
             now = self.stat(uri)
             listed = int(entry.get("timestamp") or 0)
             size = now[0] if now is not None and now[1] == listed else None
-            self.read[uri] = {"batch_id": batch_id, "mtime_ms": listed, "size": size}
+            self.read[uri] = {"batch_id": batch_id if number is None else number, "mtime_ms": listed, "size": size}
 
     def check(self) -> list[dict[str, Any]]:
         """Files changed since they were read and not reported yet (each is also kept in ``changed``)."""

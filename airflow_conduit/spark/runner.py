@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import logging
 import os
 import signal
@@ -59,6 +58,7 @@ from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
+from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
 from airflow_conduit.spark.dlq import PendingReasons
@@ -140,6 +140,7 @@ class PipelineRunner:
         self.report_file = report_path(self.state_dir, run_id)
         self.commits = CommitLog(self.state_dir)
         self.windows = WindowStore(self.state_dir)
+        self.batch_numbers = BatchNumbers(self.state_dir)  # Spark's batch ids, numbered on across checkpoints
         self.stop_requested = threading.Event()
         self.stop_reason: str | None = None
         self.generator_done = False
@@ -158,6 +159,7 @@ class PipelineRunner:
 
     def _setup(self) -> None:
         self.commits.remove_leftovers()
+        self.batch_numbers.adopt(checkpoint_query_id(self.checkpoint))
         # what this run's DLQ records fail under: a DLQ replay takes them only once it changed (spark/replay.py)
         write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec))
         secrets = secret_values(self.spec)
@@ -189,6 +191,18 @@ class PipelineRunner:
                 ensure_driver_class(self.spark, str(dest.settings.get("driver", "org.postgresql.Driver")))
         self.stage.reset()
 
+    @property
+    def checkpoint(self) -> Path:
+        return self.state_dir / "checkpoints" / QUERY_NAME
+
+    @functools.cached_property
+    def query_id(self) -> str:
+        """The streaming query's id, from the checkpoint's ``metadata`` (written before the first batch runs)."""
+        query_id = checkpoint_query_id(self.checkpoint)
+        if query_id is None:
+            raise RuntimeError(f"the checkpoint {self.checkpoint} has no query id in its metadata file")
+        return query_id
+
     # -- destinations that keep their own commits (Delta) ---------------------------------------------------
 
     @functools.cached_property
@@ -199,9 +213,7 @@ class PipelineRunner:
         for the old ones. The streaming query's id is kept in the checkpoint's ``metadata`` file (written when
         the query starts, before its first batch) and changes with a new checkpoint. A DLQ replay sets its own.
         """
-        metadata = self.state_dir / "checkpoints" / QUERY_NAME / "metadata"
-        query_id = json.loads(metadata.read_text().splitlines()[0])["id"]
-        return f"{self.spec.id}/{query_id}"
+        return f"{self.spec.id}/{self.query_id}"
 
     def _bind_self_committing_destinations(self) -> None:
         """Give each destination that answers for its own commits the run's identity, and check its target now."""
@@ -266,10 +278,11 @@ class PipelineRunner:
         """The input files read so far, as read: a file changed after it was read is reported (``input_files``)."""
         return InputFiles(self.state_dir, hadoop_stat(self.spark))
 
-    def _check_input_files(self, batch_id: int | None = None) -> None:
-        """Note the files ``batch_id`` reads, report the input files changed since they were read, save the ledger."""
-        if batch_id is not None:
-            self.input_files.note_batch(self.state_dir / "checkpoints" / QUERY_NAME, batch_id)
+    def _check_input_files(self, checkpoint_batch: int | None = None, number: int | None = None) -> None:
+        """Note the files the checkpoint's batch ``checkpoint_batch`` (batch ``number``) reads, report the input
+        files changed since they were read, save the ledger."""
+        if checkpoint_batch is not None:
+            self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
         found = self.input_files.check()
         if found:
             self.report.input_files_changed = [*self.report.input_files_changed, *found]
@@ -292,7 +305,7 @@ class PipelineRunner:
     def _start_query(self):
         streams = [read_stream(self.spark, plan) for plan in self.plans]
         union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), streams)  # fields are per source
-        checkpoint = self.state_dir / "checkpoints" / QUERY_NAME
+        checkpoint = self.checkpoint
         writer = union.writeStream.foreachBatch(self._foreach_batch).option("checkpointLocation", str(checkpoint))
         if self.spec.mode == "continuous":
             writer = writer.trigger(processingTime=f"{max(self.spec.trigger_interval_seconds, 0.0)} seconds")
@@ -310,7 +323,9 @@ class PipelineRunner:
             # committed either), so the next run processes it. Raising is how a query ends from here.
             raise StopRequested(f"stop requested before batch {batch_id}; it runs on the next start")
         try:
-            self._process_batch(batch, batch_id)
+            number = self.batch_numbers.number(self.query_id, batch_id)
+            self._check_input_files(batch_id, number)
+            self._process_batch(batch, number)
         except faults_mod.SimulatedCrash as crash:
             self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
             raise RuntimeError("simulated driver crash") from crash
@@ -323,9 +338,9 @@ class PipelineRunner:
             raise
 
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """Batch number ``batch_id`` (numbered on across checkpoints: ``batch_numbers.py``; a replay's is negative)."""
         started = time.monotonic()
         ctx = self._ctx = ProcessorContext(spec=self.spec)
-        self._check_input_files(batch_id)
         try:
             status, branches = self._plan_batch(batch, ctx)
             at = utc_now_iso()

@@ -7,7 +7,9 @@ blank (Hadoop's line reader splits on ``\\n``, ``\\r\\n`` and a lone ``\\r``;
 a JSON line of JSON whitespace only, a CSV line of bytes <= space only, makes
 no record; a CSV file's first non-blank line is its header), so after a
 blank line the index is no longer the line number, and the reader's text of
-a line has lost its ``\\r``.
+a line has lost its ``\\r``. A JSON line holding an array of objects is one
+record per element to Spark's JSON reader (none for ``[]``); any other array
+is one malformed record.
 
 So, for the DLQ's records only, after the pass, each file that holds one is
 read again up to its last DLQ record and the records are counted as the
@@ -20,8 +22,9 @@ records are not read.
 from __future__ import annotations
 
 import base64
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 from urllib.parse import unquote, urlparse
 
@@ -49,6 +52,7 @@ class LineRules:
 
     blank: bytes
     header: bool  # the file's first non-blank line is not a record (CSV with a header)
+    arrays: bool = False  # a line holding an array of objects is one record per element (Spark's JSON reader)
 
     def first_position(self, split: int) -> int:
         """The pass's ``source_position`` of a split's first record (``sources._position``)."""
@@ -58,7 +62,7 @@ class LineRules:
 def rules_of(plan: SourcePlan) -> LineRules | None:
     """The line rules of a file source read line by line (json, csv); None for the others."""
     if plan.parser == "json":
-        return LineRules(JSON_BLANK, header=False)
+        return LineRules(JSON_BLANK, header=False, arrays=True)
     if plan.parser == "csv":
         return LineRules(CSV_BLANK, header=csv_header(plan.spec))
     return None
@@ -84,6 +88,25 @@ def _skip_first_reader_line(data: bytes, start: int) -> int:
 
 def _is_blank(part: bytes, blank: bytes) -> bool:
     return not part or (part[0] in blank and not part.strip(blank))
+
+
+def _array_records(part: bytes) -> int:
+    """The records Spark's JSON reader makes of a line starting with ``[``: one per element when every element
+    is an object (what follows the array is ignored, as the reader does), else one (malformed)."""
+    try:
+        value, _ = json.JSONDecoder().raw_decode(part.decode("utf-8").lstrip(" \t\r"))
+    except (UnicodeDecodeError, ValueError):
+        return 1
+    return len(value) if isinstance(value, list) and all(isinstance(v, dict) for v in value) else 1
+
+
+def _records_on(part: bytes, rules: "LineRules") -> int:
+    """How many records the reader makes of one of its lines."""
+    if _is_blank(part, rules.blank):
+        return 0
+    if rules.arrays and part.lstrip(rules.blank)[:1] == b"[":
+        return _array_records(part)
+    return 1
 
 
 class _Lines:
@@ -115,6 +138,7 @@ class _Lines:
         return self.chunk[int(self._starts[index]):int(self._ends[index])]
 
     def _maybe_blank(self, blank: bytes) -> Iterator[int]:
+        """The lines that may hold other than one record: empty, or starting with a byte of ``blank``."""
         if _np is None:
             yield from range(self.count)
             return
@@ -135,15 +159,17 @@ class _Lines:
         line_final = int(_np.count_nonzero(self._bytes[ends - 1] == 0x0D))
         return int(_np.count_nonzero(self._bytes == 0x0D)) > line_final
 
-    def exceptions(self, blank: bytes) -> Iterator[tuple[int, int]]:
+    def exceptions(self, rules: LineRules) -> Iterator[tuple[int, int]]:
         """(line index, number of records on it) for the lines that hold other than one record, in order."""
         if not self._has_lone_cr():
-            for index in self._maybe_blank(blank):
-                if _is_blank(self[index], blank):
-                    yield index, 0
+            # an array's line starts with "[" after blank bytes: a candidate with "[" counted as blank
+            for index in self._maybe_blank(rules.blank + (b"[" if rules.arrays else b"")):
+                n = _records_on(self[index], rules)
+                if n != 1:
+                    yield index, n
             return
         for index in range(self.count):
-            n = sum(1 for part in _reader_lines(self[index]) if not _is_blank(part, blank))
+            n = sum(_records_on(part, rules) for part in _reader_lines(self[index]))
             if n != 1:
                 yield index, n
 
@@ -164,7 +190,7 @@ def locate(chunks: Iterator[bytes], rules: LineRules, wanted: set[int]) -> dict[
     for chunk in chunks:
         lines = _Lines(chunk)
         line = 0  # walk the exceptions; between them, one record per line
-        for index, n in [*lines.exceptions(rules.blank), (lines.count, None)]:
+        for index, n in [*lines.exceptions(rules), (lines.count, None)]:
             plain_end = record + (index - line)  # records on lines line .. index-1, one each
             while t < len(targets) and targets[t] < plain_end:
                 at = line + (targets[t] - record)
@@ -173,7 +199,7 @@ def locate(chunks: Iterator[bytes], rules: LineRules, wanted: set[int]) -> dict[
             record, line = plain_end, index
             if n is None:
                 break
-            while t < len(targets) and targets[t] < record + n:  # several records on one line (a lone \r)
+            while t < len(targets) and targets[t] < record + n:  # several records on one line (a lone \r, an array)
                 found[targets[t] - shift] = (first_line + index + 1, lines[index])
                 t += 1
             record, line = record + n, index + 1
@@ -289,7 +315,7 @@ def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int
             before = data.count(b"\n", 0, start)
             chunks = iter([data[start:]])
             head = data[data.rfind(b"\n", 0, start) + 1:start]
-        split_rules = rules if split == 0 else LineRules(rules.blank, header=False)  # a header is at the file's start
+        split_rules = rules if split == 0 else replace(rules, header=False)  # a header is at the file's start
         found = locate(chunks, split_rules, indices)
         # a record on the split's first line, when that line began before the split's first record: its whole line
         out.update({(split, i): (number + before, head + line if number == 1 else line) for i, (number, line) in found.items()})

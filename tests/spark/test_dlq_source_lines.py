@@ -108,3 +108,31 @@ def test_every_dlq_record_holds_its_source_line_byte_for_byte_at_its_sed_line_nu
     assert got[("csv", 8)][1:] == ("processor", "ExpectationFailed")
     assert got[("json", 3)][2] == "MissingFieldError" and got[("json", 10)][2] == "MalformedRecordError"
     assert report.totals["read"] == 14 and report.totals["written"] == {"out": 5}
+
+
+# Spark's JSON reader makes a line holding an array of objects one record per element, and none of "[]"
+ARRAY_LINES: list[tuple[bytes, bool]] = [
+    (b'{"id": 1, "customer": "c1"}', False),
+    (b'[{"id": 2, "customer": "c2"}, {"id": 3, "customer": "c3"}]', False),  # two records
+    (b'{"id": 4, oops', True),  # malformed
+    (b"[]", False),  # no record
+    (b"[1, 2]", True),  # not an object: one malformed record
+    (b'[{"id": 5, "customer": null}, {"id": 6, "customer": "c6"}]', True),  # its first element misses a required field
+    (b'{"id": 7, "customer": "c7"}', False),
+    (b'{"id": "x", "customer": "c8"}', True),  # wrong type
+]
+
+
+def test_a_json_line_holding_an_array_shifts_no_dlq_line_number(spark, tmp_path):
+    json_file = _write(tmp_path / "json", "arrays.json", ARRAY_LINES)
+    spec = pipeline("arrays", [file_source(tmp_path / "json", sid="json", schema=CSV_SCHEMA)],
+                    [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq", size=0))
+
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+
+    assert code == 0, report.error
+    dlq = {r["source_position"]: r for r in read_json_rows(spark, tmp_path / "dlq")}
+    assert {n: r["record"].encode("utf-8") for n, r in dlq.items()} == _bad_line_numbers(json_file, ARRAY_LINES)
+    assert "not a JSON object" in dlq[5]["exception_message"]
+    assert dlq[6]["exception_class"].endswith("MissingFieldError")
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2, 3, 6, 7]

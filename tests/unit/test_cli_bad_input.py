@@ -122,3 +122,13 @@ def test_dlq_replay_refuses_a_bad_filter_by_name_before_spark_starts(folder):
     refused(cli("dlq", "replay", "good.yaml", "--state-dir", "s", "--batch-min", "5", "--batch-max", "2", cwd=folder),
             "batch_min 5 is greater than batch_max 2")
     assert list((folder / "s").iterdir()) == []  # nothing was replayed, nothing marked
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`airflow-conduit schema | head` must not report the closed pipe as an internal error."""
+    proc = subprocess.Popen([*CLI, "schema"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(10)
+    proc.stdout.close()  # the reader leaves while the schema (over 100 KB, beyond a pipe's buffer) is written
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=DEADLINE) == 141, stderr
+    assert stderr == ""

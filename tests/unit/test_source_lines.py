@@ -13,6 +13,14 @@ import random
 from airflow_conduit.spark.source_lines import CSV_BLANK, JSON_BLANK, LineRules, locate
 
 
+# JSON lines holding an array -> the records Spark 4's JSON reader made of each (seen on a real reader): one per
+# element of an array of objects (what follows the array ignored), one malformed record for any other array
+SPARK_ARRAY_RECORDS = {
+    b'[{"a": 1}, {"a": 2}]': 2, b"[]": 0, b" [ ] ": 0, b"[1, 2]": 1, b"[null]": 1, b'[{"a": 1}, null]': 1,
+    b'[{"a": 1}] x': 1, b'[[{"a": 1}]]': 1, b'[{"a": 1}, {"a": oops}]': 1, b'[{"a": 1}]': 1, b'[{}, {}, {"c": 3}]': 3,
+}
+
+
 def _model(data: bytes, rules: LineRules) -> dict[int, tuple[int, bytes]]:
     out, record = {}, (-1 if rules.header else 0)
     lines = data.split(b"\n")
@@ -23,7 +31,8 @@ def _model(data: bytes, rules: LineRules) -> dict[int, tuple[int, bytes]]:
         if len(parts) > 1 and parts[-1] == b"":
             parts.pop()
         for part in parts:
-            if part.strip(rules.blank):
+            records = SPARK_ARRAY_RECORDS.get(part, 1) if rules.arrays else 1
+            for _ in range(records if part.strip(rules.blank) else 0):
                 if record >= 0:
                     out[record] = (number, line)
                 record += 1
@@ -51,10 +60,11 @@ def test_locate_agrees_with_the_readers_count_on_random_files(with_numpy, monkey
         monkeypatch.setattr(source_lines, "_np", None)
     rng = random.Random(7)
     parts = [b'{"a": 1}', b"", b"   ", b"\t", b"x,y", b"caf\xc3\xa9", b"\r", b'{"b": 2}\r', b"a\rb", b"a\r\rb\r", b"\x0c", b" \r ", b"a\r\r", b"\r\r"]
+    parts += list(SPARK_ARRAY_RECORDS)
     for trial in range(300):
         data = b"\n".join(rng.choice(parts) for _ in range(rng.randint(0, 40)))
         data += rng.choice([b"", b"\n", b"\r\n"])
-        for rules in (LineRules(JSON_BLANK, False), LineRules(CSV_BLANK, True), LineRules(CSV_BLANK, False)):
+        for rules in (LineRules(JSON_BLANK, False, arrays=True), LineRules(CSV_BLANK, True), LineRules(CSV_BLANK, False)):
             expected = _model(data, rules)
             wanted = set(expected) | {len(expected) + 3}  # one past the end: not found
             for size in (1 << 20, 7, 1):
