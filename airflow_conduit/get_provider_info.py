@@ -28,15 +28,36 @@ RECOVERY_CONFIG_OPTIONS = {
     ),
 }
 
+# What every job submitted from this worker gets beyond its Spark connection (docs/operator.md, worker defaults).
+WORKER_CONFIG_OPTIONS = {
+    "worker_jars": (
+        "Comma-separated jars added to spark.jars of every pipeline job, each one only when the file exists on the "
+        "worker (the default is the PostgreSQL JDBC driver of Debian's libpostgresql-jdbc-java, for jdbc "
+        "destinations); empty = none. A task's backend_options={'worker_jars': [...]} overrides it.",
+        "/usr/share/java/postgresql.jar",
+    ),
+    "spark_local_ip": (
+        "SPARK_LOCAL_IP of the spark-submit the local backend starts, unless the worker's environment sets it; "
+        "empty = let Spark pick the address (a client-mode driver that executors on other hosts must reach). "
+        "A task's backend_options={'spark_local_ip': ...} overrides it.",
+        "127.0.0.1",
+    ),
+}
+
 
 def _config_section() -> dict:
     options = {
         name: {"description": description, "version_added": "0.1.0", "type": "string", "example": None, "default": default}
         for name, (description, default) in RECOVERY_CONFIG_OPTIONS.items()
     }
+    options.update({
+        name: {"description": description, "version_added": "0.1.0", "type": "string", "example": None, "default": default}
+        for name, (description, default) in WORKER_CONFIG_OPTIONS.items()
+    })
     return {
         "conduit": {
-            "description": "Defaults of airflow-conduit's pipeline recovery (Conduit's pipelines.error-recovery.* options).",
+            "description": "Defaults of airflow-conduit's pipeline recovery (Conduit's pipelines.error-recovery.* "
+            "options) and of what every pipeline job gets on this worker.",
             "options": options,
         }
     }

@@ -1,17 +1,8 @@
-"""Benchmark 1c: what each of the runner's steps costs over plain Spark, and where the tasks' CPU goes.
+"""Benchmark 1c: where the tasks' CPU goes in the runner, the streaming floor and plain Spark.
 
-Benchmark 1's data and ways, in one JVM, alternating: a (the runner), p (the streaming floor: Spark's
-streaming JSON source, one ``foreachBatch``, one Parquet write; nothing the runner adds) and b (plain
-PySpark), plus two **upper bounds that are not product variants**: the runner with steps switched off,
-each of which a real pipeline needs:
-
-- ``a_without_dlq``: the DLQ write skipped (the bad records are lost; its commit marker is not written);
-- ``a_without_bookkeeping``: also no observation and no nack window (no counts, no DLQ rows, no window:
-  the records still get their fates and the good ones are written).
-
-So ``a - a_without_dlq`` is what the DLQ write costs, ``a_without_dlq - a_without_bookkeeping`` what the
-observation and the window cost, ``a_without_bookkeeping - p`` what the runner's own plan costs (record
-columns, positions, fates, commit markers, the report), ``p - b`` what Structured Streaming costs. Every
+Benchmark 1's data and three of its ways, in one JVM, alternating: a (the runner), p (the streaming floor:
+Spark's streaming JSON source, one ``foreachBatch``, one Parquet write; nothing the runner adds) and b (plain
+PySpark). ``a - p`` is what the runner adds to the floor, ``p - b`` what Structured Streaming costs. Every
 way's output is counted after its run, outside the timing.
 
 The JVM runs with Java Flight Recorder's sampler: each way's samples on Spark's task threads are
@@ -26,7 +17,6 @@ attributed to Spark's JSON reader, Parquet writer, the generated code of the sta
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import shutil
@@ -35,11 +25,11 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from bench.common import add_child_process_arguments, log, paired_ratios, rotated, run_child, setup_environment, summary, write_result
 
-WAYS = ("a", "a_without_dlq", "a_without_bookkeeping", "p", "b")
+WAYS = ("a", "p", "b")
 # Where a task thread's sample is attributed: the first of these (a substring of "class.method") found from the
 # sampled frame down its stack. A frame of the generated code that pulls rows from the reader counts as the reader's
 # when the sample is inside the reader.
@@ -55,68 +45,11 @@ STACK_DEPTH = 32  # frames printed per sample: deep enough to reach the part fro
 RECORDER_OPTIONS = "-XX:StartFlightRecording=settings=profile -XX:FlightRecorderOptions:stackdepth=64"
 
 
-# -- the upper bounds -----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def without_dlq_write() -> Iterator[None]:
-    """The runner with its DLQ write skipped: an upper bound, not a product variant."""
-    from airflow_conduit.spark.batch_pass import BatchPass
-
-    original = BatchPass._write_dlq
-    BatchPass._write_dlq = lambda self, metrics, nacked: nacked  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        BatchPass._write_dlq = original  # type: ignore[method-assign]
-
-
-class _NoMetrics:
-    """What ``ObservedMetrics`` would hold for a batch of nothing: the counts read as zero."""
-
-    heavy: tuple[str, ...] = ()
-
-    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
-        self.values: dict[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        return 0
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return default
-
-
-@contextlib.contextmanager
-def without_bookkeeping() -> Iterator[None]:
-    """The runner without its observation, nack window and DLQ write: an upper bound, not a product variant."""
-    from pyspark.sql.classic.dataframe import DataFrame
-
-    from airflow_conduit.spark import batch_pass
-
-    saved = (DataFrame.observe, batch_pass.ObservedMetrics, batch_pass.BatchPass._advance_window)
-    DataFrame.observe = lambda self, observation, *exprs: self  # type: ignore[method-assign]
-    batch_pass.ObservedMetrics = _NoMetrics  # type: ignore[assignment,misc]
-    batch_pass.BatchPass._advance_window = lambda self, metrics, counts, saved: (None, False, None)  # type: ignore[method-assign]
-    try:
-        with without_dlq_write():
-            yield
-    finally:
-        DataFrame.observe, batch_pass.ObservedMetrics, batch_pass.BatchPass._advance_window = saved  # type: ignore[method-assign,misc]
-
-
 def ways(args: argparse.Namespace) -> dict[str, Callable[..., dict[str, Any]]]:
     from bench import error_handling as eh
 
-    def switched_off(context: Callable[[], contextlib.AbstractContextManager[None]]) -> Callable[..., dict[str, Any]]:
-        def run(*a: Any, **k: Any) -> dict[str, Any]:
-            with context():
-                return eh.run_a(*a, **k)
-
-        return run
-
     all_ways = eh.ways(args)
-    return {"a": all_ways["a"], "a_without_dlq": switched_off(without_dlq_write),
-            "a_without_bookkeeping": switched_off(without_bookkeeping), "p": all_ways["p"], "b": all_ways["b"]}
+    return {w: all_ways[w] for w in WAYS}
 
 
 # -- the profile ----------------------------------------------------------------------------------------
@@ -236,15 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {
-        "records": args.records, "per_file": args.per_file, "kinds": kinds, "reps": args.reps, "target_a_b": eh.TARGET_A_B,
+        "records": args.records, "per_file": args.per_file, "kinds": kinds, "reps": args.reps,
         "rows_written": measured["rows"],
         "seconds": {w: summary(v) for w, v in times.items()},
         "ratio_to_b": {w: paired_ratios(v, times["b"]) for w, v in times.items()},
-        "steps": {  # paired differences, seconds: what each step adds to the one below it
-            "bookkeeping": summary(x - y for x, y in zip(times["a"], times["a_without_bookkeeping"])),
-            "dlq_write": summary(x - y for x, y in zip(times["a"], times["a_without_dlq"])),
-            "observation_and_window": summary(x - y for x, y in zip(times["a_without_dlq"], times["a_without_bookkeeping"])),
-            "runner_plan": summary(x - y for x, y in zip(times["a_without_bookkeeping"], times["p"])),
+        "steps": {  # paired differences, seconds
+            "runner_over_p": summary(x - y for x, y in zip(times["a"], times["p"])),
             "structured_streaming": summary(x - y for x, y in zip(times["p"], times["b"])),
         },
         "task_samples_per_run": profile,
@@ -254,6 +184,42 @@ def main(argv: list[str] | None = None) -> int:
         log(f"  {way}: {result['seconds'][way]['median']:.2f}s, /b {result['ratio_to_b'][way]['median']:.2f}")
     write_result("bookkeeping_cost", result, args.out)
     return 0
+
+
+# -- the report's section ------------------------------------------------------------------------------
+
+TITLE = "1c. Where the tasks' CPU goes"
+ABOUT = """
+Benchmark 1's data and three of its ways (a: the runner; p: the streaming floor; b: plain PySpark) in one JVM,
+alternating after a warm-up round, with Java Flight Recorder's sampler on. Every way's output is counted after
+its run. The steps are paired differences of the same repetition: a − p is what the runner adds to the floor,
+p − b what Structured Streaming costs. In the profile, a task thread's sample belongs to the first part found
+from the sampled frame down its stack; every other JVM thread's sample counts as the driver's; b's task samples
+are 100 (Python's own time on the driver is not sampled).
+"""
+PART_LABELS = {
+    "json_reader": "Spark's JSON reader", "line_reader": "reading lines", "parquet_writer": "Spark's Parquet writer",
+    "generated_code": "generated code (projections, flags, transforms, row copies)", "observation": "the observation's aggregates",
+    "other": "other task work", "driver": "driver JVM threads (planning, scheduling, commits)",
+}
+STEP_LABELS = {"runner_over_p": "the runner over the floor (a − p)", "structured_streaming": "Structured Streaming (p − b)"}
+
+
+def section(r: dict[str, Any]) -> str:
+    from bench.markdown import section_text, spread, table
+
+    cols = [w for w in WAYS if w in r["seconds"]]
+    ways_table = table(["way", "seconds", "÷ b", "rows written"],
+                       [[w, spread(r["seconds"][w], 2, " s"), spread(r["ratio_to_b"][w]), f"{r['rows_written'][w]:,}"] for w in cols])
+    steps = table(["step", "seconds"], [[STEP_LABELS.get(k, k), spread(v, 2, " s")] for k, v in r["steps"].items()])
+    profile = r.get("task_samples_per_run") or {}
+    if not profile.get("b"):
+        return section_text(TITLE, ABOUT, ways_table, steps, "No profile was recorded (the benchmark's log says why).")
+    base = sum(n for part, n in profile["b"].items() if part != "driver") or 1.0
+    parts = [*r.get("task_parts", []), "other", "driver"]
+    rows = [[PART_LABELS.get(part, part), *[f"{100 * profile[w].get(part, 0.0) / base:.0f}" for w in cols if w in profile]]
+            for part in parts]
+    return section_text(TITLE, ABOUT, ways_table, steps, table(["samples (b's tasks = 100)", *[w for w in cols if w in profile]], rows))
 
 
 if __name__ == "__main__":

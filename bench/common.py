@@ -1,6 +1,6 @@
 """What every benchmark shares: the environment, paired-run statistics, machine facts, result files.
 
-The rule for every comparing figure (issue 5): a ratio of runs measured in the
+The rule for every comparing figure: a ratio of runs measured in the
 same invocation, A and B alternating, the median of at least 5 pairs, with
 min and max. ``paired_ratios`` computes exactly that from per-pair samples.
 """

@@ -380,5 +380,41 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# -- the report's section ------------------------------------------------------------------------------
+
+TITLE = "4. Deferral at scale"
+ABOUT = """
+**A, deferred** (this project): one process with Airflow and this package loaded, as a triggerer has, runs N
+`SparkPipelineTrigger`s in one asyncio loop, each polling a fake running job through the real code
+(`LocalBackend.status`, `RunReport.read` of a real report file, each in a worker thread); starts are spread
+over one poll interval, then RSS, CPU, polls done and the lag of a 50 ms ticker are measured over one interval.
+**B, one worker process per running job** (a plain `SparkSubmitOperator`): a Python process with Airflow's
+task runner and the Spark provider loaded, sitting in `SparkSubmitHook.submit` on a fake `spark-submit`; a few
+are measured per repetition and N jobs are extrapolated as N × the median (Airflow's per-task supervisor is not
+counted: B is an underestimate). The local launcher keeps a small wrapper process per job (counted in the last
+column, in USS); the standalone-cluster launcher keeps none. The Spark job itself, the same in both, is not
+counted. Ratios per repetition, median (min–max).
+"""
+
+
+def section(r: dict[str, Any]) -> str:
+    from bench.markdown import section_text, spread, table
+
+    rows = []
+    for n in r["ns"]:
+        p = r["per_n"][str(n)]
+        cpu = {k: (v * 100 if k != "n" else v) for k, v in p["cpu_cores"].items()}
+        rows.append([f"{n:,}", spread(p["triggerer_rss_mb"], 0, " MB"), spread(p["marginal_kb_per_pipeline"], 1, " KB"),
+                     spread(cpu, 1, " %"), spread(p["cpu_ms_per_pipeline_per_second"], 3, " ms"),
+                     f"{100 * p['polls_done_share']['median']:.0f} %", spread(p["loop_lag_p99_ms"], 1, " ms"),
+                     spread(p["workers_rss_mb"], 0, " MB"), spread(p["ratio_workers_rss_over_triggerer"], 0, "×"),
+                     spread(p["ratio_workers_uss_over_triggerer_plus_wrappers"], 1, "×")])
+    header = ["N", "A: RSS", "A: RSS per extra pipeline", "A: CPU (of one core)", "A: CPU per pipeline per second", "polls done",
+              "loop lag p99", "B: RSS of N workers", "B ÷ A (RSS)", "B ÷ (A + wrappers) (USS)"]
+    facts = (f"Poll interval {r['poll_interval']:g} s; {r['reps']} repetitions; a B worker: RSS {spread(r['worker_rss_mb'], 1, ' MB')}, "
+             f"USS {spread(r['worker_uss_mb'], 1, ' MB')}; a local-launcher wrapper: USS {r['detached_wrapper']['uss_mb']:.1f} MB.")
+    return section_text(TITLE, ABOUT, facts, table(header, rows))
+
+
 if __name__ == "__main__":
     sys.exit(main())

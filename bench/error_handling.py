@@ -1,7 +1,7 @@
 """Benchmark 1: what per-record error handling costs on the data path.
 
 The same generated JSON lines (1% bad: malformed, wrong-typed, missing a
-required field) go through the same transforms into Parquet, three ways, in
+required field) go through the same transforms into Parquet, several ways, in
 one process and one SparkSession:
 
   a  this project's runner (``airflow_conduit.spark.runner.execute``, in-process, the same code
@@ -10,21 +10,25 @@ one process and one SparkSession:
   t  the same runner with ``max-files-per-trigger`` set (``--tuned-files-per-batch``, default 5),
      measured beside a in the same repetitions;
   b  plain PySpark, no error handling: ``read.json`` with DROPMALFORMED, drop NULL required fields
-     (bad rows vanish: the floor);
+     (bad rows vanish: the physical reference);
   c  the usual hand-written alternative: a Python UDF with try/except returning a value-or-error
      struct, good rows to Parquet, bad rows to a Parquet DLQ.
 
-Two reference ways (no targets) split the gap between a and b:
+The streaming floors, against which the runner is judged at the same batch size:
 
   f  the floor of any Structured Streaming design: Spark's streaming JSON source (PERMISSIVE, corrupt-record
      column), one ``foreachBatch``, good rows transformed to Parquet; no DLQ, no positions, no bookkeeping;
   p  f with each input file read as its own partition, as the runner reads them (a DLQ record's line number
-     is its index in the file's partition), and the batch run in at most one task per core, as the runner runs it.
+     is its index in the file's partition), and the batch run in at most one task per core, as the runner runs it;
+  pt p at t's batch size (``maxFilesPerTrigger``).
+
+``fixed_cost`` turns a, p, t and pt into the runner's fixed cost per micro-batch over p; one more run of the
+runner on data without bad records counts its Spark jobs per batch when no record goes to the DLQ.
 
 Transforms: currency = coalesce(currency, 'EUR'); keep customer <> 'test';
 amount_cents = round(amount * 100); order_date = to_date(ts).
 
-Each repetition runs a, b, c (and t) in a rotated order; ratios are per repetition
+Each repetition runs every way in a rotated order; ratios are per repetition
 (time_a / time_b, time_a / time_c: above 1 means a is slower). The runner's Spark jobs are
 counted per run from Spark's status tracker (the query's runId is the job group of its batches).
 """
@@ -39,7 +43,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -60,19 +63,18 @@ TEST_EVERY = 250  # 0.4% are test orders (filtered, acked)
 BAD_KINDS = ("malformed", "wrong_type_amount", "wrong_type_id", "missing_customer")
 WINDOW_SIZE = 10_000  # the runner's DLQ window-size: evaluated, never exceeded by 1% bad records
 WINDOW_NACK_THRESHOLD = 1_000
-TARGET_A_B, STRETCH_A_B, TARGET_A_C = 1.3, 1.15, 0.5  # issue 8's targets
 
 
 # -- data ---------------------------------------------------------------------------------------------
 
 
-def record_line(i: int) -> tuple[str, str]:
-    """The i-th input line and its kind: good, test (filtered) or one of BAD_KINDS."""
+def record_line(i: int, bad: bool = True) -> tuple[str, str]:
+    """The i-th input line and its kind: good, test (filtered) or, when ``bad``, one of BAD_KINDS."""
     customer = "test" if i % TEST_EVERY == 3 else f"c{i % 50_000:05d}"
     amount = (i * 7919 % 100_000) / 100.0
     currency = '"EUR"' if i % 3 else ('"USD"' if i % 2 else "null")
     ts = f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}Z"
-    if i % BAD_EVERY == 37:
+    if bad and i % BAD_EVERY == 37:
         kind = BAD_KINDS[(i // BAD_EVERY) % len(BAD_KINDS)]
         if kind == "malformed":
             return f'{{"id": {i}, "customer": "{customer}", "amount": {amount}, "curr', kind
@@ -85,14 +87,14 @@ def record_line(i: int) -> tuple[str, str]:
     return line, ("test" if customer == "test" else "good")
 
 
-def generate(folder: Path, records: int, per_file: int) -> dict[str, int]:
-    """Write ``records`` JSON lines in files of ``per_file``; return the count of each kind."""
+def generate(folder: Path, records: int, per_file: int, *, bad: bool = True) -> dict[str, int]:
+    """Write ``records`` JSON lines in files of ``per_file`` (1% bad unless ``bad`` is False); the count of each kind."""
     folder.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}
     for start in range(0, records, per_file):
         lines = []
         for i in range(start, min(start + per_file, records)):
-            line, kind = record_line(i)
+            line, kind = record_line(i, bad)
             counts[kind] = counts.get(kind, 0) + 1
             lines.append(line)
         (folder / f"orders-{start // per_file:05d}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -147,99 +149,6 @@ pipeline:
 """
 
 
-class StageClock:
-    """Exclusive wall time of the runner's steps, by wrapping its functions (timing only, behaviour unchanged).
-
-    Each wrapped call's time goes to its own label minus the time of the wrapped calls inside it, so the
-    labels add up to the time spent in ``_process_batch``. A key is ``module:function`` or
-    ``module:Class.method`` of ``airflow_conduit.spark``; missing ones are skipped (the runner evolves).
-
-    The data path (issue 8) computes a batch in one pass: ``_plan_batch`` only builds the plan; the first
-    destination's write inside ``BatchPass.run`` executes it (read, parse, processors, fates, counts and
-    the DLQ rows, observed on the way), so that write is counted as "the pass". The DLQ is then written
-    from the collected rows; further destinations (none here) read the batch again.
-    """
-
-    BATCH = "runner:PipelineRunner._process_batch"
-    PASS = "batch_pass:BatchPass.run"
-    WRITE = "destinations:FileDestination.write"
-    LABELS = {
-        BATCH: "rest of the batch (DLQ record plan, per-batch bookkeeping)",
-        "runner:PipelineRunner._plan_batch": "plan: read, parse, processors, fates (no data)",
-        PASS: "the pass: read + parse + processors + fates + counts + DLQ rows + write of the lake (one job), commit markers",
-        "batch_pass:BatchPass._write_dlq": "DLQ write (from the rows collected by the pass)",
-        "batch_pass:BatchPass._advance_window": "nack window",
-        WRITE: "write",
-        "runner:PipelineRunner._save_report": "run report (atomic rewrite)",
-    }
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self.batch_seconds = 0.0  # inclusive time in _process_batch
-        self._originals: list[tuple[Any, str, Any]] = []
-        self._stack: list[list[float]] = []  # [start, time of wrapped children]
-        self._labels: list[str] = []
-        self._writes_in_pass = 0
-
-    def __enter__(self) -> "StageClock":
-        import importlib
-
-        for key in self.LABELS:
-            module_name, attr = key.split(":")
-            try:
-                owner: Any = importlib.import_module(f"airflow_conduit.spark.{module_name}")
-            except ImportError:
-                continue
-            bound = "." in attr
-            if bound:
-                cls_name, attr = attr.split(".")
-                owner = getattr(owner, cls_name, None)
-            original = (owner.__dict__.get(attr) if bound else getattr(owner, attr, None)) if owner else None
-            if original is None:
-                continue
-            self._originals.append((owner, attr, original))
-            setattr(owner, attr, self._timed(original, key, bound))
-        return self
-
-    def _label(self, key: str, args: tuple) -> str:
-        if key == self.WRITE and args:
-            if args[0].id == "dead-letter-queue":
-                return self.LABELS["batch_pass:BatchPass._write_dlq"]
-            if self._labels and self._labels[-1] == self.LABELS[self.PASS]:
-                self._writes_in_pass += 1
-                if self._writes_in_pass == 1:  # the first destination's write executes the pass
-                    return self.LABELS[self.PASS]
-            return f"write: {args[0].id} (reads the batch again)"
-        if key == self.PASS:
-            self._writes_in_pass = 0
-        return self.LABELS[key]
-
-    def _timed(self, original, key: str, bound: bool):
-        clock = self
-
-        def timed(*args, **kwargs):
-            label = clock._label(key, args if bound else ())
-            clock._labels.append(label)
-            clock._stack.append([time.perf_counter(), 0.0])
-            try:
-                return original(*args, **kwargs)
-            finally:
-                start, children = clock._stack.pop()
-                clock._labels.pop()
-                elapsed = time.perf_counter() - start
-                clock.seconds[label] = clock.seconds.get(label, 0.0) + elapsed - children
-                if clock._stack:
-                    clock._stack[-1][1] += elapsed
-                if key == clock.BATCH:
-                    clock.batch_seconds += elapsed
-
-        return timed
-
-    def __exit__(self, *exc: Any) -> None:
-        for owner, attr, original in reversed(self._originals):
-            setattr(owner, attr, original)
-
-
 def spark_jobs(spark, runner) -> int | None:
     """Spark jobs the run's query ran (its runId is the job group of every batch job); None if unknown."""
     query = getattr(runner, "query", None)
@@ -258,7 +167,7 @@ def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, fil
     text = runner_spec(data, out, dlq, files_per_batch, args.window_size, args.window_threshold)
     spec = load_pipeline_from_string(text, str(root / "pipeline.yaml"), base_dir=str(root))
     runners: list[Any] = []
-    with StageClock() as stages, Stopwatch() as sw:
+    with Stopwatch() as sw:
         code, report = execute(spark, spec, state_dir=state, run_id="bench", faults=None, on_runner=runners.append)
     if code != 0:
         raise RuntimeError(f"runner exited {code}: {report.error}")
@@ -270,7 +179,6 @@ def run_a(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, fil
         "bad": int(totals.get("dlq", 0)),
         "batches": len(report.batches),
         "jobs": spark_jobs(spark, runners[0]) if runners else None,
-        "stages": {**stages.seconds, "(inclusive) _process_batch": stages.batch_seconds},
         "out": [out, dlq],
         "root": root,
     }
@@ -309,19 +217,23 @@ def run_b(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> 
     return {"seconds": sw.seconds, "out": [out], "root": root, "lake": out}
 
 
-def run_f(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, *, one_file_per_partition: bool = False) -> dict[str, Any]:
-    """The streaming floor (f; p with ``one_file_per_partition``): good rows only, nothing the runner adds."""
+def run_f(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, *, one_file_per_partition: bool = False,
+          files_per_trigger: int = 0) -> dict[str, Any]:
+    """The streaming floor (f; p with ``one_file_per_partition``): good rows only, nothing the runner adds;
+    ``files_per_trigger`` sets ``maxFilesPerTrigger`` (0: every file in one micro-batch, as the runner's default)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     from airflow_conduit.spark.batch_pass import in_tasks_per_core
     from airflow_conduit.spark.runner import files_read_one_per_partition
 
-    root = work / f"{'p' if one_file_per_partition else 'f'}-{tag}"
+    root = work / f"{'p' if one_file_per_partition else 'f'}{files_per_trigger}-{tag}"
     out = root / "lake"
     schema = _read_schema().add("_corrupt", T.StringType(), True)
+    batch_ids: list[int] = []
 
     def write_good(batch, batch_id: int) -> None:
+        batch_ids.append(batch_id)
         if one_file_per_partition:  # and in at most one task per core, as the runner runs a batch
             batch = in_tasks_per_core(batch)
         good = batch.where(F.col("_corrupt").isNull() & _required_present())
@@ -329,16 +241,16 @@ def run_f(spark, work: Path, data: Path, tag: str, args: argparse.Namespace, *, 
 
     partitions = files_read_one_per_partition(spark) if one_file_per_partition else contextlib.nullcontext()
     with partitions, Stopwatch() as sw:
-        stream = (
-            spark.readStream.schema(schema).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt")
-            .json(str(data))
-        )
+        reader = spark.readStream.schema(schema).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt")
+        if files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", files_per_trigger)
+        stream = reader.json(str(data))
         query = (
             stream.writeStream.foreachBatch(write_good).option("checkpointLocation", str(root / "checkpoint"))
             .trigger(availableNow=True).start()
         )
         query.awaitTermination()
-    return {"seconds": sw.seconds, "out": [out], "root": root, "lake": out}
+    return {"seconds": sw.seconds, "out": [out], "root": root, "lake": out, "batches": len(batch_ids)}
 
 
 def _udf_parse():
@@ -401,27 +313,15 @@ def run_c(spark, work: Path, data: Path, tag: str, args: argparse.Namespace) -> 
     return {"seconds": sw.seconds, "out": [out, dlq], "root": root, "lake": out, "dlq": dlq}
 
 
-def stage_shares(stages: list[dict[str, float]], totals: list[float]) -> dict[str, dict[str, float]]:
-    """Median seconds of each runner step over the repetitions, and the time outside the batches."""
-    if not stages:
-        return {}
-    batch_key = "(inclusive) _process_batch"
-    keys = sorted({k for s in stages for k in s} - {batch_key})
-    out = {k: summary(s.get(k, 0.0) for s in stages) for k in keys}
-    out["outside the batches (setup, query start, Structured Streaming between batches, stop)"] = summary(
-        t - s.get(batch_key, 0.0) for s, t in zip(stages, totals)
-    )
-    return out
-
-
 def ways(args: argparse.Namespace) -> dict[str, Callable[..., dict[str, Any]]]:
-    """a at the default micro-batch size, b, c, the floors f and p, and t: a at the tuned size (when one is given)."""
+    """a and p at the default micro-batch size, b, c, f, and (when a tuned size is given) t and pt: a and p at it."""
     result: dict[str, Callable[..., dict[str, Any]]] = {
         "a": functools.partial(run_a, files_per_batch=args.files_per_batch), "b": run_b, "c": run_c,
-        "f": run_f, "p": functools.partial(run_f, one_file_per_partition=True),
+        "f": run_f, "p": functools.partial(run_f, one_file_per_partition=True, files_per_trigger=args.files_per_batch),
     }
     if args.tuned_files_per_batch >= 0 and args.tuned_files_per_batch != args.files_per_batch:
         result["t"] = functools.partial(run_a, files_per_batch=args.tuned_files_per_batch)
+        result["pt"] = functools.partial(run_f, one_file_per_partition=True, files_per_trigger=args.tuned_files_per_batch)
     return result
 
 
@@ -472,13 +372,27 @@ def _next_job_id(spark) -> int:
 
 
 def seconds_in_jobs(spark, first: int, end: int) -> float:
-    """Wall time of Spark jobs ``first`` .. ``end - 1`` (submission to completion, from Spark's status store),
-    summed: what a way spent with its executors at work. The rest of its time is the driver's alone."""
+    """Wall time covered by Spark jobs ``first`` .. ``end - 1`` (submission to completion, from Spark's status
+    store; overlapping jobs counted once): what a way spent with its executors at work. The rest of its time
+    is the driver's alone."""
     store = spark.sparkContext._jsc.sc().statusStore()
-    total = 0.0
+    spans = []
     for job_id in range(first, end):
         job = store.job(job_id)
-        total += (job.completionTime().get().getTime() - job.submissionTime().get().getTime()) / 1000
+        spans.append((job.submissionTime().get().getTime(), job.completionTime().get().getTime()))
+    return covered_ms(spans) / 1000
+
+
+def covered_ms(spans: list[tuple[int, int]]) -> int:
+    """Length of the union of ``(start, end)`` intervals."""
+    total, reach = 0, None
+    for start, end in sorted(spans):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
     return total
 
 
@@ -510,7 +424,8 @@ def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, 
     clock = CpuClock(spark)
     counts: dict[str, list[dict[str, int]]] = {w: [] for w in todo}
     orders: list[list[str]] = []
-    runner: dict[str, dict[str, list[Any]]] = {w: {"batches": [], "jobs": [], "stages": []} for w in todo if w in RUNNER_WAYS}
+    runner: dict[str, dict[str, list[Any]]] = {w: {"batches": [], "jobs": []} for w in todo if w in RUNNER_WAYS}
+    batches: dict[str, list[int]] = {w: [] for w in todo}
     for rep in range(reps):
         order = rotated(list(todo), rep)
         orders.append(order)
@@ -524,17 +439,20 @@ def measure(spark, work: Path, data: Path, reps: int, args: argparse.Namespace, 
             jit[way].append(jit_after - jit_before)
             in_jobs[way].append(seconds_in_jobs(spark, first_job, _next_job_id(spark)))
             counts[way].append(count_outputs(spark, way, result))
+            if "batches" in result:
+                batches[way].append(result["batches"])
             if way in runner:
-                for key in ("batches", "jobs", "stages"):
+                for key in ("batches", "jobs"):
                     runner[way][key].append(result[key])
             shutil.rmtree(result["root"], ignore_errors=True)
             extra = f" ({result['batches']} batches, {result['jobs']} Spark jobs)" if way in runner else ""
             log(f"  {label} rep {rep} {way}: {result['seconds']:.2f}s {counts[way][-1]}{extra}")
-    return {"times": times, "in_jobs": in_jobs, "cpu": cpu, "jit": jit, "counts": counts, "orders": orders, "expected": exp, "runner": runner}
+    return {"times": times, "in_jobs": in_jobs, "cpu": cpu, "jit": jit, "counts": counts, "orders": orders, "expected": exp, "runner": runner,
+            "batches": batches}
 
 
 def runner_summary(run: dict[str, list[Any]], times: list[float], files_per_batch: int, files: int) -> dict[str, Any]:
-    """What the report says about one runner configuration: batches, Spark jobs per batch, stage shares."""
+    """What the report says about one runner configuration: batches, Spark jobs per batch."""
     batches = run["batches"][-1] if run["batches"] else None
     jobs = [j for j in run["jobs"] if j is not None]
     return {
@@ -544,9 +462,38 @@ def runner_summary(run: dict[str, list[Any]], times: list[float], files_per_batc
         "batches": batches,
         "jobs": jobs,
         "jobs_per_batch": summary(j / b for j, b in zip(jobs, run["batches"]) if b),
-        "stages": run["stages"],
-        "stage_shares": stage_shares(run["stages"], times),
     }
+
+
+def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[str, Any]:
+    """The runner's cost per micro-batch over the floor p, in ms, per repetition.
+
+    The runner's excess over p at the same batch size is a fixed cost per batch times the batches plus a cost per
+    record; with the same records in more batches (t, pt) only the first part grows, so
+    ((t - pt) - (a - p)) / (batches of t - batches of a) is the fixed part (a two-point regression of the excess on
+    the batch count). (t - pt) / batches of t, which also carries the per-record excess, bounds it from above."""
+    extra = batches.get("t", 0) - batches.get("a", 0)
+    if extra <= 0 or batches.get("pt") != batches.get("t") or batches.get("p") != batches.get("a"):
+        return {}
+    excess_t = [t - q for t, q in zip(times["t"], times["pt"])]
+    excess_a = [a - p for a, p in zip(times["a"], times["p"])]
+    return {
+        "fixed_cost_ms": summary(1000 * (xt - xa) / extra for xt, xa in zip(excess_t, excess_a)),
+        "fixed_cost_upper_ms": summary(1000 * xt / batches["t"] for xt in excess_t),
+    }
+
+
+def jobs_without_bad_records(spark, work: Path, args: argparse.Namespace) -> list[float]:
+    """Spark jobs per micro-batch of the runner on data without a bad record (one file per batch, three files)."""
+    clean = work / "clean"
+    generate(clean, min(args.records, 3 * args.per_file), args.per_file, bad=False)
+    result = run_a(spark, work, clean, "clean", args, files_per_batch=1)
+    shutil.rmtree(result["root"], ignore_errors=True)
+    if result["bad"] or result["jobs"] is None or not result["batches"]:
+        log(f"  clean run: {result['bad']} bad records, {result['jobs']} jobs: not counted")
+        return []
+    log(f"  clean run: {result['batches']} batches, {result['jobs']} Spark jobs")
+    return [result["jobs"] / result["batches"]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -575,20 +522,20 @@ def main(argv: list[str] | None = None) -> int:
             counts = generate(work / "data", args.records, args.per_file)
             if args.warmup_records:
                 warm_counts = generate(work / "warmup", args.warmup_records, max(1, args.warmup_records // 2))
-        # The warm-up round runs every way once, uncounted. On the measured data by default: warmed on 50,000
-        # records only, the first counted run of the runner was still compiling its data path (17.3 s, then
-        # 12.4, 11.2, 9.6, 10.9 s; plain PySpark 7.3 then 6.3-7.0 s), so the rotation charged JIT warm-up to
-        # whichever way ran first. Cold-start costs are measured on their own (benchmarks 3 and 6).
+        # The warm-up round runs every way once, uncounted, on the measured data by default: a smaller warm-up
+        # leaves the runner's data path still being JIT-compiled in the first counted repetition, and the rotation
+        # would charge that to whichever way ran first. Cold starts are measured on their own (benchmarks 3 and 6).
         warm_data, warm_counts = (work / "warmup", warm_counts) if args.warmup_records else (work / "data", counts)
         data_bytes = sum(p.stat().st_size for p in (work / "data").iterdir())
         log(f"  {gen.seconds:.1f}s, {data_bytes / 1e6:.0f} MB; kinds {counts}")
         with Stopwatch() as start:
             spark = build_spark(args.driver_memory)
-        log(f"SparkSession started in {start.seconds:.1f}s (once, shared by a, b and c)")
+        log(f"SparkSession started in {start.seconds:.1f}s (once, shared by every way)")
         log("warm-up (not counted)")
         warm = measure(spark, work, warm_data, 1, args, expected(warm_counts), "warm")
-        log(f"measuring: {args.reps} repetitions of a, b, c (rotated order)")
+        log(f"measuring: {args.reps} repetitions of {', '.join(ways(args))} (rotated order)")
         main_run = measure(spark, work, work / "data", args.reps, args, expected(counts), "rep")
+        clean_jobs = jobs_without_bad_records(spark, work, args)
         spark.stop()
     finally:
         if not args.work_dir:
@@ -615,7 +562,6 @@ def main(argv: list[str] | None = None) -> int:
         "orders": main_run["orders"],
         "runner": runner,
         "batches_a": runner["a"]["batches"],
-        "stage_shares_a": runner["a"]["stage_shares"],
         "times": times,
         "counts": main_run["counts"],
         "warmup": {"records": args.warmup_records or args.records, "times": warm["times"], "counts": warm["counts"], "expected": warm["expected"]},
@@ -631,9 +577,6 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_a_b": paired_ratios(times["a"], times["b"]),
         "ratio_a_c": paired_ratios(times["a"], times["c"]),
         "ratio_c_b": paired_ratios(times["c"], times["b"]),
-        "target_a_b": TARGET_A_B,
-        "stretch_a_b": STRETCH_A_B,
-        "target_a_c": TARGET_A_C,
     }
     if "t" in times:
         result["ratio_t_b"] = paired_ratios(times["t"], times["b"])
@@ -643,12 +586,85 @@ def main(argv: list[str] | None = None) -> int:
         result[f"ratio_{way}_b"] = paired_ratios(times[way], times["b"])
     result["ratio_p_f"] = paired_ratios(times["p"], times["f"])
     result["ratio_a_p"] = paired_ratios(times["a"], times["p"])
+    result["batches"] = {w: v[-1] for w, v in main_run["batches"].items() if v}
+    if "t" in times:
+        result["ratio_t_pt"] = paired_ratios(times["t"], times["pt"])
+        result.update(fixed_cost(times, result["batches"]))
+    with_bad = [j / b for w in RUNNER_WAYS if w in runs for j, b in zip(runs[w]["jobs"], runs[w]["batches"]) if j is not None and b]
+    result["jobs_per_batch"] = {"with_bad": summary(with_bad), "without_bad": summary(clean_jobs)}
     path = write_result("error_handling", result, args.out)
     log(
         f"a/b {result['ratio_a_b']['median']:.2f} (min {result['ratio_a_b']['min']:.2f}, max {result['ratio_a_b']['max']:.2f}); "
         f"a/c {result['ratio_a_c']['median']:.2f}; written to {path}"
     )
     return 0
+
+
+# -- the report's section ------------------------------------------------------------------------------
+
+TITLE = "1. Cost of error handling on the data path"
+ABOUT = """
+The same generated JSON lines (1 % bad: malformed, a string where a number is expected, a missing required
+field; 0.4 % test orders, filtered) go through the same transforms (`coalesce(currency, 'EUR')`, keep
+`customer <> 'test'`, `round(amount * 100)`, `to_date(ts)`) into Parquet, in one `local[2]` SparkSession
+(its start excluded), after one uncounted warm-up round of every way:
+
+- **a** this project's runner in-process (`runner.execute`, what the spark-submit entry point calls): Parquet
+  lake, Parquet DLQ, nack window, commit markers, run report; every file in one micro-batch (the default).
+  **t**: the same with `max-files-per-trigger` set.
+- **p** the streaming floor at a's batch size: Spark's streaming JSON source, each file its own partition and
+  the batch in one task per core (as the runner reads), one `foreachBatch` writing the good rows to Parquet; no
+  DLQ, no counts. **pt**: p at t's batch size. **f**: p with Spark's default packing of files into partitions.
+- **b** plain PySpark batch job (`read.json` DROPMALFORMED, bad rows dropped): the physical reference.
+  **c** the hand-written alternative: a Python UDF with try/except, good rows to Parquet, bad rows to a DLQ.
+
+Every repetition runs every way in a rotated order; a ratio is taken per repetition, then median (min–max).
+**Fixed cost per micro-batch over p**, per repetition: ((t − pt) − (a − p)) ÷ (t's batches − a's batches), the
+growth of the runner's excess over the floor per extra batch at the same records (a two-point regression on the
+batch count); (t − pt) ÷ t's batches, which also carries the per-record excess, is its upper bound. Spark jobs
+per micro-batch are counted with Spark's status tracker (every batch job carries the query's run id as its
+group); "without bad records" is a run on clean data, one file per batch. Time in Spark jobs is the union of a
+way's jobs' submission → completion spans (Spark's status store); the rest is the driver's alone (planning,
+JVM round trips, commits, the streaming query's bookkeeping). Why the data path is built this way:
+[architecture](architecture.md#the-data-path-one-pass-per-micro-batch).
+"""
+WAY_NAMES = {
+    "a": "a: runner, default batch size", "t": "t: runner, max-files-per-trigger {t}", "p": "p: streaming floor, default batch size",
+    "pt": "pt: streaming floor, max-files-per-trigger {t}", "f": "f: streaming floor, Spark's file packing",
+    "b": "b: plain PySpark batch job", "c": "c: Python UDF with try/except",
+}
+RATIOS = (("ratio_a_p", "a/p"), ("ratio_t_pt", "t/pt"), ("ratio_a_c", "a/c"), ("ratio_a_b", "a/b"), ("ratio_p_b", "p/b"),
+          ("ratio_p_f", "p/f"), ("ratio_f_b", "f/b"), ("ratio_c_b", "c/b"), ("ratio_t_a", "t/a"),
+          ("cpu_ratio_a_p", "a/p in CPU time (driver JVM and Python)"), ("cpu_ratio_a_b", "a/b in CPU time"))
+
+
+def section(r: dict[str, Any]) -> str:
+    """Benchmark 1's markdown section from its result."""
+    from bench.markdown import section_text, spread, table
+
+    tuned = (r.get("runner", {}).get("t") or {}).get("max_files_per_trigger")
+    kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(r["kinds"].items()))
+    data = table(["records", "files × records", "MB", "kinds", "batches (a, t)"],
+                 [[f"{r['records']:,}", f"{r['files']} × {r['per_file']:,}", f"{r['data_bytes'] / 1e6:,.0f}", kinds,
+                   ", ".join(str(r.get("batches", {}).get(w, "–")) for w in ("a", "t"))]])
+    secs, inside, outside = r["seconds"], r.get("seconds_in_jobs", {}), r.get("seconds_outside_jobs", {})
+    ways = table(["way", "seconds", "in Spark jobs", "outside Spark jobs (driver)", "batches", "rows written, to the DLQ"],
+                 [[WAY_NAMES.get(w, w).format(t=tuned), spread(secs[w], 1), spread(inside.get(w), 1), spread(outside.get(w), 1),
+                   r.get("batches", {}).get(w, "–"), _rows_out(r["counts"][w])] for w in WAY_NAMES if w in secs])
+    ratios = table(["ratio", "median (min–max)"], [[label, spread(r[key])] for key, label in RATIOS if key in r])
+    per_batch = table(["per micro-batch", "value"], [
+        ["fixed cost over p (regression on batch count)", spread(r.get("fixed_cost_ms"), 0, " ms")],
+        ["(t − pt) ÷ t's batches (upper bound)", spread(r.get("fixed_cost_upper_ms"), 0, " ms")],
+        ["Spark jobs, batches with bad records", spread((r.get("jobs_per_batch") or {}).get("with_bad"), 1)],
+        ["Spark jobs, batches without bad records", spread((r.get("jobs_per_batch") or {}).get("without_bad"), 1)],
+    ])
+    return section_text(TITLE, ABOUT, data, ways, ratios, per_batch)
+
+
+def _rows_out(counts: list[dict[str, Any]]) -> str:
+    first = counts[0]
+    text = f"{first['written']:,}" + (f", {first['bad']:,}" if first.get("bad") is not None else "")
+    return text if all(c == first for c in counts) else text + " (varied between repetitions!)"
 
 
 if __name__ == "__main__":

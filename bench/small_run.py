@@ -16,6 +16,12 @@ splits the wall time into phases from:
   batch: trigger start, batchDuration and its parts, ms resolution), and the
   runner's ``batch N: ... in X s`` lines (time inside foreachBatch).
 
+The floor: a plain PySpark script (``bench/small_run_floor.py``) that starts a SparkSession,
+reads the same 15 records and writes them as Parquet, timed the same way (command start to exit).
+Each repetition runs the floor and the runner (and, with ``--baseline CHECKOUT``, the runner of
+another checkout of the project: before/after in one invocation) in rotated order; the runner's
+excess over the floor is a per-repetition difference.
+
 Repeated ``--runs`` times (each a new process and state directory); the doc
 shows each phase as median (min–max).
 """
@@ -35,12 +41,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, iso_epoch, log, setup_environment, summary, write_result
+from bench.common import REPO, iso_epoch, log, rotated, setup_environment, summary, write_result
 
 EXAMPLE = REPO / "examples" / "orders"
 SPARK_LINE = re.compile(r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d) (\w+) (\S+): (.*)$")
 PY_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) (\w+) (\S+): (.*)$")
 BATCH_LINE = re.compile(r"batch (\d+): read (\d+).* in ([\d.]+)s")
+FLOOR_SCRIPT = REPO / "bench" / "small_run_floor.py"
+TARGET_OVER_FLOOR_SECONDS = 2.0  # issue target: the runner within 2 s of the floor
 
 
 def _spark_time(text: str) -> float:
@@ -93,12 +101,45 @@ def parse_driver_log(text: str) -> dict[str, Any]:
                 batches[int(b.group(1))] = {"done": _py_time(at), "seconds": float(b.group(3)), "read": int(b.group(2))}
             if who == "py4j.clientserver" and "Python Server ready" in msg:
                 events.setdefault("python_callback_ready", _py_time(at))
+            if who == "airflow_conduit.spark.entrypoint" and "driver started" in msg:
+                events.setdefault("python_driver_started", _py_time(at))
         i += 1
     return {"events": events, "progress": progress, "batches": batches}
 
 
-def run_once(work: Path, poll: float, timeout: float) -> dict[str, Any]:
-    """One ``airflow-conduit run`` on a fresh copy of the example; the timestamps of its phases."""
+def code_environment(checkout: Path) -> dict[str, str]:
+    """This process's environment with ``checkout``'s package first on the path (the installed package may be
+    another checkout's: an editable install points at one folder)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(checkout), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    return env
+
+
+def run_floor(work: Path, timeout: float) -> dict[str, Any]:
+    """The plain PySpark script on a fresh copy of the example's input; its wall time and milestones."""
+    if work.exists():
+        shutil.rmtree(work)
+    source = work / "in"
+    shutil.copytree(EXAMPLE / "data" / "in", source)
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, str(FLOOR_SCRIPT), str(source), str(work / "out")], capture_output=True,
+                          text=True, timeout=timeout, cwd=str(work))
+    t_exit = time.time()
+    if proc.returncode != 0:
+        raise RuntimeError(f"the plain PySpark script exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    marks = json.loads(proc.stdout.strip().splitlines()[-1])
+    steps = [
+        ("python start, pyspark import", t0, marks["imported"]),
+        ("SparkSession start (JVM launch, SparkContext, session)", marks["imported"], marks["session"]),
+        ("read the records and write them (one job)", marks["session"], marks["written"]),
+        ("spark.stop", marks["written"], marks["stopped"]),
+        ("stopped → process exited (JVM exit)", marks["stopped"], t_exit),
+    ]
+    return {"wall_seconds": t_exit - t0, "phases": {name: b - a for name, a, b in steps}}
+
+
+def run_once(work: Path, poll: float, timeout: float, checkout: Path = REPO) -> dict[str, Any]:
+    """One ``airflow-conduit run`` of ``checkout``'s code on a fresh copy of the example; the timestamps of its phases."""
     if work.exists():
         shutil.rmtree(work)
     example = work / "orders"
@@ -110,7 +151,7 @@ def run_once(work: Path, poll: float, timeout: float) -> dict[str, Any]:
     out_path = work / "cli.out"
     t0 = time.time()
     with open(out_path, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=str(work))
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=str(work), env=code_environment(checkout))
         deadline = time.monotonic() + timeout
         while proc.poll() is None:
             if time.monotonic() > deadline:
@@ -149,6 +190,7 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
     progress = parsed["progress"]
     first_trigger = iso_epoch(progress[0]["timestamp"]) if progress else None
     sc = ev.get("spark_context_starting", submitted)
+    driver = min(max(ev.get("python_driver_started", sc), submitted), sc)  # absent in older drivers' logs: 0 s
     sc_ready = min(max(ev.get("spark_context_ready", sc), sc), started)
     batches = []
     for p in progress:
@@ -169,7 +211,8 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
     last_batch_end = max((b["trigger_start"] + b["batch_seconds"] for b in batches), default=query)
     marks = [
         ("command start → spark-submit started (CLI: Python + Airflow imports, spec check, packaging)", t0, submitted),
-        ("spark-submit started → SparkContext starting (JVM launch, driver Python start, imports)", submitted, sc),
+        ("spark-submit started → Python driver started (spark-submit's JVM launch, the driver's Python start)", submitted, driver),
+        ("Python driver started → SparkContext starting (the driver's imports: PySpark, the runner)", driver, sc),
         ("SparkContext start (JVM side: SparkEnv, block manager, executor)", sc, sc_ready),
         ("SparkContext ready → runner created (SparkSession, session settings; report started_at)", sc_ready, started),
         ("pipeline setup → query started (sources, destinations, DLQ, streaming query start)", started, query),
@@ -190,44 +233,93 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
     }
 
 
+def runner_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runner's figures over its runs: wall time, phases, first and later batches."""
+    names = list(runs[0]["phases"]) if runs else []
+    first = [r["batches"][0] for r in runs if r["batches"]]
+    later = [b for r in runs for b in r["batches"][1:]]
+    batch_keys = ("batch_seconds", "foreach_batch_seconds", "runner_seconds", "planning_seconds", "offsets_and_commit_seconds")
+    return {
+        "wall_seconds": summary(r["wall_seconds"] for r in runs),
+        "phases": {n: summary(r["phases"][n] for r in runs) for n in names},
+        "phase_order": names,  # the JSON file's keys are sorted
+        "first_batch": {k: summary(b[k] or 0 for b in first) for k in batch_keys},
+        "later_batches": {k: summary(b[k] or 0 for b in later) for k in batch_keys},
+        "batches_per_run": summary(len(r["batches"]) for r in runs),
+    }
+
+
+def over_floor(runs: list[dict[str, Any]], floors: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per repetition: the runner's wall time minus the floor's, and their ratio."""
+    return {
+        "seconds": summary(r["wall_seconds"] - f["wall_seconds"] for r, f in zip(runs, floors)),
+        "ratio": summary(r["wall_seconds"] / f["wall_seconds"] for r, f in zip(runs, floors)),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--poll", type=float, default=0.05)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--baseline", default=None, metavar="CHECKOUT",
+                        help="also run the CLI with another checkout's code (before/after in one invocation)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     setup_environment()
     root = Path(tempfile.mkdtemp(prefix="conduit-bench-small-"))
     os.environ.setdefault("AIRFLOW_HOME", str(root / "airflow-home"))  # the CLI needs no Airflow DB; keep it out of ~
-    runs = []
+    baseline = Path(args.baseline).resolve() if args.baseline else None
+    variants = ["floor", "runner", *(["baseline"] if baseline else [])]
+    results: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     try:
         for k in range(args.runs):
-            result = run_once(root / f"run-{k}", args.poll, args.timeout)
-            runs.append(result)
-            log(f"run {k + 1}: {result['wall_seconds']:.1f}s wall, {len(result['batches'])} batches, totals {result['totals']}")
-            for name, seconds in result["phases"].items():
-                log(f"    {seconds:6.1f}s  {name}")
+            for variant in rotated(variants, k):
+                work = root / f"{variant}-{k}"
+                if variant == "floor":
+                    result = run_floor(work, args.timeout)
+                    log(f"run {k + 1} floor (plain PySpark script): {result['wall_seconds']:.1f}s wall")
+                else:
+                    result = run_once(work, args.poll, args.timeout, REPO if variant == "runner" else baseline)
+                    log(f"run {k + 1} {variant}: {result['wall_seconds']:.1f}s wall, {len(result['batches'])} batches, "
+                        f"totals {result['totals']}")
+                results[variant].append(result)
+                for name, seconds in result["phases"].items():
+                    log(f"    {seconds:6.1f}s  {name}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    names = list(runs[0]["phases"]) if runs else []
-    first = [r["batches"][0] for r in runs if r["batches"]]
-    later = [b for r in runs for b in r["batches"][1:]]
+    runs, floors = results["runner"], results["floor"]
     result = {
         "command": "airflow-conduit run examples/orders/pipeline.yaml --state-dir <new temporary folder>",
         "records": 15,
         "runs": runs,
-        "wall_seconds": summary(r["wall_seconds"] for r in runs),
-        "phases": {n: summary(r["phases"][n] for r in runs) for n in names},
-        "phase_order": names,  # the JSON file's keys are sorted
-        "first_batch": {k: summary(b[k] or 0 for b in first) for k in
-                        ("batch_seconds", "foreach_batch_seconds", "runner_seconds", "planning_seconds", "offsets_and_commit_seconds")},
-        "later_batches": {k: summary(b[k] or 0 for b in later) for k in
-                          ("batch_seconds", "foreach_batch_seconds", "runner_seconds", "planning_seconds", "offsets_and_commit_seconds")},
-        "batches_per_run": summary(len(r["batches"]) for r in runs),
+        **runner_summary(runs),
+        "floor": {
+            "script": "bench/small_run_floor.py: SparkSession (local[*], Spark's defaults), read the same 15 JSON "
+                      "lines with the example's schema, write them as Parquet, stop",
+            "runs": floors,
+            "wall_seconds": summary(f["wall_seconds"] for f in floors),
+            "phases": {n: summary(f["phases"][n] for f in floors) for n in (floors[0]["phases"] if floors else {})},
+            "phase_order": list(floors[0]["phases"]) if floors else [],
+        },
+        "floor_wall_s": summary(f["wall_seconds"] for f in floors),  # the key bench/targets.py and sections.py read
+        "over_floor": over_floor(runs, floors),
+        "target_over_floor_seconds": TARGET_OVER_FLOOR_SECONDS,
+        "load_average_at_end": os.getloadavg(),
     }
+    if baseline:
+        result["baseline"] = {"checkout": str(baseline), "runs": results["baseline"], **runner_summary(results["baseline"]),
+                              "over_floor": over_floor(results["baseline"], floors),
+                              "runner_over_baseline_ratio": summary(r["wall_seconds"] / b["wall_seconds"]
+                                                                    for r, b in zip(runs, results["baseline"]))}
     path = write_result("small_run", result, args.out)
-    log(f"wall {result['wall_seconds']['median']:.1f}s (median of {len(runs)}); written to {path}")
+    extra = ""
+    if baseline:
+        extra = (f"; baseline {result['baseline']['wall_seconds']['median']:.1f}s "
+                 f"(+{result['baseline']['over_floor']['seconds']['median']:.1f}s over the floor)")
+    log(f"wall {result['wall_seconds']['median']:.1f}s, floor {result['floor']['wall_seconds']['median']:.1f}s: "
+        f"+{result['over_floor']['seconds']['median']:.1f}s over the floor (target ≤ {TARGET_OVER_FLOOR_SECONDS:.0f}s; "
+        f"median of {len(runs)}){extra}; written to {path}")
     return 0
 
 

@@ -320,5 +320,75 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# -- verdicts and the report's section -----------------------------------------------------------------
+
+# A sample is taken while the pipeline runs: it may catch the batch in flight (Spark's offset and commit log
+# entries with their .crc files, the commit markers, a nack-window file) before Spark's asynchronous log purge and
+# the runner's pruning removed the oldest ones; a bounded STATE_DIR's file count moves by up to this much.
+IN_FLIGHT_FILES = 8
+JUDGED_MEMORY = ("python_rss", "jvm_heap_used_after_gc")
+
+
+def verdicts(r: dict[str, Any]) -> dict[str, bool | None]:
+    """memory_flat: no growth trend in the judged memory measures after the retention windows filled;
+    state_dir_bounded: STATE_DIR's late growth under 1 KiB a batch and its file count within the in-flight files.
+    None when too few samples came after the retention windows."""
+    a = r["analysis"]
+    grows_ = a["memory_grows"]
+    memory_flat = None if any(grows_.get(k) is None for k in JUDGED_MEMORY) else not any(grows_[k] for k in JUDGED_MEMORY)
+    late = a["state_dir_after_retention"]
+    files, size = late.get("files"), late.get("bytes")
+    bounded = None
+    if files and size:
+        bounded = files["fitted_change"] <= max(3 * files["noise"], IN_FLIGHT_FILES) and size["per_batch"] < 1024
+    return {"memory_flat": memory_flat, "state_dir_bounded": bounded}
+
+
+TITLE = "5. Continuous soak: memory and STATE_DIR"
+ABOUT = f"""
+A `mode: continuous` pipeline (a `generator` source with 1 % bad records, a `filter` and an `sql` processor, a
+Parquet lake, a JSON DLQ, the nack window on) runs on a `local[2]` SparkSession with the runner's settings for
+hundreds of micro-batches, back to back. At each sample point: the driver's Python RSS (after `gc.collect()`) and
+the objects its garbage collector tracks, the JVM's RSS and heap in use after `System.gc()`, STATE_DIR's bytes
+and files. Spark's bounded job, stage and SQL history is lowered so that it fills early, and the verdicts are
+judged on the samples after every retention window is full ("late": commit markers and report batches keep
+100, nack-window files 20, Spark's logs 100). Growth per batch is the least-squares slope; memory grows when
+the fitted late growth exceeds 3× the samples' scatter and 1 MiB (Python RSS and heap after GC are judged; JVM
+RSS rises towards a plateau without a leak and is shown only). STATE_DIR is bounded when it grows by less than
+1 KiB a batch and its file count by no more than {IN_FLIGHT_FILES} files (one batch in flight).
+"""
+
+
+def section(r: dict[str, Any]) -> str:
+    from bench.markdown import section_text, table
+
+    def mib(v: float | None) -> str:
+        return "n/a" if v is None else f"{v / MIB:,.1f} MiB"
+
+    def per_batch(t: dict[str, float] | None, unit: str = "KiB") -> str:
+        if not t:
+            return "n/a"
+        if unit == "KiB":
+            return f"{t['per_batch'] / 1024:+,.1f} KiB (± {t['noise'] / 1024:,.0f})"
+        return f"{t['per_batch']:+,.2f} {unit} (± {t['noise']:,.1f})"
+
+    a, samples = r["analysis"], r["samples"]
+    facts = (f"{r['batches']} micro-batches in {samples[-1]['seconds'] / 60:.1f} min, {r['rows_per_batch']:,} records per batch, "
+             f"ended `{r['status']}` (exit code {r['exit_code']}); {r['totals']['read']:,} records read, {r['totals']['dlq']:,} to the DLQ.")
+    sample_rows = [[s["batches"], f"{s['seconds']:.0f} s", mib(s["python_rss"]), f"{s['python_objects']:,}", mib(s["jvm_rss"]),
+                    mib(s["jvm_heap_used_after_gc"]), f"{s['state_dir']['bytes'] / 1024:,.1f} KiB", f"{s['state_dir']['files']:,}"]
+                   for s in samples]
+    names = {"python_rss": "Python RSS", "jvm_heap_used_after_gc": "JVM heap after GC", "jvm_rss": "JVM RSS (not judged)",
+             "python_objects": "Python objects"}
+    trend_rows = [[names[k], per_batch(a["memory"].get(k), "objects" if k == "python_objects" else "KiB"),
+                   per_batch(a["memory_late"].get(k), "objects" if k == "python_objects" else "KiB")] for k in names]
+    late = a["state_dir_after_retention"]
+    trend_rows.append(["STATE_DIR bytes", per_batch(a["state_dir"].get("bytes")), per_batch(late.get("bytes"))])
+    trend_rows.append(["STATE_DIR files", per_batch(a["state_dir"].get("files"), "files"), per_batch(late.get("files"), "files")])
+    return section_text(TITLE, ABOUT, facts,
+                        table(["batch", "time", "Python RSS", "Python objects", "JVM RSS", "JVM heap after GC", "STATE_DIR", "files"], sample_rows),
+                        table(["growth per batch", "all samples", f"from batch {a.get('late_from', LATE_FROM)}"], trend_rows))
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -52,5 +52,5 @@ with DAG(
         max_retries=5,
         max_retries_window="5m",
         poll_interval=2,
-        faults="{{ params.faults | tojson }}",
+        backend_options={"faults": "{{ params.faults | tojson }}"},  # fault injection for the demo and tests
     )

@@ -9,14 +9,15 @@ the backoff delays. Prints the recovery timeline; keeps
 
 Exit codes: 0 the pipeline finished (stopped), 2 the spec, an option or the
 connection was refused (nothing started), 3 the pipeline is degraded, 4 another
-driver holds the state dir's lease (nothing started), 130 interrupted or SIGTERM
-(the job was stopped).
+driver holds the state dir's lease (nothing started), 5 the run could not be
+started on this machine, 130 interrupted or SIGTERM (the job was stopped).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -27,6 +28,7 @@ EXIT_OK = 0
 EXIT_SPEC_REFUSED = 2  # the spec or an option (state dir, recovery options, --faults) was refused
 EXIT_DEGRADED = 3
 EXIT_LEASE_HELD = 4
+EXIT_NOT_STARTED = 5  # the backend could not start a run (an OS error, the Spark binary missing...)
 EXIT_INTERRUPTED = 130
 CLI_CONN_ID = "conduit_cli_master"
 MAX_POLL_INTERVAL = 3600.0
@@ -63,7 +65,8 @@ def _hook(args: argparse.Namespace):
     if conn_id is None:
         os.environ[f"AIRFLOW_CONN_{CLI_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": args.master})
         conn_id = CLI_CONN_ID
-    return SparkPipelineHook(conn_id, backend="local")
+    conf = {} if args.spark_ui else {"spark.ui.enabled": "false"}  # nobody is shown it unless asked; it costs start-up
+    return SparkPipelineHook(conn_id, backend="local", backend_options={"conf": conf})
 
 
 def _stop_on_sigterm() -> None:
@@ -77,11 +80,45 @@ def _stop_on_sigterm() -> None:
 
 
 async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> dict:
+    """The watcher's next event. The trigger polls; the CLI, which started the driver's wrapper on this machine,
+    also wakes when that process exits, and looks at once instead of at the trigger's next poll."""
     from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 
-    trigger = SparkPipelineTrigger(handle, poll_interval=poll_interval, report_progress=report_progress)
-    event = await anext(trigger.run())
-    return event.payload
+    def next_event() -> asyncio.Future:
+        trigger = SparkPipelineTrigger(handle, poll_interval=poll_interval, report_progress=report_progress)
+        return asyncio.ensure_future(anext(trigger.run()))
+
+    watching = next_event()
+    with _process_exit(handle.get("pid")) as exited:
+        if exited is not None:
+            await asyncio.wait({watching, exited}, return_when=asyncio.FIRST_COMPLETED)
+    if not watching.done():  # the process exited while the trigger waited for its next poll
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+        watching = next_event()
+    return (await watching).payload
+
+
+@contextlib.contextmanager
+def _process_exit(pid: int | None):
+    """A future done when process ``pid`` exits (a pidfd becomes readable then), or None where pidfds are not
+    available. A false wake costs one look at the job, never a wrong answer: the watcher reads the exit record."""
+    pidfd = None
+    if pid and hasattr(os, "pidfd_open"):
+        with contextlib.suppress(OSError):
+            pidfd = os.pidfd_open(pid)
+    if pidfd is None:
+        yield None
+        return
+    loop = asyncio.get_running_loop()
+    exited = loop.create_future()
+    loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+    try:
+        yield exited
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
 
 
 def _quiet_airflow_logs() -> None:
@@ -115,20 +152,17 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}; nothing was started", file=sys.stderr)
         return EXIT_SPEC_REFUSED
 
-    from airflow_conduit.hooks.backends.base import PreviousRunAlive
-    from airflow_conduit.hooks.backends.lease import LeaseHeld
+    from airflow_conduit.hooks import kafka_connections
+    from airflow_conduit.hooks.errors import ConduitControlPlaneError
     from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
-    from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
     from airflow_conduit.pipeline.state_store import StateDir
 
     state_dir = StateDir(args.state_dir)
-    hook = _hook(args)
-    from airflow_conduit.hooks import kafka_connections
-
     try:
-        hook.get_conn()
+        hook = _hook(args)
+        hook.check_connection()
         kafka_connections.check(spec, args.spec)
-    except (SparkConnectionError, kafka_connections.KafkaConnectionError) as exc:
+    except ConduitControlPlaneError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_SPEC_REFUSED
     prefix = unique_run_prefix("cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
@@ -147,6 +181,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
             handle = hook.submit_job(args.spec, session.next_run_id(), args.state_dir, faults, previous=handle)
             session.current = handle
             _say(session.submitted_line(handle))
+            if args.spark_ui and handle.get("spark_ui"):
+                _say(f"Spark UI: {handle['spark_ui']}")
             persist()
             while True:
                 event = asyncio.run(_watch(handle, args.poll_interval, session.awaiting_first_record))
@@ -168,13 +204,13 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 return EXIT_DEGRADED
             time.sleep(step.decision.delay_seconds)
             session.engine.on_restarted()
-    except (LeaseHeld, PreviousRunAlive) as exc:
+    except ConduitControlPlaneError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         session.current = None
         session.engine.stop(f"not submitted: {exc}")
         if (state_dir.read_recovery() or {}).get("owner") == owner:
             persist()  # this command's own record; a refused first submission leaves the holder's file alone
-        return EXIT_LEASE_HELD
+        return not_started_exit_code(exc)
     except KeyboardInterrupt:
         if handle is not None and session.current is not None:
             _say(f"interrupted: stopping run {handle['run_id']}")
@@ -183,6 +219,18 @@ def run_pipeline(args: argparse.Namespace) -> int:
         session.engine.stop("stopped by user (interrupted)")
         persist()
         return EXIT_INTERRUPTED
+
+
+def not_started_exit_code(exc: BaseException) -> int:
+    """The exit code of a run the backend did not start: 4 the state dir is busy, 2 a connection is
+    unusable, 5 anything else (nothing of that run started either way)."""
+    from airflow_conduit.hooks.errors import ConnectionUnusable, StateDirBusy
+
+    if isinstance(exc, StateDirBusy):
+        return EXIT_LEASE_HELD
+    if isinstance(exc, ConnectionUnusable):
+        return EXIT_SPEC_REFUSED
+    return EXIT_NOT_STARTED
 
 
 def _let_go_of_the_state_dir(handle: dict) -> None:
@@ -216,7 +264,7 @@ def _pipeline_totals(state_dir, session) -> dict:
 
 
 def _summary(totals: dict, spec) -> None:
-    from airflow_conduit.operators.links import dlq_location
+    from airflow_conduit.pipeline.locations import dlq_location
 
     print(f"records: read {totals.get('read', 0)}, filtered {totals.get('filtered', 0)}, "
           f"dead letter queue {totals.get('dlq', 0)}, written {totals.get('written', {})}")
@@ -232,7 +280,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run a pipeline on local Spark, restarting it on transient failures",
         description="Run a pipeline through spark-submit on this machine with the recovery engine deciding restarts "
         "(backoff, windowed retry budget) like the Airflow operator does. Exit codes: 0 finished, 2 spec or "
-        "connection refused, 3 degraded, 4 another driver holds the state dir, 130 interrupted.",
+        "connection refused, 3 degraded, 4 another driver holds the state dir, 5 a run could not be started, "
+        "130 interrupted.",
     )
     parser.add_argument("spec", metavar="PIPELINE.yaml", help="pipeline spec file")
     parser.add_argument("--state-dir", required=True, help="the pipeline's state directory (kept across runs)")
@@ -241,5 +290,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--faults", default=None, help='fault injection, JSON, e.g. \'{"transient_first_runs": 2}\'')
     parser.add_argument("--master", default="local[*]", help="Spark master for spark-submit (default local[*])")
     parser.add_argument("--conn-id", default=None, help="use this Airflow spark connection instead of --master")
-    parser.add_argument("--poll-interval", type=float, default=2.0, help="seconds between looks at the job")
+    parser.add_argument("--poll-interval", type=float, default=2.0,
+                        help="seconds between looks at the job (its end is seen at once)")
+    parser.add_argument("--spark-ui", action="store_true",
+                        help="keep Spark's web UI on and print its address (off by default: it slows the start)")
     parser.set_defaults(func=run_pipeline)

@@ -17,11 +17,8 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_conduit.hooks.errors import KafkaConnectionError
 from airflow_conduit.pipeline.kafka_settings import CONNECTION_TYPE, CONNECTIONS_ENV
-
-
-class KafkaConnectionError(ValueError):
-    """A Kafka connection the spec names cannot be read (missing, wrong type): names the connection and the spec."""
 
 
 def kafka_connection_ids(spec) -> dict[str, str]:

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-class SparkConnectionError(ValueError):
-    """A Spark connection that cannot be used as it is (named in the message)."""
+from airflow_conduit.hooks.errors import SparkConnectionError
 
 
 def _spark_submit_hook(conn_id: str, **kwargs: Any):

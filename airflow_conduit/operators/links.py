@@ -26,17 +26,3 @@ class DeadLetterQueueLink(BaseOperatorLink):
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         return plugin_page("dlq", ti_key)
 
-
-def dlq_location(spec: Any) -> str:
-    """A link target for the spec's DLQ: file:// path for file DLQs, jdbc URL/table, kafka://servers/topic, or the log."""
-    dlq = spec.dead_letter_queue
-    settings = dict(dlq.settings or {})
-    if dlq.plugin == "file" and settings.get("path"):
-        path = str(settings["path"])
-        return path if "://" in path else f"file://{path}"
-    if dlq.plugin == "jdbc":
-        return f"{settings.get('url', 'jdbc')}#{settings.get('table', '')}"
-    if dlq.plugin == "kafka":
-        servers = settings.get("servers") or f"connection:{settings.get('connection', '')}"
-        return f"kafka://{servers}/{settings.get('topic', '')}"
-    return "log: the Spark driver log (builtin:log DLQ)"

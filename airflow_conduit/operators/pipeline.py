@@ -20,33 +20,37 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Sequence
 
-import httpx
+from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_conduit.hooks.backends.base import PreviousRunAlive
-from airflow_conduit.hooks.backends.lease import LeaseHeld
-from airflow_conduit.hooks.backends.standalone import MasterUnavailable, RestSubmissionError
-from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
-from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError
+from airflow_conduit.hooks.backends.retries import REST_RETRY_DELAY, REST_RETRY_LIMIT, REST_RETRY_MAX_DELAY, RestRetry
+from airflow_conduit.hooks.errors import ConduitControlPlaneError, KafkaConnectionError, LeaseHeld, SparkConnectionNotFound
+from airflow_conduit.hooks.spark_pipeline import BACKEND_KINDS, SparkPipelineHook
 from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_DLQ, XCOM_JOB, XCOM_STATE
+from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.pipeline.state_store import StateDir
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.recovery.session import RecoverySession, apply_event, degraded_message, unique_run_prefix
 from airflow_conduit.utils.recovery_config import resolve_recovery_options
-from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink, dlq_location
+from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
-from airflow_conduit.triggers.pipeline import EVENT_STATUSES, BackoffTrigger, SparkPipelineTrigger, record_stopped
+from airflow_conduit.triggers.pipeline import (
+    EVENT_STATUSES,
+    STATUS_FAILURES_TOLERATED,
+    BackoffTrigger,
+    SparkPipelineTrigger,
+    record_stopped,
+)
 from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable
 
-# A submission that could not happen now: retried by the recovery engine like a failed run.
-SUBMISSION_FAILURES = (PreviousRunAlive, LeaseHeld, RestSubmissionError, MasterUnavailable, httpx.HTTPError, OSError)
 AUDIT_IN_MESSAGE = 5  # audit events quoted in a degraded task's error message
 
 
@@ -63,13 +67,20 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         options; unset ones come from the Airflow Variable named by ``[conduit] variable``, then ``[conduit]``
     :param recovery_options: further engine options (e.g. ``{"backoff-reset-after": "1m"}``)
     :param poll_interval: seconds between two looks at the running job
-    :param faults: fault injection for tests and demos (docs/architecture.md): a dict, or JSON text
-        (templated, e.g. ``"{{ params.faults | tojson }}"``; ``null``/empty = none)
-    :param launcher: force the ``local`` or ``standalone`` backend instead of deriving it from the connection
+    :param status_failures_tolerated: watch rounds in a row whose status call failed (after the REST retries)
+        before the run counts as unobservable, a transient failure the recovery engine handles (default 3)
+    :param backend: force the ``local`` or ``standalone`` backend instead of deriving it from the connection
+        (``launcher``: its deprecated name)
+    :param backend_options: passed to the backend (templated), e.g. ``{"env": {...}}`` (local),
+        ``{"python": "/usr/bin/python3"}`` (standalone), ``worker_jars``/``spark_local_ip`` to override the
+        ``[conduit]`` worker defaults (``launcher_options``: its deprecated name)
+    :param rest_retry_limit: attempts per REST call to a standalone master (default 5)
+    :param rest_retry_delay: seconds before the second attempt, doubling after each one (default 1) ...
+    :param rest_retry_max_delay: ... up to this many seconds (default 10)
     :param spark_conf: extra Spark properties
     """
 
-    template_fields: Sequence[str] = ("spec", "state_dir", "conn_id", "faults")
+    template_fields: Sequence[str] = ("spec", "state_dir", "conn_id", "backend_options")
     template_ext: Sequence[str] = ()
     ui_color = "#e8f4ea"
     operator_extra_links = (SparkUILink(), DeadLetterQueueLink())
@@ -88,14 +99,28 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         policy: str | None = None,
         recovery_options: dict[str, Any] | None = None,
         poll_interval: float = 5.0,
-        faults: dict[str, Any] | str | None = None,
-        launcher: str | None = None,
+        status_failures_tolerated: int = STATUS_FAILURES_TOLERATED,
+        backend: str | None = None,
+        backend_options: dict[str, Any] | None = None,
+        rest_retry_limit: int = REST_RETRY_LIMIT,
+        rest_retry_delay: float = REST_RETRY_DELAY,
+        rest_retry_max_delay: float = REST_RETRY_MAX_DELAY,
         spark_conf: dict[str, Any] | None = None,
+        launcher: str | None = None,
         launcher_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ):
         kwargs.setdefault("retries", 0)  # recovery is the engine's job, not a second layer of Airflow retries
         super().__init__(**kwargs)
+        backend = _renamed("launcher", launcher, "backend", backend)
+        backend_options = _renamed("launcher_options", launcher_options, "backend_options", backend_options)
+        # A bad value fails the DAG's parse, naming the argument.
+        if backend is not None and backend not in BACKEND_KINDS:
+            raise ValueError(f"backend: expected one of {', '.join(BACKEND_KINDS)}, got {backend!r}")
+        RestRetry(rest_retry_limit, rest_retry_delay, rest_retry_max_delay)
+        if isinstance(status_failures_tolerated, bool) or not isinstance(status_failures_tolerated, int) \
+                or status_failures_tolerated < 0:
+            raise ValueError(f"status_failures_tolerated: expected a whole number >= 0, got {status_failures_tolerated!r}")
         self.spec = spec
         self.state_dir = state_dir
         self.conn_id = conn_id
@@ -109,10 +134,12 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             "policy": policy,
         }
         self.poll_interval = poll_interval
-        self.faults = faults
-        self.launcher = launcher
+        self.status_failures_tolerated = status_failures_tolerated
+        self.backend = backend
+        self.backend_options = backend_options or {}
+        self.rest_retry_arguments = {"rest_retry_limit": rest_retry_limit, "rest_retry_delay": rest_retry_delay,
+                                     "rest_retry_max_delay": rest_retry_max_delay}
         self.spark_conf = spark_conf
-        self.launcher_options = launcher_options or {}
         self._conduit_handle: dict | None = None
         self._conduit_dlq: str | None = None
 
@@ -158,15 +185,9 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             raise AirflowFailException(f"pipeline spec refused, nothing was submitted:\n{exc}") from exc
         try:
             kafka_connections.check(spec, path)
-        except kafka_connections.KafkaConnectionError as exc:
+        except KafkaConnectionError as exc:
             raise AirflowFailException(f"{exc}; nothing was submitted") from exc
         return path, spec
-
-    def _faults(self) -> dict | None:
-        faults = self.faults
-        if isinstance(faults, str):
-            faults = json.loads(faults) if faults.strip() else None
-        return faults or None
 
     def _owner(self, context: Any) -> dict[str, Any]:
         ti = context["ti"]
@@ -174,16 +195,14 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     def get_hook(self) -> SparkPipelineHook:
         """The hook of this task's connection; a connection that does not exist or cannot be read fails the task."""
-        options = dict(self.launcher_options)
+        options = dict(self.backend_options)
         if self.spark_conf:
             options["conf"] = self.spark_conf
-        hook = SparkPipelineHook(self.conn_id, backend=self.launcher, backend_options=options)
+        hook = SparkPipelineHook(self.conn_id, backend=self.backend, backend_options=options, **self.rest_retry_arguments)
         try:
-            hook.get_conn()
+            hook.check_connection()
         except SparkConnectionNotFound as exc:
             raise AirflowFailException(f"{exc}; nothing was submitted") from exc
-        except SparkConnectionError as exc:
-            raise AirflowException(str(exc)) from exc
         return hook
 
     # -- persistence: task_state_store and recovery.json ------------------------------------------------
@@ -287,15 +306,17 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         """Submit the next run (after making sure ``previous`` is gone) and defer to its watcher.
 
         A submission that cannot happen for now (the previous driver not confirmed gone, the state dir's
-        lease held, the cluster unreachable) is a failure like any other: the engine restarts or degrades.
+        lease held, the cluster unreachable: a transient ``ConduitControlPlaneError``) is a failure like any
+        other: the engine restarts or degrades. A connection that became unusable fails the task.
         """
         spec_path = spec_path or self._validated_spec()[0]
         hook = hook or self.get_hook()
         run_id = session.next_run_id()
         try:
-            handle = hook.submit_job(spec_path, run_id, self.state_dir, self._faults(), previous=previous,
-                                     **self._submission_options())
-        except SUBMISSION_FAILURES as exc:
+            handle = hook.submit_job(spec_path, run_id, self.state_dir, previous=previous, **self._submission_options())
+        except ConduitControlPlaneError as exc:
+            if not exc.transient:
+                raise
             self.log.error("run %s could not be submitted: %s", run_id, exc)
             event = submission_failed_event(run_id, exc)
             return self._handle_event(context, session, event, previous or {"run_id": run_id})
@@ -312,7 +333,8 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     def _watch(self, context: Any, session: RecoverySession, handle: dict) -> None:
         """Defer to the watcher; while recovering it also reports the first records written (-> recovered)."""
-        trigger = SparkPipelineTrigger(handle, poll_interval=self.poll_interval, report_progress=session.awaiting_first_record)
+        trigger = SparkPipelineTrigger(handle, poll_interval=self.poll_interval, report_progress=session.awaiting_first_record,
+                                       status_failures_tolerated=self.status_failures_tolerated)
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict | None = None, **kwargs: Any) -> Any:
@@ -371,6 +393,16 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                 SparkPipelineHook.kill_job(handle, graceful=True)
             finally:
                 record_stopped(handle, "stopped by user (task killed)")
+
+
+def _renamed(old_name: str, old_value: Any, name: str, value: Any) -> Any:
+    """An argument given by its deprecated name: warn, and use it (giving both is an error)."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise ValueError(f"{old_name} and {name} are the same argument: give {name} only")
+    warnings.warn(f"{old_name} is deprecated: use {name}", AirflowProviderDeprecationWarning, stacklevel=3)
+    return old_value
 
 
 def validate_event(event: Any, current: dict | None) -> None:

@@ -34,7 +34,8 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
     pipeline (its lease): schedule it when the pipeline is not running (e.g. downstream of it).
 
     Every argument of ``RecoveringSparkPipelineOperator`` (spec, state_dir, conn_id, recovery options,
-    poll_interval, faults: ``"batch": K`` of ``crash_after_destination`` names replay K), and:
+    poll_interval, backend_options; with ``backend_options={"faults": ...}`` in tests, ``"batch": K`` of
+    ``crash_after_destination`` names replay K), and:
 
     :param stages: only records failed at these stages (``source``, ``processor``, ``destination``...)
     :param components: only records failed by these component ids

@@ -32,7 +32,7 @@ from airflow_conduit.spark import expectations, source_lines
 from airflow_conduit.spark.destinations import Destination
 from airflow_conduit.spark.dlq import dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
-from airflow_conduit.spark.observed import ObservedMetrics
+from airflow_conduit.spark.observed import ObservedMetrics, observe
 from airflow_conduit.spark.parsing import PENDING_REASON
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from airflow_conduit.pipeline.report import RunReport
     from airflow_conduit.spark.commits import CommitLog
     from airflow_conduit.spark.dlq import PendingReasons
+    from airflow_conduit.spark.fates import Fates
     from airflow_conduit.spark.sources import SourcePlan
     from airflow_conduit.spark.stage import StageTracker
     from airflow_conduit.spark.window import WindowStore
@@ -80,9 +81,10 @@ def _partition_of(seq):
     return F.shiftright(seq, PARTITION_SHIFT)
 
 
-def rows_for(dest: Destination, branch: Branch, status: DataFrame) -> DataFrame:
+def rows_for(dest: Destination, branch: Branch, status: DataFrame, fates: "Fates | None" = None) -> DataFrame:
     """What ``dest`` writes: the branch's records, with their read-order number when it dedups on it (Kafka)."""
-    return branch.rows(status, keep=(C.SEQ,) if dest.wants_record_id else ())
+    keep = (C.SEQ,) if dest.wants_record_id else ()
+    return fates.rows(branch, status, keep) if fates is not None else branch.rows(status, keep=keep)
 
 
 def reads_again(todo: list) -> bool:
@@ -125,6 +127,8 @@ class BatchContext(Protocol):
     stage: "StageTracker"
     crash_hook: Callable[[str, int], None]  # called after each commit (fault injection in tests)
     crash_before_commit: Callable[[str, int], None]  # called after each write, before its commit (the same)
+    fates: "Fates"  # the fate columns and each destination's select list, built once per run
+    pass_columns: dict  # what every pass builds the same (columns, JVM lists), built by the first (BatchPass._once)
 
     @property
     def dlq_may_hold_pending_reasons(self) -> bool: ...
@@ -145,7 +149,18 @@ class BatchPass:
         self.batch_id = batch_id
         self.at = at
         self.spec = runner.spec
-        self.dlq_entry = dlq_entry(self.spec, runner.plans, keep_originals=runner.keep_originals)
+        self.dlq_entry = self._once(("dlq_entry",), lambda: dlq_entry(self.spec, runner.plans, keep_originals=runner.keep_originals))
+
+    def _once(self, key: tuple, build: Callable[[], Any]) -> Any:
+        """What every batch of the run builds the same, built by the first (each Column call is a JVM round trip)."""
+        cache = self.runner.pass_columns
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
+
+    def _in_tasks_per_core(self, status: DataFrame) -> DataFrame:
+        """``in_tasks_per_core``, the core count read once per run."""
+        return status.coalesce(self._once(("cores",), lambda: status.sparkSession.sparkContext.defaultParallelism))
 
     # -- what the pass observes -------------------------------------------------------------------------
 
@@ -175,6 +190,10 @@ class BatchPass:
         if self.runner.rules:
             columns.update(expectations.offender_columns(self.runner.rules, self.runner.plans))
         return columns
+
+    @staticmethod
+    def _jvm_columns(columns: dict[str, Column]) -> C.JvmColumns:
+        return C.JvmColumns(list(columns.values()), list(columns))
 
     def _metrics(self, dlq_needed: bool, *, window_needed: bool) -> list:
         nacked_seq = F.col(NACKED_SEQ)
@@ -213,31 +232,36 @@ class BatchPass:
         saved_window = r.windows.get(b)  # read once: the window of a batch an earlier attempt finished
         window_needed = saved_window is None
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
-        inputs = self._observed_inputs(dlq_needed, window_needed=window_needed)
-        status = self.status.withColumns(inputs) if inputs else self.status
-        status = in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
+        shape = (dlq_needed, self._window_enabled(window_needed), len(self.branches))
+        inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(dlq_needed, window_needed=window_needed)))
+        status = C.with_columns(self.status, inputs) if inputs else self.status
+        status = self._in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
         kept = reads_again(todo)
         if kept:
             status = status.persist()  # filled by the pass, read by the writes after it (then dropped)
         try:
-            return self._run(result, todo, status, observation, dlq_needed, window_needed, saved_window, kept)
+            return self._run(result, todo, status, observation, dlq_needed, window_needed, saved_window, kept, shape)
         finally:
             if kept:
                 status.unpersist()
 
     def _run(self, result: PassResult, todo, status: DataFrame, observation: Observation, dlq_needed: bool,
-             window_needed: bool, saved_window, kept: bool) -> PassResult:
+             window_needed: bool, saved_window, kept: bool, shape: tuple) -> PassResult:
         r = self.runner
         b = self.batch_id
-        observed = status.observe(observation, *self._metrics(dlq_needed, window_needed=window_needed))
+        metrics_columns = self._once(("metrics", *shape), lambda: C.JvmColumns(self._metrics(dlq_needed, window_needed=window_needed)))
+        observed = observe(status, observation, metrics_columns)
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r.stage.at("destination", dest.id, dest.plugin)
-            dest.write(rows_for(dest, branch, observed), b)
+            dest.write(rows_for(dest, branch, observed, r.fates), b)
         else:
             r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
-        metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",))  # the DLQ rows stay in the JVM
+        read = ((*source_lines.KEYS,) if dlq_needed and r.source_lines.needed else ()) + (("seq",) if shape[1] else ())
+        # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
+        metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
+                                  selects=self._once(("observed",), dict))
         counts = {"read": int(metrics["read"]), "nacked": int(metrics["nacked"]), "filtered": int(metrics["filtered"])}
         counts.update({f"w{br.index}": int(metrics[f"w{br.index}"]) for br in self.branches})
         result.counts = counts
@@ -257,7 +281,7 @@ class BatchPass:
             r.stage.at("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if (position > 0 or not dest.carries_a_pass) and n:
-                dest.write(rows_for(dest, branch, status if kept else in_tasks_per_core(self.status)), b)
+                dest.write(rows_for(dest, branch, status if kept else self._in_tasks_per_core(self.status), r.fates), b)
             r.crash_before_commit(dest.id, b)
             r.mark_committed(dest, b, n)
             written_now[dest.id] = n
@@ -287,21 +311,24 @@ class BatchPass:
     def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
         r = self.runner
         gathered = metrics.size("dlq") == nacked
+        lines = r.source_lines.needed
+        ordinal = source_lines.ORDINAL if gathered and lines else None
         if gathered:  # min_by returns them in read order
-            entries = metrics.elements("dlq")
+            entries = metrics.elements("dlq", ordinal=ordinal)
         else:  # more nacked records than the first pass gathers: a second pass reads just them
             entries = self.status.where(F.col(NACKED)).select(*self.dlq_entry)
         pending = bool(metrics.get("pending", 1))  # any reason still to work out (the pass works out most)
-        rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending)
-        if not r.source_lines.needed:
+        rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending,
+                                      keep=(ordinal,) if ordinal else ())
+        if not lines:
             return rows
-        return r.source_lines.apply(r.spark, rows, self._origins(metrics, entries, gathered))
+        return r.source_lines.apply(r.spark, rows, self._origins(metrics, entries, gathered), ordinal=ordinal)
 
     @staticmethod
     def _origins(metrics: ObservedMetrics, entries: DataFrame, gathered: bool) -> list[tuple]:
         """The nacked records' origins (``source_lines.KEYS``), read from the observation without a Spark job."""
         if gathered:
-            return list(zip(*(metrics.field("dlq", key) for key in source_lines.KEYS)))
+            return metrics.fields("dlq", source_lines.KEYS)
         return [tuple(row) for row in entries.select(*source_lines.KEYS).collect()]
 
     # -- nack window ------------------------------------------------------------------------------------

@@ -111,3 +111,46 @@ def with_filter(df: DataFrame, keep: Column) -> DataFrame:
     """Filter processor: active records where ``keep`` is not TRUE (FALSE or NULL) become filtered (acked)."""
     drop = active() & ~F.coalesce(keep, F.lit(False))
     return df.withColumn(FILTERED, F.col(FILTERED) | drop)
+
+
+# -- select lists handed to the JVM once per run -----------------------------------------------------------
+
+
+class JvmColumns:
+    """Columns built once per run and handed to the JVM once, as one ``Seq``.
+
+    PySpark turns a list of columns into a JVM ``Seq`` one element at a time, a Py4J round trip each, on every
+    ``select``, ``withColumns`` or ``observe``; a batch's plan makes several with dozens of columns. With the
+    ``Seq`` kept, each of those is one round trip (``select``, ``with_columns``), whatever the width.
+    ``Column`` objects are unresolved expressions, so one list serves every batch's DataFrame.
+    """
+
+    def __init__(self, columns: list[Column], names: list[str] | None = None):
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        assert sc is not None and sc._jvm is not None, "JvmColumns needs the driver's SparkContext"
+        self.columns = list(columns)
+        self.names = list(names) if names is not None else None
+        self.seq = sc._jvm.PythonUtils.toSeq([c._jc for c in self.columns])
+        self.name_seq = sc._jvm.PythonUtils.toSeq(self.names) if self.names is not None else None
+        self.rest = sc._jvm.PythonUtils.toSeq([c._jc for c in self.columns[1:]])  # for observe(first, rest)
+
+    def __bool__(self) -> bool:
+        return bool(self.columns)
+
+
+def _frame(jdf, like: DataFrame) -> DataFrame:
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    return ClassicDataFrame(jdf, like.sparkSession)
+
+
+def select(df: DataFrame, columns: JvmColumns) -> DataFrame:
+    """``df.select(*columns.columns)`` in one round trip."""
+    return _frame(df._jdf.select(columns.seq), df)
+
+
+def with_columns(df: DataFrame, columns: JvmColumns) -> DataFrame:
+    """``df.withColumns(dict(zip(columns.names, columns.columns)))`` in one round trip."""
+    return _frame(df._jdf.withColumns(columns.name_seq, columns.seq), df)

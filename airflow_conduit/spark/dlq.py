@@ -160,6 +160,7 @@ class PendingReasons:
         per_record["record"] = F.col(ORIGINAL) if spec.dead_letter_queue.include_messages else F.lit(None).cast("string")
         per_record["configs"] = _configs(spec, F.col("component_id"))
         self._as_gathered = {name: column.alias(name) for name, column in per_record.items()}
+        self._selects: dict[tuple[str, tuple[str, ...]], C.JvmColumns] = {}
 
     @functools.cached_property
     def _reasons(self) -> tuple[Column, list[Column], Column, dict[str, Column]]:
@@ -174,23 +175,42 @@ class PendingReasons:
         return pending_text, _parses(self.plans, text, source_id), reason_of, per_record
 
     def rows(
-        self, entries: DataFrame, *, run_id: str, batch_id: int, time_of_error: str, pending: bool = True
+        self, entries: DataFrame, *, run_id: str, batch_id: int, time_of_error: str, pending: bool = True,
+        keep: tuple[str, ...] = (),
     ) -> DataFrame:
         """The DLQ rows (``DLQ_COLUMNS``) of ``entries`` (the columns of ``dlq_entry``), on these few rows, after the pass.
 
         ``pending``: some entry's reason is still to be worked out (a line over ``parsing.short_line_limit``,
         or a field name a JSON path cannot name); without one the rows are one projection of the entries.
+        ``keep``: columns of ``entries`` kept after the DLQ's (``source_lines.ORDINAL``).
         The reasons in three projections, so that each line is parsed once (an expression used many times
         is not inlined into the next projection when it is not cheap): the parses, the reason, the DLQ's columns.
         """
-        batch = {
-            "pipeline_id": F.lit(self.spec.id), "run_id": F.lit(run_id), "batch_id": F.lit(batch_id).cast("long"),
-            "time_of_error": F.lit(time_of_error),
-        }
-        def select_list(per_record: dict[str, Column]) -> list[Column]:
-            return [batch[name].alias(name) if name in batch else per_record[name] for name in DLQ_COLUMNS]
-
         if not (self.needed and pending):
-            return entries.select(*select_list(self._as_gathered))
+            per_batch = C.JvmColumns([F.lit(batch_id).cast("long"), F.lit(time_of_error)], ["batch_id", "time_of_error"])
+            return C.with_columns(C.select(entries, self._gathered_select(run_id, keep)), per_batch)
+        batch = self._batch_columns(run_id)
+        batch.update({"batch_id": F.lit(batch_id).cast("long"), "time_of_error": F.lit(time_of_error)})
         pending_text, parses, reason, per_record = self._reasons
-        return entries.select("*", pending_text, *parses).select("*", reason).select(*select_list(per_record))
+        entries = entries.select("*", pending_text, *parses).select("*", reason)
+        return entries.select(*_select_list(batch, per_record, keep))
+
+    def _batch_columns(self, run_id: str) -> dict[str, Column]:
+        """The columns that are the same for a whole batch; the batch's own two as typed placeholders."""
+        return {
+            "pipeline_id": F.lit(self.spec.id), "run_id": F.lit(run_id), "batch_id": F.lit(None).cast("long"),
+            "time_of_error": F.lit(None).cast("string"),
+        }
+
+    def _gathered_select(self, run_id: str, keep: tuple[str, ...]) -> C.JvmColumns:
+        """The select list of rows without a pending reason, built once per run (the batch's own columns are then
+        set by one ``withColumns``)."""
+        key = (run_id, keep)
+        if key not in self._selects:
+            self._selects[key] = C.JvmColumns(_select_list(self._batch_columns(run_id), self._as_gathered, keep))
+        return self._selects[key]
+
+
+def _select_list(batch: dict[str, Column], per_record: dict[str, Column], keep: tuple[str, ...]) -> list[Column]:
+    """``DLQ_COLUMNS`` in order (the batch's from ``batch``, the others from ``per_record``), then ``keep``."""
+    return [batch[name].alias(name) if name in batch else per_record[name] for name in DLQ_COLUMNS] + [F.col(k) for k in keep]

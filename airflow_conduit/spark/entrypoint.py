@@ -24,6 +24,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: the package comes from --py-files or site-packages
     sys.path[:] = [p for p in sys.path if Path(p).resolve() != Path(__file__).resolve().parent]
 
+from airflow_conduit.spark.pyspark_path import without_redundant_pyspark_zip  # noqa: E402
+
+sys.path[:] = without_redundant_pyspark_zip(sys.path)  # before the first pyspark import (pyspark_path.py says why)
+
 from airflow_conduit.pipeline.report import RunReport, report_path, utc_now_iso  # noqa: E402
 from airflow_conduit.recovery import codes  # noqa: E402
 from airflow_conduit.recovery.errors import StructuredError  # noqa: E402
@@ -51,6 +55,7 @@ def _finish_with_error(report: RunReport, path: Path, error: StructuredError, ex
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     args = parse_args(argv)
+    log.info("run %s: driver started", args.run_id)  # the driver log's first line of ours: how long the launch took
     state_dir = Path(args.state_dir).absolute()
     path = report_path(state_dir, args.run_id)
     report = RunReport(pipeline_id=Path(args.spec).stem, run_id=args.run_id, started_at=utc_now_iso())

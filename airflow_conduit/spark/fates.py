@@ -101,13 +101,41 @@ def with_branches(records: DataFrame, destinations: tuple[DestinationSpec, ...],
 
 def with_fates(df: DataFrame, branches: list[Branch]) -> DataFrame:
     """Add the fate flags; the record's error becomes the first error anywhere (its own, then per destination)."""
+    return Fates().apply(df, branches)
+
+
+class Fates:
+    """``with_fates`` with its columns built once per run (the branches are the same every batch) and handed to
+    the JVM as one list each (``columns.JvmColumns``): two round trips a batch, whatever the destinations."""
+
+    def __init__(self) -> None:
+        self._built: dict[tuple[Branch, ...], tuple[C.JvmColumns | None, C.JvmColumns]] = {}
+        self._rows: dict[tuple[Branch, tuple[str, ...]], C.JvmColumns] = {}
+
+    def apply(self, df: DataFrame, branches: list[Branch]) -> DataFrame:
+        key = tuple(branches)
+        if key not in self._built:
+            self._built[key] = _fate_columns(branches)
+        error, flags = self._built[key]
+        return C.with_columns(C.with_columns(df, error) if error else df, flags)
+
+    def rows(self, branch: Branch, status: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
+        """``branch.rows(status, keep)``, its select list built once."""
+        key = (branch, keep)
+        if key not in self._rows:
+            self._rows[key] = C.JvmColumns([*[C.col(c).alias(name) for c, name in branch.fields], *[F.col(k) for k in keep]])
+        return C.select(status.where(F.col(written(branch.index))), self._rows[key])
+
+
+def _fate_columns(branches: list[Branch]) -> tuple[C.JvmColumns | None, C.JvmColumns]:
+    """The new error column (None when it is the record's own), then the flags, which read that new error."""
     errors = [F.col(C.ERROR)] + [F.col(b.error) for b in branches if b.error]
-    error = F.coalesce(*errors) if len(errors) > 1 else errors[0]
-    df = df.withColumn(C.ERROR, error).withColumn(NACKED, F.col(C.ERROR).isNotNull())
-    nacked = F.col(NACKED)
+    error = C.JvmColumns([F.coalesce(*errors)], [C.ERROR]) if len(errors) > 1 else None
+    nacked = F.col(C.ERROR).isNotNull()
     filtered = [
         F.col(C.FILTERED) | F.coalesce(F.col(b.filtered), F.lit(False)) if b.filtered else F.col(C.FILTERED) for b in branches
     ]
     everywhere = functools.reduce(lambda a, b: a & b, filtered) if filtered else F.col(C.FILTERED)
-    df = df.withColumn(FILTERED_ALL, ~nacked & everywhere)
-    return df.withColumns({written(b.index): ~nacked & ~flag for b, flag in zip(branches, filtered)})
+    flags = {NACKED: nacked, FILTERED_ALL: ~nacked & everywhere}
+    flags.update({written(b.index): ~nacked & ~flag for b, flag in zip(branches, filtered)})
+    return error, C.JvmColumns(list(flags.values()), list(flags))

@@ -8,8 +8,9 @@ one-row DataFrame (a local relation: reading it runs no Spark job); the small
 metrics come to Python, the DLQ rows go to the DLQ write as a DataFrame.
 
 This is the one place that uses PySpark's private ``Observation._jo`` (the
-JVM observation, whose ``getRow`` is what ``Observation.get`` reads); its
-contract is tested in tests/spark/test_observed.py.
+JVM observation, whose ``getRow`` is what ``Observation.get`` reads; ``observe``
+sets it as ``Observation._on`` does); its contract is tested in
+tests/spark/test_observed.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from airflow_conduit.spark.columns import JvmColumns, select
+
 
 def _jvm_row(observation: Observation):
     """The observed row as a JVM ``Row`` (waits, like ``Observation.get``, for the observed action to finish)."""
@@ -26,6 +29,16 @@ def _jvm_row(observation: Observation):
     if jo is None:
         raise RuntimeError("the observation was not used by an action (PySpark's Observation._jo is unset)")
     return jo.getRow()
+
+
+def observe(df: DataFrame, observation: Observation, metrics: JvmColumns) -> DataFrame:
+    """``df.observe(observation, *metrics.columns)`` with the metrics' JVM list built once per run (one round trip);
+    sets what ``Observation.get`` and ``_jvm_row`` read, as ``Observation._on`` does."""
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    observation._jvm = df.sparkSession.sparkContext._jvm
+    observation._jo = getattr(observation._jvm, "org.apache.spark.sql.Observation")(observation._name)
+    return ClassicDataFrame(df._jdf.observe(observation._jo, metrics.columns[0]._jc, metrics.rest), df.sparkSession)
 
 
 def _as_frame(spark: SparkSession, jrow) -> DataFrame:
@@ -38,14 +51,32 @@ def _as_frame(spark: SparkSession, jrow) -> DataFrame:
 class ObservedMetrics:
     """The metrics of one observation: ``values`` (all but ``heavy``) in Python, the ``heavy`` ones as DataFrames."""
 
-    def __init__(self, spark: SparkSession, observation: Observation, heavy: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        spark: SparkSession,
+        observation: Observation,
+        heavy: tuple[str, ...] = (),
+        fields: tuple[tuple[str, str], ...] = (),
+        selects: dict | None = None,
+    ):
+        """``fields``: (heavy metric, field) pairs read with the values, in the same collect (see ``field``).
+        ``selects``: where the select lists are kept between observations of the same shape (one run's batches)."""
+        self._selects = {} if selects is None else selects
         self.frame = _as_frame(spark, _jvm_row(observation))
         self.heavy = tuple(h for h in heavy if h in self.frame.columns)
         light = [c for c in self.frame.columns if c not in self.heavy]
         sizes = {h: f"__size_of_{h}" for h in self.heavy}  # read with the values: one collect, not one more per size
-        read = [*light, *[F.coalesce(F.size(h), F.lit(0)).alias(alias) for h, alias in sizes.items()]]
-        row = self.frame.select(*read).collect()[0].asDict(recursive=False) if read else {}
+        wanted = {(h, f): f"__field_{i}" for i, (h, f) in enumerate(fields) if h in self.heavy}
+        key = ("values", tuple(self.frame.columns), self.heavy, tuple(wanted))
+        if key not in self._selects:
+            self._selects[key] = JvmColumns([
+                *[F.col(c) for c in light], *[F.coalesce(F.size(h), F.lit(0)).alias(alias) for h, alias in sizes.items()],
+                *[F.col(h)[f].alias(alias) for (h, f), alias in wanted.items()],
+            ])
+        read = self._selects[key]
+        row = select(self.frame, read).collect()[0].asDict(recursive=False) if read else {}
         self._sizes = {h: int(row.pop(alias)) for h, alias in sizes.items()}
+        self._fields = {key: list(row.pop(alias) or []) for key, alias in wanted.items()}
         self.values: dict[str, Any] = row
 
     def __getitem__(self, name: str) -> Any:
@@ -62,13 +93,29 @@ class ObservedMetrics:
 
     def field(self, name: str, *path: str) -> list[Any]:
         """One (nested) field of every element of the heavy array metric ``name`` (in its order)."""
+        if len(path) == 1 and (name, path[0]) in self._fields:
+            return self._fields[(name, path[0])]
         column = F.col(name)
         for part in path:
             column = column[part]
         values = self.frame.select(column).collect()[0][0]
         return list(values or [])
 
-    def elements(self, name: str, field: str | None = None) -> DataFrame:
+    def fields(self, name: str, keys: tuple[str, ...]) -> list[tuple]:
+        """The fields ``keys`` of every element of the heavy array metric ``name`` (in its order), read at once."""
+        if all((name, key) in self._fields for key in keys):
+            return list(zip(*(self._fields[(name, key)] for key in keys)))
+        row = self.frame.select(*[F.col(name)[key] for key in keys]).collect()[0]
+        return list(zip(*(values or [] for values in row)))
+
+    def elements(self, name: str, field: str | None = None, *, ordinal: str | None = None) -> DataFrame:
         """The elements (structs) of the heavy array metric ``name``, one row each, in order: their fields as
-        columns, or those of their struct ``field``."""
-        return self.frame.select(F.explode(name).alias("e")).select(f"e.{field}.*" if field else "e.*")
+        columns, or those of their struct ``field``; with ``ordinal``, also each element's index under that name."""
+        key = ("elements", name, field, ordinal)
+        if key not in self._selects:
+            exploded = F.posexplode(name).alias(ordinal, "e") if ordinal else F.explode(name).alias("e")
+            self._selects[key] = (
+                JvmColumns([exploded]), JvmColumns([*([F.col(ordinal)] if ordinal else []), F.col(f"e.{field}.*" if field else "e.*")])
+            )
+        first, then = self._selects[key]
+        return select(select(self.frame, first), then)

@@ -63,7 +63,7 @@ from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
 from airflow_conduit.spark.dlq import PendingReasons
 from airflow_conduit.spark.batch_pass import BatchPass
-from airflow_conduit.spark.fates import Branch, with_branches, with_fates
+from airflow_conduit.spark.fates import Branch, Fates, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
 from airflow_conduit.spark.input_files import InputFiles, hadoop_stat
@@ -154,6 +154,8 @@ class PipelineRunner:
         self.dlq: Destination | None = None
         self.keep_originals = False  # keep the fields as read for the DLQ (a later stage can fail a record)
         self.rules = expectations.rules_of(spec)  # the expect processors' rules, counted in every batch
+        self.fates = Fates()  # the fate columns, built at the first batch
+        self.pass_columns: dict = {}  # what every batch pass builds the same, built at the first (batch_pass.BatchPass)
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -377,7 +379,7 @@ class PipelineRunner:
         union = apply_processors(union, self.spec.processors, ctx)
         union, branches = with_branches(union, self._destinations_as_planned(), ctx)
         self.stage.reset()
-        return with_fates(union, branches), branches
+        return self.fates.apply(union, branches), branches
 
     def _record_batch(
         self,

@@ -22,6 +22,7 @@ records are not read.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 from dataclasses import dataclass, replace
@@ -32,14 +33,16 @@ try:  # installed with PySpark's SQL extras; without it, a slower loop (see _Lin
     import numpy as _np
 except ImportError:  # pragma: no cover - numpy is in this project's environment
     _np = None
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.sources import SourcePlan, csv_header
 
 JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
 CSV_BLANK = bytes(range(33))  # Java's String.trim: a CSV line of these makes no record
+DEFAULT_MAX_STRING_LEN = 20_000_000  # Jackson's own limit on one string value
 CHUNK = 64 << 20  # a file is read in pieces of about this size, each ending at a line end
 log = logging.getLogger(__name__)
 
@@ -324,6 +327,9 @@ def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int
 
 # -- the DLQ rows -----------------------------------------------------------------------------------------
 
+FOUND = "__ac_found"  # the found line (number, text) of a DLQ row
+ORDINAL = "__ac_ordinal"  # a DLQ entry's place in the observation's array: its line is found by it (see SourceLines.apply)
+_LINES = T.ArrayType(T.StructType([T.StructField("line", T.LongType()), T.StructField("text", T.StringType())]))
 _RESOLVED = T.StructType([
     T.StructField("source_id", T.StringType()),
     T.StructField("source_file", T.StringType()),
@@ -369,17 +375,49 @@ class SourceLines:
                 out.append((source_id, file, split, position, number, as_record(line)))
         return out
 
-    def apply(self, spark: SparkSession, rows: DataFrame, keys: list[tuple]) -> DataFrame:
-        """``rows`` (the DLQ's columns) with ``source_position`` = the line number and ``record`` = the line."""
-        if not self.needed:
-            return rows
-        resolved = self.resolve(spark, keys)
+    def apply(self, spark: SparkSession, rows: DataFrame, keys: list[tuple], *, ordinal: str | None = None) -> DataFrame:
+        """``rows`` (the DLQ's columns) with ``source_position`` = the line number and ``record`` = the line.
+
+        With ``ordinal`` (a column of ``rows``: the row's index in ``keys``, dropped from the result) the lines
+        come as one literal array the optimizer folds, looked up by index: the DLQ write stays one job over
+        local rows. Without it (the DLQ rows of a second pass) they are joined in as a broadcast relation.
+        """
+        resolved = self.resolve(spark, keys) if self.needed else []
+        if ordinal is not None:
+            if not resolved:
+                return rows.drop(ordinal)
+            found = rows.select("*", self._line_at(resolved, keys, ordinal).alias(FOUND))
+            return C.with_columns(found, self._replacing_found).drop(FOUND, ordinal)
         if not resolved:
             return rows
         lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
         joined = rows.join(F.broadcast(lines), on=list(KEYS), how="left")
-        found = F.col("__ac_line").isNotNull()
-        replaced = {"source_position": F.coalesce(F.col("__ac_line"), F.col("source_position"))}
+        replaced = self._replaced(F.col("__ac_line"), F.col("__ac_line"), F.col("__ac_line_text"))
+        return joined.select(*[replaced[c].alias(c) if c in replaced else F.col(c) for c in rows.columns])
+
+    @functools.cached_property
+    def _replacing_found(self) -> C.JvmColumns:
+        """``_replaced`` from the ``FOUND`` column, built once per run."""
+        found = F.col(FOUND)
+        replaced = self._replaced(found, found["line"], found["text"])
+        return C.JvmColumns(list(replaced.values()), list(replaced))
+
+    def _replaced(self, found: Column, number: Column, text: Column) -> dict[str, Column]:
+        """The DLQ columns a found line replaces: ``source_position`` (its number) and, with messages, ``record``."""
+        replaced = {"source_position": F.coalesce(number, F.col("source_position"))}
         if self.include_messages:
-            replaced["record"] = F.when(found, F.col("__ac_line_text")).otherwise(F.col("record"))
-        return joined.select(*[replaced.get(c, F.col(c)).alias(c) for c in rows.columns])
+            replaced["record"] = F.when(found.isNotNull(), text).otherwise(F.col("record"))
+        return replaced
+
+    def _line_at(self, resolved: list[tuple], keys: list[tuple], ordinal: str) -> Column:
+        """The line (number and text) of the row at ``ordinal`` in ``keys``, from a JSON literal of them all
+        (``from_json`` of a literal is constant-folded: parsed once, on the driver)."""
+        found = {tuple(r[:4]): r[4:] for r in resolved}
+        lines = [found.get(tuple(key)) for key in keys]  # a key with a NULL part matches nothing, as in a join
+        text = json.dumps([None if line is None else {"line": line[0], "text": line[1]} for line in lines])
+        options = {"maxStringLen": str(max(len(text), DEFAULT_MAX_STRING_LEN))}  # a rejected line may be longer
+        return F.try_element_at(F.from_json(F.lit(text), self._lines_type, options), F.col(ordinal).cast("int") + F.lit(1))
+
+    @functools.cached_property
+    def _lines_type(self) -> str:
+        return _LINES.json()

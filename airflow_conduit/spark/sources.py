@@ -290,7 +290,7 @@ class SourceRecords:
     def __init__(self, plan: SourcePlan, *, single_source: bool, keep_originals: bool):
         self.plan = plan
         self._mine = None if single_source else F.col(C.SOURCE_ID) == F.lit(plan.id)
-        self._columns = _record_columns(plan, keep_originals=keep_originals)
+        self._columns = C.JvmColumns(_record_columns(plan, keep_originals=keep_originals))
 
     def of(self, batch: DataFrame) -> DataFrame:
         """This source's rows of ``batch``, see ``records``."""
@@ -300,7 +300,7 @@ class SourceRecords:
         rows = rows.withColumn(C.SEQ, F.monotonically_increasing_id())  # batch only; partitions of a union are never mixed
         if plan.origin_in_columns and plan.parser != "kafka":  # a Kafka record's origin is in its columns
             rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
-        return rows.select(*self._columns)
+        return C.select(rows, self._columns)
 
 
 def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_originals: bool) -> DataFrame:

@@ -7,8 +7,8 @@ the same job again and cannot start a second one. Its kwargs are ids and paths
 ``STATE_DIR/recovery.json``, not here.
 
 It survives blips: a status call is retried by the backend (tenacity), and a
-watch round that still fails is tolerated ``STATUS_FAILURES_TOLERATED`` times in
-a row; after that the job is unobservable, and the trigger says so with a
+watch round that still fails is tolerated ``status_failures_tolerated`` times in
+a row (an operator argument, default 3); after that the job is unobservable, and the trigger says so with a
 transient infrastructure error that goes through the recovery engine like any
 failure (before the next submission the hook makes sure the old driver is gone).
 
@@ -36,7 +36,7 @@ from airflow_conduit.recovery.errors import StructuredError
 
 LOG_TAIL_CHARS = 4000
 KILL_GRACE_SECONDS = 20.0  # below the triggerer's on_kill bound ([triggerer] on_kill_timeout, 30 s)
-STATUS_FAILURES_TOLERATED = 3
+STATUS_FAILURES_TOLERATED = 3  # the default of the operator's status_failures_tolerated
 STOPPED = "stopped"  # the job ended because it was asked to (its report has a stop_reason)
 EVENT_STATUSES = (RUNNING, SUCCEEDED, FAILED, STOPPED)
 SCHEDULER_LOOP_MARGIN_SECONDS = 5.0
@@ -140,18 +140,23 @@ class SparkPipelineTrigger(BaseTrigger):
     :param poll_interval: seconds between two looks at the job
     :param report_progress: also yield (once) a ``running`` event as soon as the job has written a record
         end to end; the operator uses it to mark a recovering pipeline as recovered
+    :param status_failures_tolerated: watch rounds in a row whose status call failed (after the backend's own
+        retries) before the run counts as unobservable: a transient failure the recovery engine handles
     """
 
-    def __init__(self, handle: dict[str, Any], poll_interval: float = 5.0, report_progress: bool = False):
+    def __init__(self, handle: dict[str, Any], poll_interval: float = 5.0, report_progress: bool = False,
+                 status_failures_tolerated: int = STATUS_FAILURES_TOLERATED):
         super().__init__()
         self.handle = handle
         self.poll_interval = float(poll_interval)
         self.report_progress = bool(report_progress)
+        self.status_failures_tolerated = int(status_failures_tolerated)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"handle": self.handle, "poll_interval": self.poll_interval, "report_progress": self.report_progress},
+            {"handle": self.handle, "poll_interval": self.poll_interval, "report_progress": self.report_progress,
+             "status_failures_tolerated": self.status_failures_tolerated},
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -165,8 +170,8 @@ class SparkPipelineTrigger(BaseTrigger):
             except Exception as exc:  # noqa: BLE001 - any failure to observe is a blip until proven otherwise
                 failures += 1
                 self.log.warning("%s: status unavailable (%d of %d tolerated): %s", run_id, failures,
-                                 STATUS_FAILURES_TOLERATED, exc)
-                if failures > STATUS_FAILURES_TOLERATED:
+                                 self.status_failures_tolerated, exc)
+                if failures > self.status_failures_tolerated:
                     report = await asyncio.to_thread(_read_report, self.handle["report_path"])
                     status = JobStatus(FAILED, message=str(exc))
                     yield TriggerEvent(self._event(FAILED, status, report, error=unobservable_error(run_id, exc, failures)))

@@ -67,6 +67,8 @@ def test_relative_state_dir_runs_the_pipeline(orders):
     expected = json.loads((orders / "expected.json").read_text())
     assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])
     assert not list((orders / "relstate" / "runs").glob("*/relstate"))  # nothing written under a doubled path
+    driver_log = next((orders / "relstate" / "runs").glob("*/driver.log")).read_text(errors="replace")
+    assert "'SparkUI'" not in driver_log and "Spark UI:" not in result.stdout  # off for a CLI run unless --spark-ui
 
 
 def test_spark_submit_refusing_the_master_degrades_once_instead_of_looping(orders):

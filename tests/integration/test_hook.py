@@ -72,7 +72,22 @@ def test_the_operator_fails_on_a_missing_connection_before_submitting(tmp_path):
 
 def test_embedded_local_spark_only_by_name():
     hook = SparkPipelineHook("conduit_local")
-    assert hook.get_conn()["master"] == "local[*]" and hook.backend_kind == "local"
+    assert hook.connection_settings["master"] == "local[*]" and hook.backend_kind == "local"
+    assert (hook.get_conn().conn_id, hook.get_conn().conn_type, hook.get_conn().host) == ("conduit_local", "spark", "local[*]")
+
+
+def test_get_conn_is_the_airflow_connection_and_the_spark_reading_of_it_is_named(monkeypatch):
+    from airflow.sdk import Connection
+
+    monkeypatch.setenv("AIRFLOW_CONN_HOOK_STORED", json.dumps(
+        {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 7077, "extra": {"deploy-mode": "cluster", "rest-port": "6067"}}))
+    hook = SparkPipelineHook("hook_stored")
+    conn = hook.get_conn()
+    assert isinstance(conn, Connection) and conn.conn_id == "hook_stored" and conn.port == 7077
+    assert conn.extra_dejson["deploy-mode"] == "cluster"
+    settings = hook.connection_settings  # the Spark provider's reading of that connection
+    assert settings["master"] == "spark://127.0.0.1:7077" and settings["deploy_mode"] == "cluster"
+    assert hook.backend_kind == "standalone" and hook.backend.rest_endpoint == "http://127.0.0.1:6067"
 
 
 @pytest.mark.parametrize(

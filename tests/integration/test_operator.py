@@ -1,6 +1,6 @@
 """RecoveringSparkPipelineOperator with dag.test() and real local Spark (spark-submit, local[*]).
 
-Faults are injected with the job's documented --faults (docs/architecture.md): transient failures
+Faults are injected with the job's documented --faults (the backend option ``faults``, docs/architecture.md): transient failures
 on the first N runs of a state dir, or a fatal failure; both fail the run before its SparkSession,
 so only the successful run pays for a full Spark start.
 """
@@ -75,7 +75,7 @@ def test_fatal_error_degrades_after_one_submission_without_airflow_retry(airflow
         state_dir=str(state_dir),
         min_delay="1s",
         poll_interval=0.5,
-        faults={"fatal": True},
+        backend_options={"faults": {"fatal": True}},
         retries=3,  # even with Airflow retries configured, a degraded pipeline is not retried
     )
     assert dr.state == "failed"
@@ -99,7 +99,7 @@ def test_retry_budget_exhausted_within_the_window_degrades(airflow_db, orders):
         max_retries=2,
         max_retries_window="10m",
         poll_interval=0.5,
-        faults={"transient_first_runs": 10},
+        backend_options={"faults": {"transient_first_runs": 10}},
     )
     assert dr.state == "failed"
     assert len(run_folders(state_dir)) == 3  # the first run and max-retries (2) restarts

@@ -84,7 +84,7 @@ def test_replay_operator_dry_run_then_replay_killed_and_restarted_writes_each_re
     assert lake(root) == [1, 5] and not (root / "state" / "replays" / "1").exists()  # nothing written, nothing marked
 
     crash = {"crash_after_destination": {"destination": "dead-letter-queue", "batch": 1}}
-    dr = run_dag("replay_op_killed", replay={"spec": fixed, "state_dir": state, "faults": crash, "stages": "source"})
+    dr = run_dag("replay_op_killed", replay={"spec": fixed, "state_dir": state, "backend_options": {"faults": crash}, "stages": "source"})
     assert dr.state == "success"
     summary = xcoms(dr.dag_id, dr.run_id)["return_value"]
     assert summary["submissions"] == 2  # killed (SIGKILL, exit 137), restarted by the recovery engine

@@ -53,7 +53,7 @@ def test_a_new_try_watches_the_job_the_crashed_one_submitted(airflow_db, tmp_pat
     earlier_try(dag_id, run_after, state_dir, session)  # the worker died here, before deferring
 
     dr = run_test_dag(dag_id, spec=SPEC, state_dir=str(state_dir), poll_interval=0.5, min_delay="1s",
-                      conn_id="conduit_local", launcher_options={"application": tiny_job, "py_files": ""},
+                      conn_id="conduit_local", backend_options={"application": tiny_job, "py_files": ""},
                       _dag_test={"run_after": run_after.isoformat(), "logical_date": run_after.isoformat()})
     assert dr.state == "success"
     summary = xcoms(dag_id, dr.run_id)["return_value"]
@@ -74,8 +74,8 @@ def test_an_airflow_retry_keeps_the_retry_window(airflow_db, tmp_path, tiny_job)
     earlier_try(dag_id, run_after, state_dir, session)
 
     dr = run_test_dag(dag_id, spec=SPEC, state_dir=str(state_dir), poll_interval=0.5, min_delay="1s",
-                      max_retries=2, max_retries_window="1h", faults={"exit": 75},
-                      conn_id="conduit_local", launcher_options={"application": tiny_job, "py_files": ""},
+                      max_retries=2, max_retries_window="1h",
+                      conn_id="conduit_local", backend_options={"application": tiny_job, "py_files": "", "faults": {"exit": 75}},
                       _dag_test={"run_after": run_after.isoformat(), "logical_date": run_after.isoformat()})
     assert dr.state == "failed"
     assert len(starts(state_dir)) == 1  # one more run, then degraded: the window was not reset

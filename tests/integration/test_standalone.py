@@ -93,7 +93,7 @@ def test_driver_killed_mid_run_is_restarted_and_outputs_stay_exactly_once(airflo
         min_delay="1s",
         max_retries=3,
         poll_interval=1,
-        faults={"crash_after_destination": {"destination": "lake", "batch": 0}},
+        backend_options={"faults": {"crash_after_destination": {"destination": "lake", "batch": 0}}},
     )
     assert dr.state == "success"
     values = xcoms(dr.dag_id, dr.run_id)

@@ -41,7 +41,7 @@ def test_serialize_round_trips_through_the_classpath(tmp_path):
     trigger = SparkPipelineTrigger(handle, poll_interval=0.5, report_progress=True)
     classpath, kwargs = trigger.serialize()
     json.dumps(kwargs)  # must survive the trigger table
-    assert set(kwargs) == {"handle", "poll_interval", "report_progress"}  # ids, not the recovery state
+    assert set(kwargs) == {"handle", "poll_interval", "report_progress", "status_failures_tolerated"}  # ids, not the recovery state
     module, _, name = classpath.rpartition(".")
     rebuilt = getattr(__import__(module, fromlist=[name]), name)(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
@@ -246,20 +246,15 @@ class FlakyMaster:
         self.server.server_close()
 
 
-def standalone_handle(tmp_path, port: int) -> dict:
+QUICK_REST_RETRIES = {"limit": 5, "delay": 0.01, "max_delay": 0.05}  # the hook's rest_retry_* arguments, as a handle carries them
+
+
+def standalone_handle(tmp_path, port: int, rest_retry: dict = QUICK_REST_RETRIES) -> dict:
     return {"launcher": "standalone", "run_id": "s1", "state_dir": str(tmp_path), "report_path": str(tmp_path / "r.json"),
-            "log_path": None, "driver_id": "driver-1", "rest_endpoint": f"http://127.0.0.1:{port}"}
+            "log_path": None, "driver_id": "driver-1", "rest_endpoint": f"http://127.0.0.1:{port}", "rest_retry": rest_retry}
 
 
-@pytest.fixture
-def quick_rest_retries(monkeypatch):
-    from airflow_conduit.hooks.backends import standalone
-
-    monkeypatch.setattr(standalone, "REST_WAIT_MIN", 0.01)
-    monkeypatch.setattr(standalone, "REST_WAIT_MAX", 0.05)
-
-
-async def test_status_blips_and_unknown_driver_states_do_not_end_the_watch(tmp_path, quick_rest_retries):
+async def test_status_blips_and_unknown_driver_states_do_not_end_the_watch(tmp_path):
     # 5xx twice (retried inside one status call), then the master's own words for "not finished yet".
     master = FlakyMaster([500, 503, "SUBMITTED", "RUNNING", "UNKNOWN", "RELAUNCHING", "RUNNING", "FINISHED"])
     try:
@@ -270,7 +265,7 @@ async def test_status_blips_and_unknown_driver_states_do_not_end_the_watch(tmp_p
     assert master.requests == 8
 
 
-async def test_a_job_that_cannot_be_observed_becomes_a_classified_failure(tmp_path, quick_rest_retries):
+async def test_a_job_that_cannot_be_observed_becomes_a_classified_failure(tmp_path):
     from airflow_conduit.hooks.backends.local import free_port
 
     handle = standalone_handle(tmp_path, free_port())  # nothing listens there: the master is gone

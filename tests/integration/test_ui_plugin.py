@@ -49,7 +49,7 @@ def ui_runs(airflow_db, tmp_path_factory):
         max_retries=5,
         max_retries_window="1h",
         poll_interval=0.5,
-        faults={"transient_first_runs": 2},
+        backend_options={"faults": {"transient_first_runs": 2}},
     )
     assert recovered.state == "success"
     degraded = run_test_dag(
@@ -58,7 +58,7 @@ def ui_runs(airflow_db, tmp_path_factory):
         state_dir=str(root / "state-degraded"),
         _plain_task=True,
         poll_interval=0.5,
-        faults={"fatal": True},
+        backend_options={"faults": {"fatal": True}},
     )
     assert degraded.state == "failed"
     with create_session() as session:
@@ -447,7 +447,7 @@ def _start_backing_off_pipeline(orders: Path, root: Path, tmp_path: Path):
 
     params = {"dag_id": "ui_recovering", "plain_task": False, "operator": {
         "spec": str(orders / "pipeline.yaml"), "state_dir": str(root / "state-recovering"), "conn_id": "conduit_local", "min_delay": "5m",
-        "max_retries": 5, "max_retries_window": "1h", "poll_interval": 0.5, "faults": {"transient_first_runs": 1}}}
+        "max_retries": 5, "max_retries_window": "1h", "poll_interval": 0.5, "backend_options": {"faults": {"transient_first_runs": 1}}}}
     env = dict(os.environ, CONDUIT_TEST_DAG=json.dumps(params))
     return subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "dags", "test", "ui_recovering"], env=env,
                             stdout=(tmp_path / "dags-test.log").open("w"), stderr=subprocess.STDOUT, start_new_session=True)

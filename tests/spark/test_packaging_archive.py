@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -13,7 +15,7 @@ def test_archive_holds_the_core_and_spark_and_no_airflow_imports(tmp_path):
     path = build_py_files_archive(tmp_path)
     with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
-        sources = {name: archive.read(name).decode() for name in names}
+        sources = {name: archive.read(name).decode() for name in names if name.endswith(".py")}
     tops = {n.split("/")[1] for n in names if n.count("/") >= 2}
     assert tops == {"recovery", "pipeline", "spark"}
     assert "airflow_conduit/__init__.py" in names and "airflow_conduit/spark/entrypoint.py" in names
@@ -25,3 +27,33 @@ def test_archive_holds_the_core_and_spark_and_no_airflow_imports(tmp_path):
             assert not any(m == "airflow" or m.startswith("airflow.") for m in modules), name
     assert build_py_files_archive(tmp_path / "again") and Path(path).read_bytes() == (tmp_path / "again" / Path(path).name).read_bytes()
     assert Path(entrypoint_path()).is_file() and entrypoint_path().endswith("airflow_conduit/spark/entrypoint.py")
+
+
+def test_each_module_ships_with_byte_code_that_python_imports_instead_of_compiling(tmp_path):
+    path = build_py_files_archive(tmp_path)
+    with zipfile.ZipFile(path) as archive:
+        names = set(archive.namelist())
+    modules = {n for n in names if n.endswith(".py")}
+    assert {n + "c" for n in modules} <= names
+    probe = ("import importlib, json, sys; m = importlib.import_module('airflow_conduit.pipeline.loader'); "
+             "print(json.dumps([m.__file__, m.load_pipeline.__name__]))")
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {path!r}); {probe}"],
+                         capture_output=True, text=True, check=True)
+    loaded_from, name = __import__("json").loads(out.stdout)
+    assert loaded_from == f"{path}/airflow_conduit/pipeline/loader.pyc" and name == "load_pipeline"
+
+
+def test_byte_code_that_does_not_match_its_source_is_ignored_for_the_source(tmp_path):
+    """A .pyc is checked against its source's hash: a stale one is never run."""
+    path = build_py_files_archive(tmp_path)
+    stale = tmp_path / "stale.zip"
+    with zipfile.ZipFile(path) as archive, zipfile.ZipFile(stale, "w") as out:
+        for info in archive.infolist():
+            data = archive.read(info)
+            if info.filename == "airflow_conduit/pipeline/locations.py":
+                data += b"\nEDITED = True\n"
+            out.writestr(info, data)
+    probe = "import airflow_conduit.pipeline.locations as m; print(m.__file__, m.EDITED)"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(stale)!r}); {probe}"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [f"{stale}/airflow_conduit/pipeline/locations.py", "True"]

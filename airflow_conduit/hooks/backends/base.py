@@ -8,8 +8,9 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from airflow_conduit.hooks.errors import PreviousRunAlive  # noqa: F401 - what ensure_gone raises, importable here too
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 
@@ -25,7 +26,7 @@ JOB_STATES = (RUNNING, SUCCEEDED, FAILED)
 #   run_id       the Spark job's --run-id
 #   state_dir    the pipeline's state directory
 #   report_path  STATE_DIR/runs/<run-id>/report.json
-#   log_path     driver log, when this machine can read it (local launcher), else None
+#   log_path     driver log, when this machine can read it (local backend), else None
 #   submitted_at ISO-8601 UTC
 #   spark_ui     URL of the Spark UI (local driver) or of the master's UI (standalone), or None
 JobHandle = dict
@@ -36,7 +37,7 @@ class JobStatus:
     """What a backend knows about a job: its state, and how it ended when it did."""
 
     state: str  # one of JOB_STATES
-    exit_code: int | None = None  # process exit code (local launcher), None when unknown
+    exit_code: int | None = None  # process exit code (local backend), None when unknown
     driver_state: str | None = None  # the cluster manager's word (standalone: RUNNING, FINISHED, FAILED, KILLED...)
     message: str = ""
 
@@ -56,11 +57,17 @@ class JobBackend(ABC):
     @abstractmethod
     def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None,
                replay: str | None = None) -> JobHandle:
-        """Start one run of the pipeline (or, with ``replay``, a DLQ replay) and return its handle (the job runs on)."""
+        """Start one run of the pipeline (or, with ``replay``, a DLQ replay) and return its handle (the job runs on).
+
+        Raises a ``SubmissionRefused`` or a ``BackendUnreachable`` (hooks/errors.py) when the run did not start.
+        """
 
     @abstractmethod
     def status(self, handle: JobHandle) -> JobStatus:
-        """The job's current status. Never blocks for long; never starts anything."""
+        """The job's current status. Never blocks for long; never starts anything.
+
+        Raises ``StatusUnavailable`` (hooks/errors.py) when it cannot be read.
+        """
 
     async def status_async(self, handle: JobHandle) -> JobStatus:
         """Non-blocking status for triggers: by default the blocking call runs in a worker thread."""
@@ -78,8 +85,22 @@ class JobBackend(ABC):
         """
 
 
-class PreviousRunAlive(RuntimeError):
-    """The previous run of a pipeline may still be running: the next one is not submitted."""
+def jar_list(jars: str | Sequence[str]) -> list[str]:
+    """The ``worker_jars`` option as a list: a list, or comma-separated text."""
+    items = jars.split(",") if isinstance(jars, str) else jars
+    return [str(jar).strip() for jar in items if str(jar).strip()]
+
+
+def present_jars(jars: Sequence[str]) -> list[str]:
+    """The worker jars (``[conduit] worker_jars``) that exist on this machine: a missing one is skipped."""
+    return [jar for jar in jars if os.path.exists(jar)]
+
+
+def fault_injection(faults: dict | str | None) -> dict | None:
+    """The ``faults`` backend option (tests and demos): a dict, or JSON text (templated: ``null``/empty = none)."""
+    if isinstance(faults, str):
+        faults = json.loads(faults) if faults.strip() else None
+    return faults or None
 
 
 def run_dir(state_dir: str | os.PathLike[str], run_id: str) -> Path:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from airflow_conduit.hooks.backends import detached, lease
 from airflow_conduit.hooks.backends.base import (
@@ -29,16 +29,18 @@ from airflow_conduit.hooks.backends.base import (
     JobBackend,
     JobHandle,
     JobStatus,
-    PreviousRunAlive,
     entrypoint_arguments,
+    fault_injection,
+    jar_list,
     job_files,
+    present_jars,
     run_dir,
 )
+from airflow_conduit.hooks.errors import BackendUnreachable, LeaseHeld, PreviousRunAlive, StatusUnavailable
 from airflow_conduit.pipeline.report import read_json, utc_now_iso
 from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
 from airflow_conduit.spark.jvm import with_jit_options
 
-POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
 GRACEFUL_STOP_SECONDS = 30.0
 LEASE_WAIT_SECONDS = 15.0  # a wrapper that just recorded its exit lets go of the lease a moment later
 GONE_WAIT_SECONDS = 60.0
@@ -66,7 +68,9 @@ class LocalBackend(JobBackend):
     """spark-submit on this machine; status from the wrapper's exit file and the process table.
 
     ``conn_id`` is only read at submit time (by the Spark provider, to build the command line):
-    status, kill and ensure_gone work from the handle alone.
+    status, kill and ensure_gone work from the handle alone. ``worker_jars`` (added to ``spark.jars`` when
+    present) and ``spark_local_ip`` (``SPARK_LOCAL_IP`` unless the environment sets it) are the hook's
+    ``[conduit]`` worker defaults; ``faults``: fault injection for tests and demos.
     """
 
     kind = "local"
@@ -81,8 +85,14 @@ class LocalBackend(JobBackend):
         driver_memory: str | None = None,
         env: dict[str, str] | None = None,
         graceful_stop_seconds: float = GRACEFUL_STOP_SECONDS,
+        worker_jars: str | Sequence[str] = (),
+        spark_local_ip: str | None = None,
+        faults: dict | str | None = None,
     ):
         self.conn_id = conn_id
+        self.worker_jars = jar_list(worker_jars)
+        self.spark_local_ip = spark_local_ip
+        self.faults = fault_injection(faults)
         self.conf = dict(conf or {})
         self.application = application  # default: airflow_conduit.spark.packaging.entrypoint_path()
         self.py_files = py_files  # default: a zip built by build_py_files_archive()
@@ -94,8 +104,9 @@ class LocalBackend(JobBackend):
 
     def _spark_conf(self, ui_port: int, connectors: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
         conf: dict[str, Any] = {"spark.ui.port": str(ui_port)}
-        if os.path.exists(POSTGRESQL_JAR):
-            conf["spark.jars"] = POSTGRESQL_JAR
+        jars = present_jars(self.worker_jars)
+        if jars:
+            conf["spark.jars"] = ",".join(jars)
         conf.update(self.conf)
         return with_jit_options(with_connectors(conf, connectors))
 
@@ -114,7 +125,8 @@ class LocalBackend(JobBackend):
 
     def _environment(self, marker: str) -> dict[str, str]:
         env = dict(os.environ)
-        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if self.spark_local_ip:
+            env.setdefault("SPARK_LOCAL_IP", self.spark_local_ip)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
         bin_dir = str(Path(sys.executable).parent)
@@ -126,17 +138,26 @@ class LocalBackend(JobBackend):
 
     def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None,
                replay: str | None = None) -> JobHandle:
+        try:
+            return self._submit(spec_path, run_id, state_dir, faults, replay)
+        except OSError as exc:  # a state dir, a zip or a process this machine cannot create
+            raise BackendUnreachable(f"run {run_id} could not be started on this machine: {type(exc).__name__}: {exc}") from exc
+
+    def _submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None,
+                replay: str | None) -> JobHandle:
         folder = run_dir(state_dir, run_id)
         created = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
         application, py_files = job_files(self.application, self.py_files, folder)
         ui_port = free_port()
-        args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults, replay)
+        args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir),
+                                    faults or self.faults, replay)
         application = os.path.abspath(application)
         conf = self._spark_conf(ui_port, connectors_of_spec_file(spec_path))
         cmd = self.build_command(application, py_files, args, conf, f"conduit-{run_id}")
+        spark_ui = f"http://127.0.0.1:{ui_port}" if str(conf.get("spark.ui.enabled", "true")).lower() != "false" else None
         try:
-            return self.launch(cmd, run_id, state_dir, spark_ui=f"http://127.0.0.1:{ui_port}")
+            return self.launch(cmd, run_id, state_dir, spark_ui=spark_ui)
         except lease.LeaseHeld:
             if created:  # a run that never started leaves no folder (the UI lists the runs/ folders)
                 shutil.rmtree(folder, ignore_errors=True)
@@ -155,8 +176,11 @@ class LocalBackend(JobBackend):
         lease_file = lease.lease_path(state_dir)
         # Taken here and handed to the wrapper: of two submissions at the same moment, one is refused now,
         # before anything of it starts (no exit file, no driver, nothing for its caller to watch).
-        lease_fd = lease.acquire_within(lease_file, {"run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()},
-                                        LEASE_WAIT_SECONDS)
+        try:
+            lease_fd = lease.acquire_within(lease_file, {"run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()},
+                                            LEASE_WAIT_SECONDS)
+        except lease.LeaseHeld as exc:
+            raise LeaseHeld(str(exc)) from None
         marker = lease.run_marker(state_dir, run_id)
         wrapper = [
             sys.executable, "-m", "airflow_conduit.hooks.backends.detached", str(exit_path),
@@ -195,6 +219,12 @@ class LocalBackend(JobBackend):
     # -- status ----------------------------------------------------------------------------------
 
     def status(self, handle: JobHandle) -> JobStatus:
+        try:
+            return self._status(handle)
+        except OSError as exc:  # the exit record or the process table unreadable
+            raise StatusUnavailable(f"run {handle['run_id']}: {type(exc).__name__}: {exc}") from exc
+
+    def _status(self, handle: JobHandle) -> JobStatus:
         child = _children.get(handle["pid"])
         if child is not None and child.poll() is not None:
             _children.pop(handle["pid"], None)

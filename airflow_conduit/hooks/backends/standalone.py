@@ -13,10 +13,11 @@ The spec, the ``--py-files`` zip and the state directory must be on storage
 the workers see at the same path (loopback here; a shared file system on a
 real cluster).
 
-Every REST call is retried with tenacity (bounded, exponential backoff) on
-transport errors and 5xx answers: a master that blips does not fail the
-pipeline. ``create`` is retried only when the request never reached the master
-(connect errors), so a lost answer cannot submit a second driver.
+Every REST call is retried with tenacity (bounded, exponential backoff:
+``retries.RestRetry``) on transport errors and 5xx answers: a master that blips
+does not fail the pipeline. ``create`` is retried only when the request never
+reached the master (connect errors), so a lost answer cannot submit a second
+driver. What still fails is raised as a control-plane error (hooks/errors.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Sequence
 from urllib.parse import urlparse
 
 import httpx
@@ -37,12 +38,22 @@ from airflow_conduit.hooks.backends.base import (
     JobBackend,
     JobHandle,
     JobStatus,
-    PreviousRunAlive,
     entrypoint_arguments,
+    fault_injection,
+    jar_list,
     job_files,
+    present_jars,
     run_dir,
 )
-from airflow_conduit.hooks.backends.local import POSTGRESQL_JAR
+from airflow_conduit.hooks.backends.retries import RestRetry
+from airflow_conduit.hooks.errors import (
+    BackendUnreachable,
+    ConduitControlPlaneError,
+    MasterUnavailable,
+    PreviousRunAlive,
+    RestSubmissionError,
+    StatusUnavailable,
+)
 from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
 from airflow_conduit.pipeline.report import utc_now_iso
 from airflow_conduit.spark.jvm import with_jit_options
@@ -54,32 +65,17 @@ FINISHED_BAD = ("FAILED", "ERROR", "KILLED")
 # RELAUNCHING = the driver is being restarted; UNKNOWN = the master is recovering its state.
 STILL_RUNNING = ("SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN")
 HTTP_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
-REST_ATTEMPTS = 5
-REST_WAIT_MIN, REST_WAIT_MAX = 1.0, 10.0  # seconds between attempts (exponential)
 GONE_WAIT_SECONDS = 120.0  # a loaded worker can take a while to stop a driver
 
 
-class MasterUnavailable(RuntimeError):
-    """The master's REST API answered with a server error (retried)."""
-
-
 def _retryable(exc: BaseException) -> bool:
+    """A transport error or a 5xx answer: the master may answer the next attempt."""
     return isinstance(exc, (httpx.TransportError, MasterUnavailable))
 
 
-def rest_retry(only_connect_errors: bool = False, attempts: int = REST_ATTEMPTS) -> dict[str, Any]:
-    """tenacity arguments for one REST call: bounded attempts, exponential backoff (1 s .. 10 s)."""
-    retry_on = (lambda exc: isinstance(exc, httpx.ConnectError)) if only_connect_errors else _retryable
-    return {
-        "retry": tenacity.retry_if_exception(retry_on),
-        "stop": tenacity.stop_after_attempt(attempts),
-        "wait": tenacity.wait_exponential(multiplier=REST_WAIT_MIN, min=REST_WAIT_MIN, max=REST_WAIT_MAX),
-        "reraise": True,
-    }
-
-
-class RestSubmissionError(RuntimeError):
-    """The master refused or could not answer a REST submission request."""
+def _not_sent(exc: BaseException) -> bool:
+    """The request never reached the master: the only errors a ``create`` is retried on."""
+    return isinstance(exc, httpx.ConnectError)
 
 
 def rest_endpoint_from_master(master: str, scheme: str = "http", port: int = 6066) -> str:
@@ -104,12 +100,21 @@ class StandaloneBackend(JobBackend):
         py_files: str | None = None,
         python: str | None = None,
         env: dict[str, str] | None = None,
+        rest_retry: RestRetry | None = None,
+        worker_jars: str | Sequence[str] = (),
+        faults: dict | str | None = None,
     ):
         """``connection``: the Spark provider's reading of ``conn_id`` (needed to submit; status and kill use the handle).
 
         ``env``: environment variables of the driver, sent in the submission's body (never in its argv).
+        ``rest_retry``: how each REST call is retried (recorded in the handle for the status calls and the stop).
+        ``worker_jars``: added to ``spark.jars`` when present (the hook's ``[conduit] worker_jars``); ``faults``:
+        fault injection for tests and demos.
         """
+        self.worker_jars = jar_list(worker_jars)
+        self.faults = fault_injection(faults)
         self.conn_id = conn_id
+        self.rest_retry = rest_retry or RestRetry()
         self.env = dict(env or {})
         self.conf = dict(conf or {})
         self.application = application
@@ -138,8 +143,9 @@ class StandaloneBackend(JobBackend):
             "spark.pyspark.python": self.python,
             "spark.pyspark.driver.python": self.python,
         }
-        if os.path.exists(POSTGRESQL_JAR):
-            conf["spark.jars"] = POSTGRESQL_JAR
+        jars = present_jars(self.worker_jars)
+        if jars:
+            conf["spark.jars"] = ",".join(jars)
         conf.update({k: str(v) for k, v in self.conf.items()})
         conf = with_jit_options(with_connectors(conf, connectors))
         inner = spark_submit_argv(
@@ -165,13 +171,22 @@ class StandaloneBackend(JobBackend):
 
     def submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None,
                replay: str | None = None) -> JobHandle:
+        try:
+            return self._submit(spec_path, run_id, state_dir, faults, replay)
+        except (httpx.HTTPError, OSError) as exc:
+            raise BackendUnreachable(
+                f"run {run_id} not submitted to {self.rest_endpoint}: {type(exc).__name__}: {exc}") from exc
+
+    def _submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None,
+                replay: str | None) -> JobHandle:
         folder = run_dir(state_dir, run_id)
         folder.mkdir(parents=True, exist_ok=True)
         application, py_files = job_files(self.application, self.py_files, folder)
-        args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir), faults, replay)
+        args = entrypoint_arguments(os.path.abspath(spec_path), run_id, os.path.abspath(state_dir),
+                                    faults or self.faults, replay)
         body = self.create_request(os.path.abspath(application), py_files, args, f"conduit-{run_id}",
                                    connectors_of_spec_file(spec_path))
-        answer = tenacity.Retrying(**rest_retry(only_connect_errors=True))(
+        answer = tenacity.Retrying(**self.rest_retry.tenacity_args(_not_sent))(
             _post, f"{self.rest_endpoint}/v1/submissions/create", body
         )
         if not answer.get("success") or not answer.get("submissionId"):
@@ -188,24 +203,36 @@ class StandaloneBackend(JobBackend):
             "submitted_at": utc_now_iso(),
             "spark_ui": self.master_ui,
             "conn_id": self.conn_id,
+            "rest_retry": self.rest_retry.to_dict(),
         }
 
     # -- status ----------------------------------------------------------------------------------
 
     def status(self, handle: JobHandle) -> JobStatus:
-        return status_from_answer(tenacity.Retrying(**rest_retry())(_get, _status_url(handle)))
+        try:
+            answer = tenacity.Retrying(**RestRetry.of_handle(handle).tenacity_args(_retryable))(_get, _status_url(handle))
+        except (httpx.HTTPError, ConduitControlPlaneError) as exc:
+            raise _status_unavailable(handle, exc) from exc
+        return status_from_answer(answer)
 
     async def status_async(self, handle: JobHandle) -> JobStatus:
-        async for attempt in tenacity.AsyncRetrying(**rest_retry()):
-            with attempt:
-                async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
-                    response = await client.get(_status_url(handle))
-                answer = _checked_json(response)
+        try:
+            async for attempt in tenacity.AsyncRetrying(**RestRetry.of_handle(handle).tenacity_args(_retryable)):
+                with attempt:
+                    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as client:
+                        response = await client.get(_status_url(handle))
+                    answer = _checked_json(response)
+        except (httpx.HTTPError, ConduitControlPlaneError) as exc:
+            raise _status_unavailable(handle, exc) from exc
         return status_from_answer(answer)
 
     def kill(self, handle: JobHandle, graceful: bool = True) -> None:
         """Ask the master to kill the driver (the worker stops the driver process; there is no softer way)."""
-        tenacity.Retrying(**rest_retry())(_post, f"{handle['rest_endpoint']}/v1/submissions/kill/{handle['driver_id']}", None)
+        url = f"{handle['rest_endpoint']}/v1/submissions/kill/{handle['driver_id']}"
+        try:
+            tenacity.Retrying(**RestRetry.of_handle(handle).tenacity_args(_retryable))(_post, url, None)
+        except httpx.HTTPError as exc:
+            raise BackendUnreachable(f"driver {handle['driver_id']} not killed: {type(exc).__name__}: {exc}") from exc
 
     def ensure_gone(self, handle: JobHandle) -> None:
         """The previous driver is finished on the master, or killed there and seen finished."""
@@ -218,13 +245,17 @@ class StandaloneBackend(JobBackend):
                 if not killed:
                     self.kill(handle)
                     killed = True
-            except (httpx.HTTPError, MasterUnavailable, RestSubmissionError) as exc:
+            except ConduitControlPlaneError as exc:
                 raise PreviousRunAlive(
                     f"cannot confirm that driver {handle['driver_id']} (run {handle['run_id']}) is gone: {exc}"
                 ) from exc
             if time.monotonic() > deadline:
                 raise PreviousRunAlive(f"driver {handle['driver_id']} (run {handle['run_id']}) still runs after a kill")
             time.sleep(1.0)
+
+
+def _status_unavailable(handle: JobHandle, exc: BaseException) -> StatusUnavailable:
+    return StatusUnavailable(f"driver {handle['driver_id']} (run {handle['run_id']}): {type(exc).__name__}: {exc}")
 
 
 def _get(url: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_conduit.operators.links import dlq_location
+from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline import SpecError, load_pipeline_from_string
 from airflow_conduit.pipeline.faults_option import FaultsError, parse_faults
 
