@@ -169,6 +169,12 @@ def run_floor(spark, ctx: dict[str, Any], work: Path, per_batch: int | None) -> 
 WAYS = {"runner": run_runner, "floor": run_floor}
 
 
+def jobs_started(spark) -> int:
+    """Spark jobs started in this session so far (the scheduler's next job id)."""
+    value = spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
+    return int(value if isinstance(value, int) else value.get())
+
+
 def compare(spark, ctx: dict[str, Any], root: Path, per_batch: int | None, reps: int, label: str,
             warmup_pairs: int = 1) -> dict[str, Any]:
     """``reps`` repetitions of both ways in rotated order (after ``warmup_pairs`` not counted); ratios and
@@ -177,9 +183,12 @@ def compare(spark, ctx: dict[str, Any], root: Path, per_batch: int | None, reps:
     for rep in range(-warmup_pairs, reps):  # negative: a warm-up pair, not counted
         for way in rotated(list(WAYS), max(rep, 0)):
             work = root / f"{label}-{way}-{rep}"
+            jobs = jobs_started(spark)
             result = WAYS[way](spark, ctx, work, per_batch)
+            result["jobs"] = jobs_started(spark) - jobs
             shutil.rmtree(work, ignore_errors=True)
-            log(f"{label} {'warm-up' if rep < 0 else f'rep {rep}'} {way}: {result['seconds']:.1f} s, {result['batches']} batches")
+            log(f"{label} {'warm-up' if rep < 0 else f'rep {rep}'} {way}: {result['seconds']:.1f} s, {result['batches']} batches, "
+                f"{result['jobs']} Spark jobs")
             if rep >= 0:
                 samples[way].append(result)
     runner = [s["seconds"] for s in samples["runner"]]
@@ -194,6 +203,7 @@ def compare(spark, ctx: dict[str, Any], root: Path, per_batch: int | None, reps:
         "floor_records_per_second": summary(ctx["records"] / s for s in floor),
         "batches_runner": batches, "batches_floor": [s["batches"] for s in samples["floor"]],
         "ms_per_batch_over_floor": summary(over),
+        "jobs_per_batch": {way: summary(s["jobs"] / max(s["batches"], 1) for s in samples[way]) for way in WAYS},
         "runner_counts": {k: samples["runner"][-1][k] for k in ("read", "dlq", "written")},
     }
 
@@ -322,7 +332,8 @@ def measure_latency(spark, broker, root: Path, way: str, rate: int, seconds: flo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="records of the topic read at the default batch size")
-    parser.add_argument("--small-records", type=int, default=200_000, help="records of the topic read 10,000 per batch")
+    parser.add_argument("--small-records", type=int, default=1_000_000,
+                        help="records of the topic read --per-batch records per batch")
     parser.add_argument("--per-batch", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--default-reps", type=int, default=None, help="pairs at the default batch size (default: --reps)")

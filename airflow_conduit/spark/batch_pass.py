@@ -9,7 +9,8 @@ and the batch's own DLQ columns are added after the pass), and what the nack
 window needs (the read-order numbers of the nacked records and the records
 per partition). The DLQ is then written from those entries, and only then is
 the first destination's write committed (nacked records are safe before any
-destination commits). Other destinations read the batch again, each in one job.
+destination commits). Other destinations read the batch again, each in one job, from memory: the pass
+keeps the batch (``reads_again``) when a write after it reads it.
 
 A second pass for the DLQ happens only when a batch holds more nacked
 records than ``DLQ_COLLECT_LIMIT``; the nack window orders records only
@@ -84,6 +85,13 @@ def rows_for(dest: Destination, branch: Branch, status: DataFrame, fates: "Fates
     """What ``dest`` writes: the branch's records, with their read-order number when it dedups on it (Kafka)."""
     keep = (C.SEQ,) if dest.wants_record_id else ()
     return fates.rows(branch, status, keep) if fates is not None else branch.rows(status, keep=keep)
+
+
+def reads_again(todo: list) -> bool:
+    """Whether a write after the pass reads the batch again: a second destination, or a first one whose write
+    cannot carry the pass (Delta, Kafka). The pass then keeps the batch (``persist``) for them: they read it
+    from memory instead of reading and parsing the source's records again."""
+    return len(todo) > 1 or (bool(todo) and not todo[0][0].carries_a_pass)
 
 
 @dataclass
@@ -228,6 +236,19 @@ class BatchPass:
         inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(dlq_needed, window_needed=window_needed)))
         status = C.with_columns(self.status, inputs) if inputs else self.status
         status = self._in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
+        kept = reads_again(todo)
+        if kept:
+            status = status.persist()  # filled by the pass, read by the writes after it (then dropped)
+        try:
+            return self._run(result, todo, status, observation, dlq_needed, window_needed, saved_window, kept, shape)
+        finally:
+            if kept:
+                status.unpersist()
+
+    def _run(self, result: PassResult, todo, status: DataFrame, observation: Observation, dlq_needed: bool,
+             window_needed: bool, saved_window, kept: bool, shape: tuple) -> PassResult:
+        r = self.runner
+        b = self.batch_id
         metrics_columns = self._once(("metrics", *shape), lambda: C.JvmColumns(self._metrics(dlq_needed, window_needed=window_needed)))
         observed = observe(status, observation, metrics_columns)
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
@@ -260,7 +281,7 @@ class BatchPass:
             r.stage.at("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if (position > 0 or not dest.carries_a_pass) and n:
-                dest.write(rows_for(dest, branch, self._in_tasks_per_core(self.status), r.fates), b)
+                dest.write(rows_for(dest, branch, status if kept else self._in_tasks_per_core(self.status), r.fates), b)
             r.crash_before_commit(dest.id, b)
             r.mark_committed(dest, b, n)
             written_now[dest.id] = n

@@ -31,6 +31,19 @@ CONNECTOR_SETTINGS: dict[str, dict[str, str]] = {
     },
 }
 
+# Session settings a connector gets in a local session (master ``local[...]``) unless set. Delta rebuilds a
+# table's state (a write with a transaction id reads the table's transaction ids from it) in
+# ``snapshotPartitions`` tasks, 50 by default, sized for a cluster and a big table: on a few local cores the
+# tasks' own cost is most of each micro-batch's write.
+LOCAL_SETTINGS: dict[str, dict[str, str]] = {
+    "delta": {"spark.databricks.delta.snapshotPartitions": "1"},
+}
+
+
+def local_settings(connectors: set[str] | frozenset[str]) -> dict[str, str]:
+    """The ``LOCAL_SETTINGS`` of ``connectors``."""
+    return {key: value for connector in sorted(connectors) for key, value in LOCAL_SETTINGS.get(connector, {}).items()}
+
 
 class ConnectorJarsMissing(RuntimeError):
     """A pipeline needs a connector whose jars are neither installed here nor named in spark.jars.packages."""

@@ -11,7 +11,8 @@ for this destination. Batch ids restart at 0 when a checkpoint is deleted; the c
 app id, so a new checkpoint's batches are never taken for the old ones.
 
 A Delta write is its own commit, so it cannot carry the batch's pass (the DLQ commits first): the
-pass is carried by another destination or a ``noop`` write, and the Delta write reads the batch again.
+pass is carried by another destination or a ``noop`` write, and the Delta write reads the batch again
+(from memory: ``batch_pass.reads_again``).
 
 Records are fitted to the table's schema in the batch's plan (``fit_to_table``, a step after the
 destination's processors): a record that does not fit (a NOT NULL column missing or null, a value
@@ -83,6 +84,7 @@ class DeltaDestination(Destination):
         self.setting_path = f"destination {component_id!r}"
         self.scope: Callable[[], str] = lambda: "unbound"
         self._location: str | None = None
+        self._last_versions: dict[str, int | None] = {}  # app id -> last version in the table (see committed)
 
     # -- what the runner tells it ------------------------------------------------------------------------
 
@@ -159,23 +161,60 @@ class DeltaDestination(Destination):
         return abs(int(batch_id))
 
     def last_version(self) -> int | None:
-        """The last batch version the table's log records for this destination's app id (None: none yet)."""
+        """The last batch version the table's log records for this destination's app id (None: none yet).
+
+        Read from the snapshot's checksum file (``_delta_log/<version>.crc``, which Delta writes with every
+        commit and which lists the table's transaction ids) when it has them: no Spark job. Otherwise (a table
+        written without checksums, or with more app ids than a checksum keeps) from the table's state, which
+        Delta rebuilds with Spark jobs over the whole log.
+        """
         if not self.is_delta_table():
             return None
         jvm = self.spark.sparkContext._jvm
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self.location())
         empty = jvm.scala.Option.empty()
-        found = delta_log.update(False, empty, empty).transactions().get(self.app_id())
+        snapshot = delta_log.update(False, empty, empty)
+        app = self.app_id()
+        checksum = snapshot.checksumOpt()  # Snapshot.setTransactionsIfKnown rebuilds the state: read the file's
+        known = checksum.get().setTransactions() if checksum.isDefined() else checksum
+        if known.isDefined():
+            entries = known.get().iterator()
+            while entries.hasNext():
+                entry = entries.next()
+                if entry.appId() == app:
+                    return int(entry.version())
+            return None
+        found = snapshot.transactions().get(app)
         return int(found.get()) if found.isDefined() else None
 
     def committed(self, batch_id: int) -> bool:
-        last = self.last_version()
+        """Whether the table has batch ``batch_id``: its log is read once per run and app id; after that the
+        last version is the one this destination wrote (one driver per state dir: no one else writes under
+        this app id while the run lasts)."""
+        app = self.app_id()
+        if app not in self._last_versions:
+            self._last_versions[app] = self.last_version()
+        last = self._last_versions[app]
         return last is not None and last >= self.txn_version(batch_id)
+
+    def _wrote(self, app: str, version: int) -> None:
+        """After a write: the table has ``version`` (written now, or skipped by Delta as a duplicate)."""
+        if app in self._last_versions:
+            last = self._last_versions[app]
+            self._last_versions[app] = version if last is None else max(last, version)
 
     # -- writing -------------------------------------------------------------------------------------------
 
     def write(self, df: DataFrame, batch_id: int) -> None:
         app, version = self.app_id(), self.txn_version(batch_id)
+        try:
+            self._write(df, app, version)
+        except BaseException:
+            self._last_versions.pop(app, None)  # the write may or may not be in: ask the log next time
+            raise
+        self._wrote(app, version)
+
+    def _write(self, df: DataFrame, app: str, version: int) -> None:
         if self.mode == "merge" and self.is_delta_table():
             self._merge(self._last_per_key(df), app, version)
             return

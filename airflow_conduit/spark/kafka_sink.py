@@ -261,14 +261,22 @@ class KafkaWriter(Destination):
             log.info("%s: an earlier attempt of batch %s may have written some of its records; writing only the others",
                      self.id, batch_id)
             records = records.join(self.written_before(recorded, query_id, batch_id), RECORD_ID, "left_anti")
-        self.check_sizes(records, batch_id)
-        out = records.select("key", "value", "headers")
+        if self.measures_sizes:  # measured, then written: computed once (the read-back of originals included)
+            records = records.persist()
         try:
-            out.write.format("kafka").options(**self.options()).option("topic", self.topic).save()
-        except Exception as exc:
-            if too_large(exc):
-                raise self.too_large_error(records, batch_id) from exc
-            raise
+            self.check_sizes(records, batch_id)
+            out = records.select("key", "value", "headers")
+            try:
+                out.write.format("kafka").options(**self.options()).option("topic", self.topic).save()
+            except Exception as exc:
+                if too_large(exc):
+                    raise self.too_large_error(records, batch_id) from exc
+                raise
+        finally:
+            if self.measures_sizes:
+                records.unpersist()
+
+    measures_sizes = False  # check_sizes reads the records (a Spark job) before they are written
 
     def check_sizes(self, records: DataFrame, batch_id: int) -> None:
         """Refuse a batch with a record the topic would refuse, before writing any (a destination: the broker says)."""
@@ -407,12 +415,20 @@ class KafkaDeadLetterQueue(KafkaWriter):
             ours = F.concat(F.coalesce(F.col("__ac_o_headers"), F.array().cast(HEADER_TYPE)), ours)  # the original's first
         return df.select(key.alias("key"), value.alias("value"), ours.alias("headers"), record_id.alias(RECORD_ID))
 
+    measures_sizes = True
+
+    @functools.cached_property
+    def size_limit(self) -> int:
+        """The biggest record the DLQ topic and the producer take (read once per run: a record over it fails the
+        run, and raising the limit takes a restart)."""
+        return min(topic_max_message_bytes(self.spark, self.options(), self.topic),
+                   int(self.options().get("kafka.max.request.size", DEFAULT_MAX_REQUEST_SIZE)))
+
     def check_sizes(self, records: DataFrame, batch_id: int) -> None:
         """The DLQ's few records are measured before any is written: one the topic (``max.message.bytes``) or
         the producer (``max.request.size``) would refuse stops the batch here. A refusal by the broker would
         surface only after the producer's retries (``delivery.timeout.ms``, 2 minutes), as a timeout."""
-        limit = min(topic_max_message_bytes(self.spark, self.options(), self.topic),
-                    int(self.options().get("kafka.max.request.size", DEFAULT_MAX_REQUEST_SIZE)))
+        limit = self.size_limit
         biggest = self._biggest(records)
         if biggest is not None and biggest[1] > limit:
             raise self.too_large_error(records, batch_id, biggest, limit)

@@ -14,7 +14,7 @@ import os
 
 from pyspark.sql import SparkSession
 
-from airflow_conduit.spark.connector_jars import with_connectors
+from airflow_conduit.spark.connector_jars import local_settings, with_connectors
 from airflow_conduit.spark.jvm import with_jit_options
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
@@ -58,6 +58,11 @@ def build_session(app_name: str, *, master: str | None = None, connectors: froze
         for key, value in with_jit_options({}).items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if spark.sparkContext.master.startswith("local"):
+        launched = spark.sparkContext.getConf()
+        for key, value in local_settings(connectors).items():
+            if not launched.contains(key):
+                spark.conf.set(key, value)
     if under_spark_submit() and spark.conf.get("spark.sql.shuffle.partitions") == "200":
         spark.conf.set("spark.sql.shuffle.partitions", "4")  # micro-batches are small; 200 tasks per shuffle is waste
     return spark

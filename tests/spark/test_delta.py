@@ -388,3 +388,35 @@ pipeline:
     assert out.stdout.startswith("replay 1 (batch -1, resumed): 1 record(s): written[lake=0]"), out.stdout
     assert sorted((r["id"], r["amount"]) for r in rows(spark, tmp_path / "lake")) == [(1, 1.5), (2, 2.5)]
     assert history(spark, tmp_path / "lake") == ["WRITE", "WRITE"]
+
+
+def _jobs_started(spark) -> int:
+    value = spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
+    return int(value if isinstance(value, int) else value.get())
+
+
+def test_the_last_committed_batch_is_read_from_the_log_checksum_without_a_spark_job_and_once_per_run(spark, tmp_path):
+    from airflow_conduit.spark.delta_sink import DeltaDestination
+
+    def destination() -> DeltaDestination:
+        dest = DeltaDestination(spark, "lake", "delta", {"path": str(tmp_path / "lake"), "mode": "append"})
+        dest.bind(lambda: "ck/query-1", spec_file=None, setting_path="pipeline.destinations[0]")
+        return dest
+
+    writer = destination()
+    assert writer.committed(0) is False  # no table yet
+    frame = spark.createDataFrame([(1, "a")], "id BIGINT, name STRING")
+    for batch in range(3):
+        writer.write(frame, batch)
+    assert writer.committed(2) and not writer.committed(3)  # what it wrote, without reading the log again
+    other = DeltaDestination(spark, "lake", "delta", {"path": str(tmp_path / "lake"), "mode": "append"})
+    other.bind(lambda: "ck/query-2", spec_file=None, setting_path="pipeline.destinations[0]")
+    other.write(frame, 7)  # another checkpoint's app id: not this one's batches
+
+    fresh = destination()  # a new run: it asks the table
+    started = _jobs_started(spark)
+    assert fresh.last_version() == 2
+    assert _jobs_started(spark) == started  # read from the checksum file, not by rebuilding the table's state
+    assert fresh.committed(2) and not fresh.committed(3)
+    assert txn_versions(spark, tmp_path / "lake") == {"airflow-conduit/ck/query-1/lake": 2, "airflow-conduit/ck/query-2/lake": 7}
+    assert len(rows(spark, tmp_path / "lake")) == 4

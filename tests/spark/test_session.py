@@ -26,6 +26,14 @@ def test_runner_session_has_its_settings(spark):
         assert spark.conf.get(key) == value, key
 
 
+def test_a_local_session_with_the_delta_connector_has_its_local_settings(spark):
+    from airflow_conduit.spark.connector_jars import LOCAL_SETTINGS
+
+    assert spark.sparkContext.master.startswith("local")  # the fixture's session carries the Delta connector
+    for key, value in LOCAL_SETTINGS["delta"].items():
+        assert spark.conf.get(key) == value, key
+
+
 def test_the_local_driver_jvm_compiles_huge_generated_methods(spark):
     """build_session starts its JVM with spark/jvm.py's options: HotSpot's own switch, read back from it."""
     from airflow_conduit.spark.jvm import JIT_OPTIONS
