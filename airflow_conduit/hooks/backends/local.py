@@ -245,7 +245,7 @@ class LocalBackend(JobBackend):
         if not lease.run_processes(pgid, marker):
             return
         if graceful:
-            _signal_group(pgid, signal.SIGTERM)
+            _ask_driver_to_stop(pgid, marker)
             deadline = time.monotonic() + self.graceful_stop_seconds
             while time.monotonic() < deadline:
                 if _read_exit(handle["exit_path"]) is not None or not _alive(handle):
@@ -303,8 +303,27 @@ def _alive(handle: JobHandle) -> bool:
         return False
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
+def _ask_driver_to_stop(pgid: int, marker: str) -> None:
+    """SIGTERM the run's Python driver, and not its JVM: the driver finishes its batch, stops the query
+    and exits, and spark-submit's JVM ends with it. A SIGTERM to the JVM would run its shutdown hooks,
+    which stop the SparkContext under the running batch (a batch written but not committed).
+
+    Every other process of the run gets it too (the lease-holding wrapper ignores it), except JVMs
+    and PySpark's worker daemons, whose tasks belong to the batch being finished."""
+    import psutil
+
+    for proc in lease.run_processes(pgid, marker):
+        try:
+            cmdline = proc.cmdline()
+            if not (_is_jvm(cmdline) or _is_pyspark_worker(cmdline)):
+                proc.send_signal(signal.SIGTERM)
+        except psutil.Error:
+            continue
+
+
+def _is_jvm(cmdline: Sequence[str]) -> bool:
+    return bool(cmdline) and os.path.basename(cmdline[0]).startswith("java")
+
+
+def _is_pyspark_worker(cmdline: Sequence[str]) -> bool:
+    return any(arg in ("pyspark.daemon", "pyspark.worker") for arg in cmdline)
