@@ -119,12 +119,11 @@ def ti_query(dr, task_id: str = "pipeline", **extra) -> dict:
 
 
 def test_the_operator_records_what_the_views_read(ui_runs):
-    """The record names the plugin reads (plugins/records.py) are the ones the operator writes."""
-    from airflow_conduit.operators import pipeline as operator_module
+    """The record names the plugin reads (plugins/records.py) are the ones the operator's run store writes."""
     from airflow_conduit.plugins import records
+    from airflow_conduit.runs import store
 
-    assert (records.XCOM_STATE, records.XCOM_AUDIT, records.STORE_KEY) == (
-        operator_module.XCOM_STATE, operator_module.XCOM_AUDIT, operator_module.STORE_KEY)
+    assert (records.XCOM_STATE, records.XCOM_AUDIT, records.STORE_KEY) == (store.XCOM_STATE, store.XCOM_AUDIT, store.STORE_KEY)
     dr = ui_runs["recovered"]
     values = xcoms(dr.dag_id, dr.run_id)
     assert {records.XCOM_STATE, records.XCOM_AUDIT, records.XCOM_SUMMARY, "conduit_job", "conduit_dlq"} <= set(values)
