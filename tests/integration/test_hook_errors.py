@@ -10,11 +10,9 @@ nothing listens; the local backend's drivers are real detached processes (the ti
 from __future__ import annotations
 
 import asyncio
-import http.server
 import inspect
 import json
 import sys
-import threading
 import warnings
 from pathlib import Path
 
@@ -29,44 +27,10 @@ from airflow_conduit.hooks.backends.retries import RestRetry
 from airflow_conduit.hooks.backends.standalone import StandaloneBackend
 from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
 from conftest import run_test_dag
+from scripted_master import ScriptedMaster
 
 DEADLINE = 120
 QUICK = RestRetry(limit=3, delay=0.01, max_delay=0.02)
-
-
-class ScriptedMaster:
-    """A standalone master's REST API on loopback: each request gets the next answer (an HTTP status code, or a
-    JSON body); the last answer repeats."""
-
-    def __init__(self, answers: list):
-        self.answers = list(answers)
-        self.requests: list[str] = []
-        master = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _answer(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
-                master.requests.append(self.path)
-                answer = master.answers.pop(0) if len(master.answers) > 1 else master.answers[0]
-                body = b"master busy" if isinstance(answer, int) else json.dumps(answer).encode()
-                self.send_response(answer if isinstance(answer, int) else 200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import pytest
 from airflow_conduit.hooks.backends.local import LocalBackend
 from airflow_conduit.recovery import classify, codes
 from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
+from scripted_master import ScriptedMaster
 
 
 def start_tiny_job(tiny_job: str, state_dir: Path, run_id: str, faults: dict) -> dict:
@@ -211,42 +212,9 @@ async def test_a_run_id_is_used_once(tmp_path, tiny_job):
 # -- blips: the watcher tolerates its dependencies --------------------------------------------------
 
 
-class FlakyMaster:
-    """A stand-in for a standalone master's REST status endpoint on loopback, answering from a script."""
-
-    def __init__(self, answers: list):
-        import http.server
-        import threading
-
-        self.answers = list(answers)
-        self.requests = 0
-        master = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                master.requests += 1
-                answer = master.answers.pop(0) if len(master.answers) > 1 else master.answers[0]
-                if isinstance(answer, int):
-                    self.send_response(answer)
-                    self.end_headers()
-                    self.wfile.write(b"master busy")
-                    return
-                body = json.dumps({"action": "SubmissionStatusResponse", "success": True, "driverState": answer}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+def driver_status(state: str) -> dict:
+    """The master's answer to a status request for a driver in ``state``."""
+    return {"action": "SubmissionStatusResponse", "success": True, "driverState": state}
 
 
 QUICK_REST_RETRIES = {"limit": 5, "delay": 0.01, "max_delay": 0.05}  # the hook's rest_retry_* arguments, as a handle carries them
@@ -259,13 +227,13 @@ def standalone_handle(tmp_path, port: int, rest_retry: dict = QUICK_REST_RETRIES
 
 async def test_status_blips_and_unknown_driver_states_do_not_end_the_watch(tmp_path):
     # 5xx twice (retried inside one status call), then the master's own words for "not finished yet".
-    master = FlakyMaster([500, 503, "SUBMITTED", "RUNNING", "UNKNOWN", "RELAUNCHING", "RUNNING", "FINISHED"])
+    master = ScriptedMaster([500, 503, *map(driver_status, ["SUBMITTED", "RUNNING", "UNKNOWN", "RELAUNCHING", "RUNNING", "FINISHED"])])
     try:
         payload = (await first_event(SparkPipelineTrigger(standalone_handle(tmp_path, master.port), poll_interval=0.05))).payload
     finally:
         master.close()
     assert payload["status"] == "succeeded" and payload["driver_state"] == "FINISHED"
-    assert master.requests == 8
+    assert len(master.requests) == 8
 
 
 async def test_a_job_that_cannot_be_observed_becomes_a_classified_failure(tmp_path):
