@@ -81,10 +81,9 @@ def _partition_of(seq):
     return F.shiftright(seq, PARTITION_SHIFT)
 
 
-def rows_for(dest: Destination, branch: Branch, status: DataFrame, fates: "Fates | None" = None) -> DataFrame:
+def rows_for(dest: Destination, branch: Branch, status: DataFrame, fates: "Fates") -> DataFrame:
     """What ``dest`` writes: the branch's records, with their read-order number when it dedups on it (Kafka)."""
-    keep = (C.SEQ,) if dest.wants_record_id else ()
-    return fates.rows(branch, status, keep) if fates is not None else branch.rows(status, keep=keep)
+    return fates.rows(branch, status, (C.SEQ,) if dest.wants_record_id else ())
 
 
 def reads_again(todo: list) -> bool:

@@ -46,11 +46,6 @@ class Branch:
     error: str | None = None  # its processors' error column (None: no processors)
     filtered: str | None = None
 
-    def rows(self, status: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
-        """The records this destination writes, with only the record's own fields (and the internal ``keep``)."""
-        fields = [C.col(c).alias(name) for c, name in self.fields]
-        return status.where(F.col(written(self.index))).select(*fields, *[F.col(k) for k in keep])
-
 
 def _except(df: DataFrame, *names: str) -> list[Column]:
     return [C.col(c) for c in df.columns if c not in names]
@@ -120,7 +115,8 @@ class Fates:
         return C.with_columns(C.with_columns(df, error) if error else df, flags)
 
     def rows(self, branch: Branch, status: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
-        """``branch.rows(status, keep)``, its select list built once."""
+        """The records ``branch``'s destination writes, with only the record's own fields (and the internal
+        ``keep``); the select list is built once per run."""
         key = (branch, keep)
         if key not in self._rows:
             self._rows[key] = C.JvmColumns([*[C.col(c).alias(name) for c, name in branch.fields], *[F.col(k) for k in keep]])

@@ -54,6 +54,7 @@ from airflow_conduit.runs.report import read_json, utc_now_iso, write_json_atomi
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.batch_numbers import checkpoint_query_id
 from airflow_conduit.spark.destination_base import Destination
 from airflow_conduit.spark.kafka_options import client_options
 
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 
 RECORD_ID = "__ac_record_id"  # the column a Kafka writer dedups on (a string)
 INTENTS = "kafka-intents"
-CHECKPOINT_METADATA = Path("checkpoints") / "pipeline" / "metadata"  # runner.QUERY_NAME's checkpoint
+CHECKPOINT = Path("checkpoints") / "pipeline"  # runner.QUERY_NAME's checkpoint
 ADMIN_TIMEOUT_SECONDS = 120
 KEEP_INTENTS = 100  # as many as the commit markers (commits.KEEP_BATCHES)
 HEADER_TYPE = "array<struct<key:string,value:binary>>"
@@ -98,13 +99,9 @@ def too_large(exc: BaseException) -> bool:
 def query_identity(state_dir: Path) -> str:
     """The streaming query's id from the checkpoint (it changes with a new checkpoint, whose batch ids
     restart at 0); a folder without a checkpoint (a DLQ replay's) gets an id of its own, kept there."""
-    metadata = state_dir / CHECKPOINT_METADATA
-    if metadata.exists():
-        first = metadata.read_text().splitlines()[:1]
-        if first:
-            query_id = json.loads(first[0]).get("id")
-            if query_id:
-                return str(query_id)
+    query_id = checkpoint_query_id(state_dir / CHECKPOINT)
+    if query_id is not None:
+        return query_id
     own = state_dir / INTENTS / "identity.json"
     saved = read_json(own)
     if saved is None:
