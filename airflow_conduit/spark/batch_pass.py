@@ -253,7 +253,7 @@ class BatchPass:
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r.stage.at("destination", dest.id, dest.plugin)
-            dest.write(rows_for(dest, branch, observed, r.fates), b)
+            dest.write_in_pass(rows_for(dest, branch, observed, r.fates), b)
         else:
             r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
@@ -279,7 +279,9 @@ class BatchPass:
         for position, (dest, branch) in enumerate(todo):
             r.stage.at("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
-            if (position > 0 or not dest.carries_a_pass) and n:
+            if position == 0 and dest.carries_a_pass:
+                dest.commit(b)  # what its write in the pass wrote (a Delta transaction), now that the DLQ has committed
+            elif n:
                 dest.write(rows_for(dest, branch, status if kept else self._in_tasks_per_core(self.status), r.fates), b)
             r.crash_before_commit(dest.id, b)
             r.mark_committed(dest, b, n)

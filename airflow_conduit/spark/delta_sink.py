@@ -10,9 +10,13 @@ for this destination. Batch ids restart at 0 when a checkpoint is deleted; the c
 (the streaming query's id, which Spark keeps in the checkpoint's ``metadata`` file) is part of the
 app id, so a new checkpoint's batches are never taken for the old ones.
 
-A Delta write is its own commit, so it cannot carry the batch's pass (the DLQ commits first): the
-pass is carried by another destination or a ``noop`` write, and the Delta write reads the batch again
-(from memory: ``batch_pass.reads_again``).
+An append to a table that exists, with the table's schema, goes through Delta's transaction API
+(``delta_txn``): its data files are written by the batch's pass (``write_in_pass``: the destination carries
+the pass, an observation on it sees every row) and committed after the DLQ (``commit``), with the transaction
+id, without the table-state rebuild Delta's DataFrameWriter runs for ``txnVersion`` on every write. The first
+write (it creates the table), a write that adds columns (``merge-schema``), a merge, and the Delta DLQ when its
+columns grow go through the DataFrameWriter or MERGE, whose write is its commit: they do not carry the pass,
+and read the batch again (from memory: ``batch_pass.reads_again``).
 
 Records are fitted to the table's schema in the batch's plan (``fit_to_table``, a step after the
 destination's processors): a record that does not fit (a NOT NULL column missing or null, a value
@@ -35,6 +39,7 @@ from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark import delta_txn
 from airflow_conduit.spark.destination_base import Destination
 
 PLUGIN = "delta"
@@ -71,7 +76,6 @@ def _local_folder(location: str) -> Path | None:
 
 
 class DeltaDestination(Destination):
-    carries_a_pass = False  # its write is its commit, which must follow the DLQ's (see the module docstring)
     answers_commits = True  # the table's transaction log says whether a batch is in: no marker file
 
     def __init__(self, spark, component_id: str, plugin: str, settings: dict[str, Any]):
@@ -85,6 +89,15 @@ class DeltaDestination(Destination):
         self.scope: Callable[[], str] = lambda: "unbound"
         self._location: str | None = None
         self._last_versions: dict[str, int | None] = {}  # app id -> last version in the table (see committed)
+        self._fits_table = False  # this batch's records have the table's schema (set by fit_to_table)
+        self._fitted_to: T.StructType | None = None  # the table's schema this batch's records were fitted to
+        self._staged: delta_txn.StagedWrite | None = None  # files the pass wrote, committed by commit()
+
+    @property
+    def carries_a_pass(self) -> bool:  # type: ignore[override]
+        """An append whose records have the table's schema writes its files in the pass and commits them after
+        the DLQ (see the module docstring); any other write is its own commit, which must follow the DLQ's."""
+        return self.mode == "append" and not self.is_dlq and self._fits_table
 
     # -- what the runner tells it ------------------------------------------------------------------------
 
@@ -171,19 +184,12 @@ class DeltaDestination(Destination):
         if not self.is_delta_table():
             return None
         jvm = self.spark.sparkContext._jvm
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self.location())
         empty = jvm.scala.Option.empty()
-        snapshot = delta_log.update(False, empty, empty)
+        snapshot = delta_txn.delta_log(self.spark, self.location()).update(False, empty, empty)
         app = self.app_id()
-        checksum = snapshot.checksumOpt()  # Snapshot.setTransactionsIfKnown rebuilds the state: read the file's
-        known = checksum.get().setTransactions() if checksum.isDefined() else checksum
-        if known.isDefined():
-            entries = known.get().iterator()
-            while entries.hasNext():
-                entry = entries.next()
-                if entry.appId() == app:
-                    return int(entry.version())
-            return None
+        known = delta_txn.checksum_versions(snapshot)  # Snapshot.transactions would rebuild the state: read the file's
+        if known is not None:
+            return known.get(app)
         found = snapshot.transactions().get(app)
         return int(found.get()) if found.isDefined() else None
 
@@ -207,6 +213,7 @@ class DeltaDestination(Destination):
 
     def write(self, df: DataFrame, batch_id: int) -> None:
         app, version = self.app_id(), self.txn_version(batch_id)
+        self._staged = None
         try:
             self._write(df, app, version)
         except BaseException:
@@ -214,11 +221,44 @@ class DeltaDestination(Destination):
             raise
         self._wrote(app, version)
 
+    def write_in_pass(self, df: DataFrame, batch_id: int) -> None:
+        """The pass: the batch's files written in a transaction (one Spark job), committed by ``commit``."""
+        self._staged = None
+        if not delta_txn.matches(df.schema, self._fitted_to):  # fit_to_table made them so: a bug if not
+            raise DeltaSchemaError(
+                f"destination {self.id!r}: the records' columns ({df.schema.simpleString()}) are not those of the Delta "
+                f"table at {self.location()} they were fitted to; nothing was written"
+            )
+        txn = delta_txn.Transaction(self.spark, self.location(), self.app_id())
+        version = self.txn_version(batch_id)
+        if txn.has(version):  # an earlier attempt committed the batch: the pass still runs, writing nothing
+            df.write.format("noop").mode("overwrite").save()
+            self._wrote(txn.app, version)
+            return
+        self._staged = txn.write_files(df, version)
+
+    def commit(self, batch_id: int) -> None:
+        """Commit the files ``write_in_pass`` wrote (after the DLQ committed the batch's nacked records)."""
+        staged, self._staged = self._staged, None
+        if staged is None:
+            return
+        try:
+            delta_txn.Transaction.commit(self.spark, staged)
+        except BaseException:
+            self._last_versions.pop(staged.app, None)
+            raise
+        self._wrote(staged.app, staged.version)
+
     def _write(self, df: DataFrame, app: str, version: int) -> None:
         if self.mode == "merge" and self.is_delta_table():
             self._merge(self._last_per_key(df), app, version)
             return
         rows = self._last_per_key(df) if self.mode == "merge" else df
+        if self.mode == "append" and delta_txn.matches(rows.schema, self.table_schema()):
+            txn = delta_txn.Transaction(self.spark, self.location(), app)
+            if not txn.has(version):
+                delta_txn.Transaction.commit(self.spark, txn.write_files(rows, version))
+            return
         writer = rows.write.format("delta").mode("append").option("txnAppId", app).option("txnVersion", str(version))
         if self.merge_schema or self.is_dlq:  # the DLQ's own columns grow with a replay (replay_count)
             writer = writer.option("mergeSchema", "true")
@@ -284,6 +324,7 @@ class DeltaDestination(Destination):
                 )
             problems.append((F.col(C.quote(names[key.lower()])).isNull(), f"merge key {key} is null"))
         table = self.table_schema()
+        self._fits_table = False
         if table is None:
             return self._with_problems(df, problems)
         columns = {f.name.lower(): f for f in table.fields}
@@ -317,6 +358,8 @@ class DeltaDestination(Destination):
                 problems.append((F.col(C.quote(u)).isNotNull(),
                                  f"field {u} is not a column of the table (set merge-schema: true to add it, or drop it with field.exclude)"))
         fitted = self._with_problems(df, problems)
+        self._fits_table = not (self.merge_schema and extra) and delta_txn.matches(table, table)
+        self._fitted_to = table
         return fitted.select(*selected, *[F.col(C.quote(c)) for c in C.internal_columns(fitted)])
 
     def _try_cast(self, df: DataFrame, name: str, column: T.StructField) -> Column:

@@ -27,6 +27,14 @@ class Destination:
     def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def write_in_pass(self, df: DataFrame, batch_id: int) -> None:
+        """The write that carries the batch's pass; what it writes is committed by ``commit``, after the DLQ's."""
+        self.write(df, batch_id)
+
+    def commit(self, batch_id: int) -> None:
+        """Make what ``write_in_pass`` wrote part of the target (a Delta transaction's commit); the runner's
+        commit marker follows."""
+
     def committed(self, batch_id: int) -> bool | None:
         """Whether batch ``batch_id`` is in the target, when the target can tell (None: ask the commit marker)."""
         return None

@@ -1,0 +1,133 @@
+"""Delta's transaction API, through Py4J: a batch's files written by its pass, committed after its DLQ.
+
+Delta's DataFrameWriter with ``txnAppId`` / ``txnVersion`` asks the table for the app id's last version
+through ``Snapshot.transactions``, which rebuilds the table's whole state with Spark jobs on every write
+(Delta's checksum lists the transaction ids too, but that path does not read it). Here a write is:
+
+1. ``DeltaLog.startTransaction``: the transaction reads the latest snapshot (a listing of ``_delta_log``);
+   the app id's last version comes from the snapshot's checksum (``_delta_log/<version>.crc``), or from
+   ``txnVersion`` (the rebuild) for a table whose checksum does not list its transaction ids; the app id
+   is registered as read, so a concurrent commit under it is a conflict Delta reports (as with ``txnVersion``);
+2. ``OptimisticTransaction.writeFiles(df)``: the data files, in one Spark job (the batch's pass: an
+   observation on ``df`` is reported), nothing visible yet;
+3. ``commit(files + SetTransaction(appId, version), WRITE append)``: one commit; or none when the pass wrote
+   no rows.
+
+Only for a table that exists and whose schema the records have exactly (``matches``): creating a table,
+adding columns (``merge-schema``) and tables with generated, identity or default columns go through the
+DataFrameWriter, which knows how. This module is the only user of Delta's Scala API; its contract (the calls
+it makes exist in the Delta release the project pins) is tested in tests/spark/test_delta_txn.py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+# Field metadata of a column Delta fills itself: such a table is written by the DataFrameWriter.
+_FILLED_BY_DELTA = ("delta.generationExpression", "delta.identity.start", "CURRENT_DEFAULT")
+
+
+def _jvm(spark: SparkSession):
+    return spark.sparkContext._jvm
+
+
+def delta_log(spark: SparkSession, location: str):
+    """The table's ``DeltaLog`` (Delta caches one per path)."""
+    return _jvm(spark).org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)
+
+
+def checksum_versions(snapshot) -> dict[str, int] | None:
+    """app id -> last version, from the snapshot's checksum file; None when the checksum does not list them
+    (no checksum, or a table with more app ids than Delta keeps in one). Reads no data: no Spark job."""
+    checksum = snapshot.checksumOpt()
+    known = checksum.get().setTransactions() if checksum.isDefined() else checksum
+    if not known.isDefined():
+        return None
+    versions: dict[str, int] = {}
+    entries = known.get().iterator()
+    while entries.hasNext():
+        entry = entries.next()
+        versions[str(entry.appId())] = int(entry.version())
+    return versions
+
+
+def _untyped(data_type: T.DataType) -> Any:
+    """A type without its nullability (a record's column may be nullable where the table's is not: Delta
+    checks NOT NULL columns while it writes)."""
+    if isinstance(data_type, T.StructType):
+        return ("struct", tuple((f.name, _untyped(f.dataType)) for f in data_type.fields))
+    if isinstance(data_type, T.ArrayType):
+        return ("array", _untyped(data_type.elementType))
+    if isinstance(data_type, T.MapType):
+        return ("map", _untyped(data_type.keyType), _untyped(data_type.valueType))
+    return data_type.simpleString()
+
+
+def matches(records: T.StructType, table: T.StructType | None) -> bool:
+    """Whether ``records`` can be written into ``table`` by a transaction as they are: the same columns with the
+    same types, in the same order, and no column Delta fills itself."""
+    if table is None:
+        return False
+    if any(key in f.metadata for f in table.fields for key in _FILLED_BY_DELTA):
+        return False
+    return _untyped(records) == _untyped(table)
+
+
+@dataclass
+class StagedWrite:
+    """Files a transaction wrote, not committed yet."""
+
+    txn: Any
+    files: Any
+    app: str
+    version: int
+
+    @property
+    def empty(self) -> bool:
+        return bool(self.files.isEmpty())
+
+
+class Transaction:
+    """One Delta transaction on the table at ``location`` under ``app``."""
+
+    def __init__(self, spark: SparkSession, location: str, app: str):
+        self.spark = spark
+        jvm = _jvm(spark)
+        none = jvm.scala.Option.empty()
+        self.txn = delta_log(spark, location).startTransaction(none, none)
+        self.app = app
+        known = checksum_versions(self.txn.snapshot())
+        if known is None:
+            found = int(self.txn.txnVersion(app))  # rebuilds the state; registers the app id as read
+            self.last: int | None = found if found >= 0 else None
+        else:
+            getattr(self.txn.readTxn(), "$plus$eq")(app)  # what txnVersion records: a concurrent commit of app conflicts
+            self.last = known.get(app)
+
+    def has(self, version: int) -> bool:
+        """Whether the table has ``version`` of the app id already (an earlier attempt committed it)."""
+        return self.last is not None and self.last >= version
+
+    def write_files(self, df: DataFrame, version: int) -> StagedWrite:
+        """The files of ``df`` (one Spark job), to be committed by ``commit``."""
+        return StagedWrite(self.txn, self.txn.writeFiles(df._jdf), self.app, version)
+
+    @staticmethod
+    def commit(spark: SparkSession, staged: StagedWrite) -> int | None:
+        """Commit the files with the app id's new version; the table version made, None when there were no files."""
+        if staged.empty:
+            return None
+        jvm = _jvm(spark)
+        delta = jvm.org.apache.spark.sql.delta
+        marker = delta.actions.SetTransaction(staged.app, staged.version, jvm.scala.Some(int(time.time() * 1000)))
+        none = jvm.scala.Option.empty()
+        no_partitions = jvm.scala.Some(staged.files.take(0))  # an empty Seq: the table is not partitioned by the write
+        operation = getattr(delta, "DeltaOperations$Write")(
+            jvm.org.apache.spark.sql.SaveMode.Append, no_partitions, none, none, none, none, none, none, none
+        )
+        return int(staged.txn.commit(staged.files.appended(marker), operation))
