@@ -257,7 +257,8 @@ class BatchPass:
         else:
             r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
-        read = ((*source_lines.KEYS,) if dlq_needed and r.source_lines.needed else ()) + (("seq",) if shape[1] else ())
+        origins = dlq_needed and (r.source_lines.needed or r.dlq.wants_origins)
+        read = ((*source_lines.KEYS,) if origins else ()) + (("seq",) if shape[1] else ())
         # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
         metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
                                   selects=self._once(("observed",), dict))
@@ -321,6 +322,8 @@ class BatchPass:
         pending = bool(metrics.get("pending", 1))  # any reason still to work out (the pass works out most)
         rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending,
                                       keep=(ordinal,) if ordinal else ())
+        if r.dlq.wants_origins:  # read with the counts: no Spark job (a Kafka DLQ reads its Kafka records back by them)
+            r.dlq.nacked_origins = self._origins(metrics, entries, gathered)
         if not lines:
             return rows
         return r.source_lines.apply(r.spark, rows, self._origins(metrics, entries, gathered), ordinal=ordinal)

@@ -14,6 +14,8 @@ class Destination:
     carries_a_pass = True  # its write is one action over the batch (an observation on it sees every row)
     answers_commits = False  # True: ``committed`` reads the target itself and no commit marker is kept
     wants_record_id = False  # its rows come with the record's read-order number (columns.SEQ): see kafka_sink
+    wants_origins = False  # as the DLQ: told its records' origins (source_lines.KEYS) from the pass, before its write
+    nacked_origins: list[tuple] | None = None  # set by the batch pass when wants_origins: (source id, file, split, position)
 
     def __init__(self, spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any]):
         self.spark = spark

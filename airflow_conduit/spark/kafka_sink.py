@@ -65,6 +65,7 @@ INTENTS = "kafka-intents"
 CHECKPOINT = Path("checkpoints") / "pipeline"  # runner.QUERY_NAME's checkpoint
 ADMIN_TIMEOUT_SECONDS = 120
 KEEP_INTENTS = 100  # as many as the commit markers (commits.KEEP_BATCHES)
+IN_DRIVER_LIMIT = 50_000  # DLQ records of a batch computed into the driver (in_driver); more are cached on the executors
 HEADER_TYPE = "array<struct<key:string,value:binary>>"
 DEFAULT_MAX_REQUEST_SIZE = 1_048_576  # the Java producer's max.request.size
 # A record's bytes in a record batch beyond its key, value and header bytes (Kafka's v2 format, upper bounds):
@@ -178,6 +179,16 @@ def topic_max_message_bytes(spark: SparkSession, options: dict[str, str], topic:
         return int(config.get("max.message.bytes").value())
 
 
+def in_driver(df: DataFrame) -> DataFrame:
+    """``df`` computed once (one Spark job) and kept in the driver's JVM as a local relation, for few rows: what is
+    then read of it without an aggregate (a projection, a filter) runs no Spark job, and a write of it one job.
+    (``persist`` would cost three: the cache is filled under adaptive execution as query stages of their own.)"""
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    rows = df._jdf.collectAsList()
+    return ClassicDataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, df._jdf.schema()), df.sparkSession)
+
+
 def header(headers: Column, name: str) -> Column:
     """The (first) value of header ``name`` as a string, NULL when absent."""
     return F.try_element_at(F.filter(headers, lambda h: h["key"] == F.lit(name)), F.lit(1))["value"].cast("string")
@@ -259,21 +270,26 @@ class KafkaWriter(Destination):
                      self.id, batch_id)
             records = records.join(self.written_before(recorded, query_id, batch_id), RECORD_ID, "left_anti")
         if self.measures_sizes:  # measured, then written: computed once (the read-back of originals included)
-            records = records.persist()
+            few = self.nacked_origins is not None and len(self.nacked_origins) <= IN_DRIVER_LIMIT
+            records = in_driver(records) if few else records.persist()
         try:
-            self.check_sizes(records, batch_id)
-            out = records.select("key", "value", "headers")
-            try:
-                out.write.format("kafka").options(**self.options()).option("topic", self.topic).save()
-            except Exception as exc:
-                if too_large(exc):
-                    raise self.too_large_error(records, batch_id) from exc
-                raise
+            self._write(records, batch_id)
         finally:
-            if self.measures_sizes:
+            self.nacked_origins = None
+            if self.measures_sizes and records.is_cached:
                 records.unpersist()
 
-    measures_sizes = False  # check_sizes reads the records (a Spark job) before they are written
+    def _write(self, records: DataFrame, batch_id: int) -> None:
+        self.check_sizes(records, batch_id)
+        out = records.select("key", "value", "headers")
+        try:
+            out.write.format("kafka").options(**self.options()).option("topic", self.topic).save()
+        except Exception as exc:
+            if too_large(exc):
+                raise self.too_large_error(records, batch_id) from exc
+            raise
+
+    measures_sizes = False  # check_sizes reads the records before they are written (they are computed once, in_driver)
 
     def check_sizes(self, records: DataFrame, batch_id: int) -> None:
         """Refuse a batch with a record the topic would refuse, before writing any (a destination: the broker says)."""
@@ -345,6 +361,8 @@ ORIGINAL_SOURCE, ORIGINAL_POSITION = "__ac_o_source", "__ac_o_position"
 class KafkaDeadLetterQueue(KafkaWriter):
     """DLQ plugin ``kafka``: one Kafka record per nacked record, the original bytes as its value."""
 
+    wants_origins = True  # kafka_originals reads the nacked Kafka records back by their positions
+
     def _from_kafka(self) -> Column:
         """The DLQ row is of a record a Kafka source read (its ``source_file`` is ``topic/partition/offset``)."""
         return F.col("source_id").isin(list(self.kafka_sources)) if self.kafka_sources else F.lit(False)
@@ -353,14 +371,17 @@ class KafkaDeadLetterQueue(KafkaWriter):
         """The Kafka records the DLQ rows of Kafka sources came from, read again from their topics (key,
         value and headers byte for byte), keyed by (source id, ``topic/partition/offset``); None without any.
 
-        The DLQ rows are few and on the driver already: their offsets are collected and each source's
-        partitions are read from the lowest to the highest nacked offset of the batch.
+        The DLQ rows are few and their origins on the driver already (``origins``, read by the batch pass with its
+        counts): each source's partitions are read from the lowest to the highest nacked offset of the batch.
         """
         if not self.kafka_sources:
             return None
-        spots = df.where(self._from_kafka()).select("source_id", "source_file").distinct().collect()
+        origins = self.nacked_origins
+        if origins is None:  # not told by the batch pass (a replay): from the rows, one Spark job
+            origins = [tuple(row) for row in df.select("source_id", "source_file").collect()]
+        spots = {(o[0], o[1]) for o in origins if o[0] in self.kafka_sources and o[1]}
         ranges: dict[str, dict[str, dict[int, list[int]]]] = {}
-        for source_id, where in spots:
+        for source_id, where in sorted(spots):
             topic, partition, offset = where.rsplit("/", 2)
             low_high = ranges.setdefault(source_id, {}).setdefault(topic, {}).setdefault(int(partition), [int(offset)] * 2)
             low_high[0], low_high[1] = min(low_high[0], int(offset)), max(low_high[1], int(offset))
@@ -438,8 +459,9 @@ class KafkaDeadLetterQueue(KafkaWriter):
             + F.lit(RECORD_HEADER_OVERHEAD))
         size = (F.coalesce(F.length("value"), F.lit(0)) + F.coalesce(F.length("key"), F.lit(0)) + header_bytes
                 + F.lit(RECORD_OVERHEAD + BATCH_OVERHEAD))
-        row = records.select(size.alias("size"), F.col(RECORD_ID)).orderBy(F.desc("size")).limit(1).collect()
-        return (row[0][RECORD_ID], int(row[0]["size"])) if row else None
+        rows = records.select(size.alias("size"), F.col(RECORD_ID)).collect()  # few: no sort (a shuffle, more jobs)
+        biggest = max(rows, key=lambda row: row["size"], default=None)
+        return (biggest[RECORD_ID], int(biggest["size"])) if biggest else None
 
     def too_large_error(self, records: DataFrame, batch_id: int, biggest: tuple[str, int] | None = None,
                         limit: int | None = None) -> KafkaRecordTooLarge:
