@@ -7,9 +7,14 @@ job per destination write plus one for the DLQ only when a batch holds bad
 records: exactly 2 per batch with bad records, exactly 1 without, whatever
 the number of built-in processors, and with an ``expect`` processor whose
 rules are counted by the same pass (no job per rule).
+
+Kafka -> Delta with a Kafka DLQ: 1 job per batch (the Delta write is the pass),
+4 with bad records (the Kafka DLQ's records, their read-back, their write).
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -81,3 +86,77 @@ def test_a_batch_with_bad_records_runs_2_jobs_its_write_and_the_dlq_write(spark,
 def test_a_batch_without_bad_records_runs_1_job_its_write(spark, tmp_path):
     assert _jobs_per_batch(spark, tmp_path / "a", bad=False) == 1
     assert _jobs_per_batch(spark, tmp_path / "b", rules=RULES, bad=False) == 1, "expectation rules must add no Spark job"
+
+
+# -- Kafka -> Delta with a Kafka DLQ ---------------------------------------------------------------------------
+#
+# The pass is the Delta write itself (its files, written in a Delta transaction that commits after the DLQ): one
+# job, as plain Structured Streaming appending to Delta. A batch with bad records adds the Kafka DLQ's two: its
+# records computed once into the driver (one job, plus the broadcast of the nacked Kafka records read back by the
+# positions the pass observed) and its write. No job rebuilds the table's state for the transaction id.
+
+KAFKA_BATCHES = 3
+PER_BATCH = 40
+
+
+def _kafka_value(i: int, *, bad: bool) -> bytes:
+    if bad and i % 10 == 3:
+        return b'{"id": %d, "name": oops' % i  # not JSON
+    return json.dumps({"id": i, "name": f"n{i}", "amount": i * 0.5}).encode()
+
+
+def _kafka_delta_spec(kafka, topic: str, dlq_topic: str, lake):
+    from airflow_conduit.pipeline.model import DeadLetterQueueSpec, DestinationSpec, SourceSpec
+
+    source = SourceSpec(id="events", plugin="kafka", settings={
+        "servers": kafka.bootstrap, "topics": [topic], "starting-offsets": "earliest", "format": "json",
+        "schema": "id BIGINT NOT NULL, name STRING, amount DOUBLE", "max-records-per-batch": PER_BATCH,
+    })
+    return pipeline(
+        "jobs-kafka-delta", [source], [DestinationSpec(id="lake", plugin="delta", settings={"path": str(lake)})],
+        dlq=DeadLetterQueueSpec(plugin="kafka", settings={"servers": kafka.bootstrap, "topic": dlq_topic}, window_size=0),
+    )
+
+
+def _jobs_by_batch(spark, group: str) -> dict[int, int]:
+    """Spark jobs of the query's run, per batch (the batch id is the last line of their description)."""
+    per_batch: dict[int, int] = {}
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None).iterator()
+    while jobs.hasNext():
+        job = jobs.next()
+        if not (job.jobGroup().isDefined() and job.jobGroup().get() == group and job.description().isDefined()):
+            continue
+        last = job.description().get().splitlines()[-1]
+        if last.startswith("batch = "):
+            batch = int(last.removeprefix("batch = "))
+            per_batch[batch] = per_batch.get(batch, 0) + 1
+    return per_batch
+
+
+def _kafka_delta_jobs(spark, kafka, tmp_path, *, bad: bool) -> dict[int, int]:
+    from pyspark.sql import types as T
+
+    topic, dlq_topic = kafka.create_topic(partitions=2), kafka.create_topic()
+    ids = range(KAFKA_BATCHES * PER_BATCH)
+    for partition in range(2):
+        kafka.produce(topic, [_kafka_value(i, bad=bad) for i in ids if i % 2 == partition], partition=partition)
+    lake = tmp_path / "lake"  # the table exists: every batch appends (the first write of a new table creates it)
+    schema = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("name", T.StringType()),
+                           T.StructField("amount", T.DoubleType())])
+    spark.createDataFrame([], schema).write.format("delta").save(str(lake))
+    runners = []
+    code, report = execute(spark, _kafka_delta_spec(kafka, topic, dlq_topic, lake), state_dir=tmp_path / "state",
+                           run_id="r1", on_runner=runners.append)
+    assert code == 0, report.error
+    bad_ids = [i for i in ids if bad and i % 10 == 3]
+    assert len(report.batches) == KAFKA_BATCHES
+    assert all(b["dlq"] > 0 for b in report.batches) == bad  # every batch has bad records, or none has
+    assert sorted(r["id"] for r in spark.read.format("delta").load(str(lake)).select("id").collect()) == [
+        i for i in ids if i not in bad_ids]
+    assert len(kafka.read_all(dlq_topic)) == len(bad_ids)
+    return _jobs_by_batch(spark, str(runners[0].query.runId))
+
+
+def test_kafka_to_delta_runs_1_job_per_batch_and_4_with_bad_records_for_the_kafka_dlq(spark, kafka, tmp_path):
+    assert _kafka_delta_jobs(spark, kafka, tmp_path / "good", bad=False) == {b: 1 for b in range(KAFKA_BATCHES)}
+    assert _kafka_delta_jobs(spark, kafka, tmp_path / "bad", bad=True) == {b: 4 for b in range(KAFKA_BATCHES)}
