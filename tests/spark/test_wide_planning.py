@@ -10,9 +10,10 @@ import pytest
 import py4j.clientserver
 
 from airflow_conduit.spark import dlq as dlq_mod
+from airflow_conduit.spark import runner as runner_mod
 from airflow_conduit.spark.runner import execute
 from airflow_conduit.spark.sources import plan_source
-from spark_helpers import dlq_file, file_dest, file_source, pipeline, read_json_rows, write_lines
+from spark_helpers import dlq_file, file_dest, file_source, pipeline, proc, read_json_rows, write_lines
 
 pytestmark = pytest.mark.spark
 
@@ -98,3 +99,52 @@ def test_a_long_rejected_line_gets_the_reason_a_short_one_gets(spark, tmp_path):
     assert found[("odd", 1)] == ("MissingFieldError", "record is missing required field(s): it's")
     assert found[("odd", 2)][0] == "WrongTypeError"
     assert found[("odd", 2)][1].startswith("record has field(s) of the wrong type: back\\slash (expected")
+
+
+def _round_trips_per_batch(spark, tmp_path, fields: int, monkeypatch) -> list[int]:
+    """Run a pipeline of ``fields`` fields (an ``sql`` processor, a file destination, short bad lines) over 3 batches;
+    the Py4J round trips of each batch's own thread (planning, bookkeeping; the JVM's own work is not counted)."""
+    folder = tmp_path / f"in{fields}"
+    for f in range(3):
+        lines = [json.dumps({"id": f * 10 + i, "name": f"n{i}", **{f"f{j:03d}": None for j in range(fields - 2)}})
+                 for i in range(5)]
+        write_lines(folder, f"{f}.json", [*lines, "{bad", json.dumps({"id": "x", "name": "y"})])
+    spec = pipeline(f"w{fields}", [file_source(folder, schema=_schema(fields), **{"max-files-per-trigger": 1})],
+                    [file_dest(tmp_path / f"out{fields}")], processors=[proc("all", "sql", select=["*"])],
+                    dlq=dlq_file(tmp_path / f"dlq{fields}"))
+    counts: list[int] = []
+    mine = threading.local()
+    send = py4j.clientserver.ClientServerConnection.send_command
+
+    def counting(connection, command):
+        if getattr(mine, "batch", False):
+            counts[-1] += 1
+        return send(connection, command)
+
+    process = runner_mod.PipelineRunner._process_batch
+
+    def batch(self, df, batch_id):
+        counts.append(0)
+        mine.batch = True
+        try:
+            return process(self, df, batch_id)
+        finally:
+            mine.batch = False
+
+    with monkeypatch.context() as patch:
+        patch.setattr(py4j.clientserver.ClientServerConnection, "send_command", counting)
+        patch.setattr(runner_mod.PipelineRunner, "_process_batch", batch)
+        code, report = execute(spark, spec, state_dir=tmp_path / f"state{fields}", run_id="r1")
+    assert code == 0, report.error
+    assert report.totals["dlq"] == 6 and report.totals["written"] == {"out": 15}
+    return counts
+
+
+def test_a_batch_plans_in_as_many_round_trips_at_100_fields_as_at_10(spark, tmp_path, monkeypatch):
+    """A later batch (the run's columns built) sends the JVM what it sent at 10 fields, within a bound far below
+    one round trip per field: the ``sql`` processor's select list and the destination's rows go as SQL text in
+    one piece (``columns.jvm_strings``), the other select lists as JVM Seqs built once per run."""
+    narrow = _round_trips_per_batch(spark, tmp_path, 10, monkeypatch)
+    wide = _round_trips_per_batch(spark, tmp_path, 100, monkeypatch)
+    assert len(narrow) == len(wide) == 3
+    assert wide[1] - narrow[1] <= 10 and wide[2] - narrow[2] <= 10, (narrow, wide)
