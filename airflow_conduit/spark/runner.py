@@ -279,10 +279,11 @@ class PipelineRunner:
 
     def _check_input_files(self, checkpoint_batch: int | None = None, number: int | None = None) -> None:
         """Note the files the checkpoint's batch ``checkpoint_batch`` (batch ``number``) reads, report the input
-        files changed since they were read, save the ledger."""
+        files changed since they were read (at a batch the unsettled ones, else every one: ``InputFiles.check``),
+        save what changed in the ledger."""
         if checkpoint_batch is not None:
             self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
-        found = self.input_files.check()
+        found = self.input_files.check(every_file=checkpoint_batch is None)
         if found:
             self.report.input_files_changed = [*self.report.input_files_changed, *found]
         self.input_files.save()
