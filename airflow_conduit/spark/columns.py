@@ -107,10 +107,11 @@ def with_error(df: DataFrame, failed: Column, **error: str | Column | int | None
     return with_error_column(df, F.when(F.coalesce(failed, F.lit(False)), error_struct(**error)))
 
 
-def with_filter(df: DataFrame, keep: Column) -> DataFrame:
-    """Filter processor: active records where ``keep`` is not TRUE (FALSE or NULL) become filtered (acked)."""
+def filter_columns(keep: Column) -> "JvmColumns":
+    """Filter processor, for ``with_columns``: active records where ``keep`` is not TRUE (FALSE or NULL) become
+    filtered (acked)."""
     drop = active() & ~F.coalesce(keep, F.lit(False))
-    return df.withColumn(FILTERED, F.col(FILTERED) | drop)
+    return JvmColumns([F.col(FILTERED) | drop], [FILTERED])
 
 
 # -- select lists handed to the JVM once per run -----------------------------------------------------------

@@ -153,6 +153,7 @@ class PipelineRunner:
         self.rules = expectations.rules_of(spec)  # the expect processors' rules, counted in every batch
         self.fates = Fates()  # the fate columns, built at the first batch
         self.pass_columns: dict = {}  # what every batch pass builds the same, built at the first (batch_pass.BatchPass)
+        self.processor_columns: dict = {}  # what the processors build the same at every batch (ProcessorContext.once)
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -340,7 +341,7 @@ class PipelineRunner:
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Batch number ``batch_id`` (numbered on across checkpoints: ``batch_numbers.py``; a replay's is negative)."""
         started = time.monotonic()
-        ctx = self._ctx = ProcessorContext(spec=self.spec)
+        ctx = self._ctx = ProcessorContext(spec=self.spec, built=self.processor_columns)
         try:
             status, branches = self._plan_batch(batch, ctx)
             at = utc_now_iso()
