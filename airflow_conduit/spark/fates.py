@@ -120,7 +120,8 @@ class Fates:
         key = (branch, keep)
         if key not in self._rows:
             self._rows[key] = C.JvmColumns([*[C.col(c).alias(name) for c, name in branch.fields], *[F.col(k) for k in keep]])
-        return C.select(status.where(F.col(written(branch.index))), self._rows[key])
+            self._rows[("where", branch.index)] = F.col(written(branch.index))._jc
+        return C.select(C.frame(status._jdf.where(self._rows[("where", branch.index)]), status), self._rows[key])
 
 
 def _fate_columns(branches: list[Branch]) -> tuple[C.JvmColumns | None, C.JvmColumns]:
