@@ -33,6 +33,7 @@ class ProcessorContext:
 
     def once(self, key: tuple, build: Callable[[], Any]) -> Any:
         """What a processor builds the same at every batch (each Column call is a JVM round trip), built once.
+        Keys hold the processor's ``id()``: processor ids are unique within a stage, not across stages.
 
         ``Column`` objects are unresolved expressions: one serves every batch's plan (each plan resolves
         its own copy, so a nondeterministic function such as ``rand()`` still gets a new seed per batch)."""
@@ -71,7 +72,7 @@ def field_set(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> Data
             return C.JvmColumns([F.when(C.active(), value).otherwise(F.col(C.quote(name)))], [name])
         return C.JvmColumns([F.when(C.active(), value)], [name])
 
-    return C.with_columns(df, ctx.once(("field.set", proc.id, exists), build))
+    return C.with_columns(df, ctx.once(("field.set", id(proc), exists), build))
 
 
 def field_rename(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
@@ -85,7 +86,7 @@ def field_exclude(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> 
 
 
 def filter_(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
-    return C.with_columns(df, ctx.once(("filter", proc.id), lambda: C.filter_columns(F.expr(str(proc.settings["condition"])))))
+    return C.with_columns(df, ctx.once(("filter", id(proc)), lambda: C.filter_columns(F.expr(str(proc.settings["condition"])))))
 
 
 def sql(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
@@ -106,7 +107,7 @@ def sql(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
         internal = [C.quote(c) for c in names if C.is_internal(c)]
         return C.JvmColumns([F.expr(e) for e in [*exprs, *internal]])
 
-    return C.select(df, ctx.once(("sql", proc.id, names), build))
+    return C.select(df, ctx.once(("sql", id(proc), names), build))
 
 
 def json_decode(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
