@@ -1,17 +1,13 @@
-"""The benchmark targets, as data: which result key each reads, the limit, and how a verdict is reached.
-
-A verdict is computed from the results, never written by hand: **met**, **missed**, or **not run** (the
-benchmark's result, or the key the target reads, is absent). A ratio or time is judged on its median over the
-repetitions unless the target says ``stat="max"`` (every repetition must meet it); ``==`` needs every
-repetition equal to the limit.
-"""
+"""The benchmark targets as data: the figure each reads, its limit, and the verdict computed from a run's figures:
+met, missed, or not run (no result, or the figure is absent). A summary is judged on its median unless ``stat="max"``
+(every repetition); ``==`` needs every repetition equal to the limit."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from bench.markdown import spread
+from bench.common import spread
 
 MET, MISSED, NOT_RUN = "met", "missed", "not run"
 
@@ -74,24 +70,20 @@ def _median(value: Any) -> float | None:
 
 
 def read_twice_share(result: Result) -> float | None:
-    """Records read twice by the worst restart, as a share of its in-flight batch (≤ 1: at most that batch)."""
+    """Records read twice by the worst restart, as a share of its in-flight batch."""
     kills = result.get("kills") or []
     return max((k["read_twice"] / k["batch_size"] for k in kills), default=None)
 
 
 def small_run_over_floor(result: Result) -> float | None:
-    """Seconds the small run's wall time exceeds the plain PySpark script's (both medians)."""
     wall, floor = _median(result.get("wall_seconds")), _median(result.get("floor_wall_s"))
     return None if wall is None or floor is None else wall - floor
 
 
 def soak_verdict(key: str) -> Callable[[Result], bool | None]:
-    def get(result: Result) -> bool | None:
-        from bench.soak import verdicts
+    from bench.soak import verdicts
 
-        return verdicts(result)[key]
-
-    return get
+    return lambda result: verdicts(result)[key]
 
 
 TARGETS: tuple[Target, ...] = (
