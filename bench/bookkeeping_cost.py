@@ -1,9 +1,6 @@
 """Benchmark 1c: where the tasks' CPU goes in the runner (a), the streaming floor (p) and plain PySpark (b), sampled by
 Java Flight Recorder (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import datetime
 import json
 import shutil
@@ -16,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import error_handling as eh
-from bench.common import MIN_PAIRS, alternate, column, log, ratios, run_child, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import MIN_PAIRS, alternate, arguments, column, log, ratios, run_child, setup_environment, spark_session, spread, summary, table, write_result
 
 TITLE = "1c. Where the tasks' CPU goes"
 WAYS = ("a", "p", "b")
@@ -56,7 +53,7 @@ def attribute(samples: list[dict[str, Any]], windows: dict[str, list[tuple[float
     return {way: {part: n / max(len(windows[way]), 1) for part, n in counts.items()} for way, counts in per_way.items()}
 
 
-def child(args: argparse.Namespace) -> int:
+def child(args) -> int:
     """One JVM with the recorder: the ways alternating; times, windows, rows; the recording dumped before the JVM exits."""
     spark = spark_session("airflow-conduit-bench-bookkeeping", args.driver_memory, java_options=RECORDER_OPTIONS)
     todo, work = eh.ways(), Path(args.work)
@@ -80,15 +77,7 @@ def child(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=2_000_000)
-    parser.add_argument("--per-file", type=int, default=100_000)
-    parser.add_argument("--reps", type=int, default=MIN_PAIRS)
-    parser.add_argument("--driver-memory", default="4g")
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--work", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, records=2_000_000, per_file=100_000, reps=MIN_PAIRS, driver_memory="4g", child=0, work="")
     setup_environment()
     if args.child:
         return child(args)

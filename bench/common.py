@@ -1,11 +1,12 @@
 """The harness every benchmark shares: environment, alternating pairs, medians and ranges, Spark helpers,
 child processes, machine facts, and result files that carry the run they come from."""
 
-from __future__ import annotations
-
+import argparse
+import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -35,11 +36,16 @@ def setup_environment(airflow_root: Path | None = None) -> None:
                           AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}))
 
 
+def arguments(argv: list[str] | None, doc: str | None, **defaults: Any) -> argparse.Namespace:
+    """``--name-with-dashes`` for every default (typed as it), and ``--out`` (the result file)."""
+    parser = argparse.ArgumentParser(description=doc)
+    for name, default in {**defaults, "out": None}.items():
+        parser.add_argument("--" + name.replace("_", "-"), default=default, type=str if default is None else type(default))
+    return parser.parse_args(argv)
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-# -- statistics and alternation ---------------------------------------------------------------------
 
 
 def summary(values: Iterable[float | None]) -> dict[str, float]:
@@ -74,6 +80,7 @@ def alternate(variants: Sequence[str], reps: int, run: Callable[[str, int], dict
 
 
 def column(samples: list[dict[str, Any]], key: str) -> list[Any]:
+    """One figure of every sample."""
     return [s[key] for s in samples]
 
 
@@ -86,13 +93,14 @@ class Stopwatch:
         self.seconds = time.perf_counter() - self.start
 
 
+def utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
 def iso_epoch(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-
-
-# -- Spark ------------------------------------------------------------------------------------------
 
 
 def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java_options: str = "", connectors=frozenset()):
@@ -158,18 +166,25 @@ def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] 
 
 
 def run_child(module: str, out: Path, *args: str) -> dict[str, Any]:
-    """``python -m module --child ... --out out`` in a process (and JVM) of its own; its JSON."""
-    subprocess.run([sys.executable, "-m", module, "--child", "--out", str(out), *args], check=True, cwd=str(REPO))
+    """``python -m module --child 1 ... --out out`` in a process (and JVM) of its own; its JSON."""
+    subprocess.run([sys.executable, "-m", module, "--child", "1", "--out", str(out), *args], check=True, cwd=str(REPO))
     return json.loads(out.read_text())
 
 
-# -- results ----------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def processes(*commands: list[str], **popen: Any):
+    """The commands started in sessions of their own; their process groups killed on the way out."""
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **popen) for cmd in commands]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
 
 RUN_KEYS = ("benchmark", "id", "commit", "started_at", "finished_at", "command", "machine", "load_average")
-
-
-def _utc(epoch: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
 
 
 def _first_line(cmd: list[str]) -> str:
@@ -181,19 +196,13 @@ def _first_line(cmd: list[str]) -> str:
 
 
 def machine_facts() -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import version
 
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    cpu = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "")
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    versions = {}
-    for package in ("pyspark", "apache-airflow", "airflow-conduit"):
-        try:
-            versions[package] = version(package)
-        except PackageNotFoundError:
-            pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(pages / 2**30, 1), "os": f"{platform.system()} {platform.release()}",
-            "python": platform.python_version(), "java": _first_line(["java", "-version"]), "versions": versions}
+    return {"cpu": next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), ""),
+            "cores": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1),
+            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(), "java": _first_line(["java", "-version"]),
+            "versions": {package: version(package) for package in ("pyspark", "apache-airflow", "airflow-conduit")}}
 
 
 def write_result(name: str, figures: dict[str, Any], out: str | None) -> Path:
@@ -201,9 +210,9 @@ def write_result(name: str, figures: dict[str, Any], out: str | None) -> Path:
     commit = _first_line(["git", "rev-parse", "HEAD"])
     dirty = bool(_first_line(["git", "status", "--porcelain", "--untracked-files=no"]))
     run = {"benchmark": name, "id": f"{name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(STARTED))}-{os.getpid()}",
-           "commit": commit + (" (with uncommitted changes)" if dirty else ""), "started_at": _utc(STARTED),
-           "finished_at": _utc(time.time()), "seconds": time.time() - STARTED,
-           "command": " ".join(["python -m", f"bench.{name}", *sys.argv[1:]]),
+           "commit": commit + (" (with uncommitted changes)" if dirty else ""), "started_at": utc(STARTED),
+           "finished_at": utc(time.time()), "seconds": time.time() - STARTED,
+           "command": " ".join(["python -m", f"bench.{name}", *(a for i, a in enumerate(sys.argv[1:]) if "--out" not in sys.argv[i:i + 2])]),
            "machine": machine_facts(), "load_average": {"start": LOAD_AT_START, "end": os.getloadavg()}}
     path = Path(out) if out else RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -212,9 +221,6 @@ def write_result(name: str, figures: dict[str, Any], out: str | None) -> Path:
     os.replace(path.with_suffix(".tmp"), path)
     log(f"written to {path}")
     return path
-
-
-# -- markdown ---------------------------------------------------------------------------------------
 
 
 def fmt(value: float | None, digits: int = 2) -> str:

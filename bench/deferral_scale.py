@@ -1,23 +1,18 @@
 """Benchmark 4: N pipelines watched by one triggerer's event loop (A) against one worker process per job (B)
 (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import asyncio
 import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import MIN_PAIRS, REPO, alternate, ratios, setup_environment, spread, summary, table, write_result
+from bench.common import MIN_PAIRS, alternate, arguments, processes, ratios, run_child, setup_environment, spread, summary, table, write_result
 
 TITLE = "4. Deferral at scale"
 WORKER_STAND_IN = r"""
@@ -99,99 +94,54 @@ async def watch_all(n: int, poll: float, jobs: Path, pids: list[list[float]]) ->
 
 def measure_triggers(n: int, poll: float, work: Path, pids: list[tuple[int, float]]) -> dict[str, Any]:
     jobs = work / f"jobs-{n}-{time.time_ns()}"
-    out = subprocess.run([sys.executable, "-m", "bench.deferral_scale", "--child", str(n), "--poll", str(poll), "--jobs-dir", str(jobs),
-                          "--pids", json.dumps(pids)], capture_output=True, text=True, timeout=300, cwd=str(REPO))
+    result = run_child("bench.deferral_scale", work / "a.json", "--ns", str(n), "--poll", str(poll), "--jobs-dir", str(jobs), "--pids", json.dumps(pids))
     shutil.rmtree(jobs, ignore_errors=True)
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    raise RuntimeError(f"trigger child failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
+    return result
 
 
 def measure_workers(k: int, window: float, work: Path) -> dict[str, Any]:
     """B: ``k`` stand-in workers sitting in SparkSubmitHook.submit on a fake spark-submit that sleeps."""
     import psutil
 
-    fakebin = work / "fakebin"
-    fakebin.mkdir(exist_ok=True)
-    (fakebin / "spark-submit").write_text('#!/bin/sh\necho "fake spark-submit $*"\nexec sleep 3600\n')
-    (fakebin / "spark-submit").chmod(0o755)
-    env = {**os.environ, "PATH": str(fakebin) + os.pathsep + os.environ["PATH"],
+    (work / "fakebin").mkdir(exist_ok=True)
+    (work / "fakebin" / "spark-submit").write_text('#!/bin/sh\necho "fake spark-submit $*"\nexec sleep 3600\n')
+    (work / "fakebin" / "spark-submit").chmod(0o755)
+    env = {**os.environ, "PATH": str(work / "fakebin") + os.pathsep + os.environ["PATH"],
            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"})}
     ready = [work / f"worker-{i}-{time.time_ns()}.ready" for i in range(k)]
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER_STAND_IN, str(r)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True) for r in ready]
-    try:
+    with processes(*[[sys.executable, "-c", WORKER_STAND_IN, str(r)] for r in ready], env=env) as procs:
         deadline = time.monotonic() + 120
-        while not all(r.exists() for r in ready):
-            if time.monotonic() > deadline:
-                raise TimeoutError("stand-in workers did not start")
+        while not all(r.exists() for r in ready) and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(2.0 + window)  # settled in their wait
         ps = [psutil.Process(p.pid) for p in procs]
         if not all(any(c.name() == "sleep" for c in p.children(recursive=True)) for p in ps):
             raise RuntimeError("a stand-in worker is not waiting on its (fake) spark-submit")
         mem = [memory(p) for p in ps]
-        return {"rss_mb": statistics_median(m["rss_mb"] for m in mem), "uss_mb": statistics_median(m["uss_mb"] for m in mem)}
-    finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait(timeout=10)
-
-
-def statistics_median(values) -> float:
-    return summary(values)["median"]
-
-
-def measure_wrapper(work: Path) -> dict[str, float]:
-    """The stdlib wrapper the local launcher keeps per running job."""
-    import psutil
-
-    proc = subprocess.Popen([sys.executable, "-m", "airflow_conduit.hooks.backends.detached", str(work / "exit.json"), "--", "sleep", "60"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        time.sleep(1.5)
-        return memory(psutil.Process(proc.pid))
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    return {key: summary(m[key] for m in mem)["median"] for key in ("rss_mb", "uss_mb")}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ns", default="100,500,1000")
-    parser.add_argument("--reps", type=int, default=MIN_PAIRS)
-    parser.add_argument("--poll", type=float, default=5.0, help="trigger poll interval (the operator's default: 5 s)")
-    parser.add_argument("--workers", type=int, default=5, help="stand-in worker processes measured per repetition")
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--jobs-dir", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--pids", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, ns="100,500,1000", reps=MIN_PAIRS, poll=5.0, workers=5, child=0, jobs_dir="", pids="")
     setup_environment()
-    if args.child is not None:
+    if args.child:
         import airflow  # noqa: F401 - a triggerer has Airflow loaded
 
-        print("RESULT " + json.dumps(asyncio.run(watch_all(args.child, args.poll, Path(args.jobs_dir), json.loads(args.pids)))), flush=True)
+        Path(args.out).write_text(json.dumps(asyncio.run(watch_all(int(args.ns), args.poll, Path(args.jobs_dir), json.loads(args.pids)))))
         return 0
     import psutil
 
-    ns = [int(x) for x in args.ns.split(",")]
-    work = Path(tempfile.mkdtemp(prefix="conduit-bench-defer-"))
+    ns, work = [int(x) for x in args.ns.split(",")], Path(tempfile.mkdtemp(prefix="conduit-bench-defer-"))
     os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow-home"))
-    sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(8)]  # the fake running jobs the N handles point at
-    pids = [(p.pid, psutil.Process(p.pid).create_time()) for p in sleepers]
-    try:
-        wrapper = measure_wrapper(work)
-        runs = alternate(["workers", *map(str, ns)], args.reps, warmup=0, run=lambda item, rep: (
-            measure_workers(args.workers, args.poll, work) if item == "workers" else measure_triggers(int(item), args.poll, work, pids)))
+    wrapper = [sys.executable, "-m", "airflow_conduit.hooks.backends.detached", str(work / "exit.json"), "--", "sleep", "60"]
+    try:  # 8 sleeping processes: the fake running jobs the N handles point at
+        with processes(*[["sleep", "3600"]] * 8) as sleepers, processes(wrapper) as wrappers:
+            pids = [(p.pid, psutil.Process(p.pid).create_time()) for p in sleepers]
+            time.sleep(1.5)
+            wrapper_memory = memory(psutil.Process(wrappers[0].pid))
+            runs = alternate(["workers", *map(str, ns)], args.reps, warmup=0, run=lambda item, rep: (
+                measure_workers(args.workers, args.poll, work) if item == "workers" else measure_triggers(int(item), args.poll, work, pids)))
     finally:
-        for p in sleepers:
-            p.kill()
-            p.wait()
         shutil.rmtree(work, ignore_errors=True)
     workers, per_n = runs.pop("workers"), {}
     for n in ns:
@@ -203,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
                          "cpu_ms_per_pipeline_per_second": summary(1000 * r["cpu_cores"] / n for r in rs),
                          "polls_done_share": summary(r["polls_share"] for r in rs), "loop_lag_p99_ms": summary(r["lag_p99_ms"] for r in rs),
                          "workers_rss_mb": summary(b_rss), "ratio_workers_rss_over_triggerer": ratios(b_rss, a_rss),
-                         "ratio_workers_uss_over_triggerer_plus_wrappers": ratios(b_uss, [a + n * wrapper["uss_mb"] for a in a_rss])}
+                         "ratio_workers_uss_over_triggerer_plus_wrappers": ratios(b_uss, [a + n * wrapper_memory["uss_mb"] for a in a_rss])}
     write_result("deferral_scale", {"ns": ns, "reps": args.reps, "poll_interval": args.poll, "workers_per_rep": args.workers,
-                                    "detached_wrapper": wrapper, "worker_rss_mb": summary(w["rss_mb"] for w in workers),
+                                    "detached_wrapper": wrapper_memory, "worker_rss_mb": summary(w["rss_mb"] for w in workers),
                                     "worker_uss_mb": summary(w["uss_mb"] for w in workers), "per_n": per_n}, args.out)
     return 0
 

@@ -1,8 +1,5 @@
 """Benchmark 1: what per-record error handling costs on the data path (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import json
 import os
 import shutil
@@ -11,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import (MIN_PAIRS, Stopwatch, alternate, column, log, next_job_id, ratios, run_pipeline, seconds_in_jobs,
+from bench.common import (MIN_PAIRS, Stopwatch, alternate, arguments, column, next_job_id, ratios, run_pipeline, seconds_in_jobs,
                           setup_environment, spark_session, spread, summary, table, write_result)
 
 TITLE = "1. Cost of error handling on the data path"
@@ -180,24 +177,19 @@ def ways(files_per_batch: int = 0, tuned: int = -1) -> dict[str, Callable[[Any, 
     return todo
 
 
-class CpuClock:
+def cpu_clock(spark) -> Callable[[], float]:
     """CPU seconds of the driver's JVM (all threads, from /proc) plus this Python process."""
-
-    def __init__(self, spark) -> None:
-        self._stat = Path(f"/proc/{int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())}/stat")
-
-    def read(self) -> float:
-        fields, own = self._stat.read_text().rsplit(")", 1)[1].split(), os.times()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + own.user + own.system
+    stat = Path(f"/proc/{int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())}/stat")
+    return lambda: sum(int(x) for x in stat.read_text().rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") + sum(os.times()[:2])
 
 
-def measure(spark, work: Path, data: Path, args: argparse.Namespace, reps: int, warmup: int) -> dict[str, list[dict[str, Any]]]:
-    todo, clock = ways(args.files_per_batch, args.tuned_files_per_batch), CpuClock(spark)
+def measure(spark, work: Path, data: Path, args, reps: int, warmup: int) -> dict[str, list[dict[str, Any]]]:
+    todo, clock = ways(args.files_per_batch, args.tuned_files_per_batch), cpu_clock(spark)
 
     def run(way: str, rep: int) -> dict[str, Any]:
-        first, cpu = next_job_id(spark), clock.read()
+        first, cpu = next_job_id(spark), clock()
         result = todo[way](spark, data, work / f"{way}{rep}")
-        result.update(cpu=clock.read() - cpu, in_jobs=seconds_in_jobs(spark, first, next_job_id(spark)))
+        result.update(cpu=clock() - cpu, in_jobs=seconds_in_jobs(spark, first, next_job_id(spark)))
         if way not in RUNNER_WAYS:  # counted after the timed region
             result.update(written=spark.read.parquet(str(result["lake"])).count(), lake=None,
                           bad=spark.read.parquet(str(result.pop("dlq"))).count() if way == "c" else None)
@@ -218,16 +210,8 @@ def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=2_000_000)
-    parser.add_argument("--per-file", type=int, default=100_000)
-    parser.add_argument("--files-per-batch", type=int, default=0, help="a's max-files-per-trigger; 0: all files in one batch")
-    parser.add_argument("--tuned-files-per-batch", type=int, default=5, help="t's max-files-per-trigger; -1: no t")
-    parser.add_argument("--reps", type=int, default=MIN_PAIRS)
-    parser.add_argument("--warmup-records", type=int, default=0, help="records of the warm-up round; 0: the measured data")
-    parser.add_argument("--driver-memory", default="4g")
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, records=2_000_000, per_file=100_000, files_per_batch=0, tuned_files_per_batch=5, reps=MIN_PAIRS,
+                     warmup_records=0, driver_memory="4g")
     setup_environment()
     work = Path(tempfile.mkdtemp(prefix="conduit-bench-eh-"))
     try:

@@ -1,8 +1,5 @@
 """Benchmark 7: what the ``expect`` processor costs on the data path, A with rules against B without (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import json
 import shutil
 import sys
@@ -10,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import MIN_PAIRS, alternate, column, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import MIN_PAIRS, alternate, arguments, column, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
 
 TITLE = "7. Cost of expectations"
 RULES = [{"name": "has-customer", "condition": "customer IS NOT NULL", "action": "warn"},
@@ -48,12 +45,7 @@ pipeline:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=500_000)
-    parser.add_argument("--per-file", type=int, default=100_000)
-    parser.add_argument("--pairs", type=int, default=MIN_PAIRS)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, records=500_000, per_file=100_000, pairs=MIN_PAIRS)
     setup_environment()
     root = Path(tempfile.mkdtemp(prefix="conduit-bench-expect-"))
     write_input(root / "in", args.records, args.per_file)

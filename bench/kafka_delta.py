@@ -1,9 +1,6 @@
 """Benchmark 8: Kafka -> Delta, the runner against plain Structured Streaming (the floor), on the tests' broker
 (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import json
 import shutil
 import sys
@@ -13,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Stopwatch, alternate, column, log, next_job_id, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import REPO, Stopwatch, alternate, arguments, column, log, next_job_id, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
 
 sys.path.insert(0, str(REPO / "tests"))  # the broker the tests use
 
@@ -150,18 +147,8 @@ def latency(spark, broker, root: Path, way: str, rate: int, seconds: float, warm
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=1_000_000, help="records of the topic read at the default batch size")
-    parser.add_argument("--small-records", type=int, default=1_000_000, help="records of the topic read --per-batch records per batch")
-    parser.add_argument("--per-batch", type=int, default=10_000)
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--default-reps", type=int, default=None, help="pairs at the default batch size (default: --reps)")
-    parser.add_argument("--warmup-pairs", type=int, default=1)
-    parser.add_argument("--latency-rate", type=int, default=100)
-    parser.add_argument("--latency-seconds", type=float, default=40.0)
-    parser.add_argument("--latency-warmup", type=float, default=15.0)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, records=1_000_000, small_records=1_000_000, per_batch=10_000, reps=5, default_reps=0, warmup_pairs=1,
+                     latency_rate=100, latency_seconds=40.0, latency_warmup=15.0)
     setup_environment()
     import psutil
     from kafka_broker import HEAP, KafkaBroker

@@ -1,8 +1,5 @@
 """Benchmark 2: reaction time of recovery through the operator under dag.test() (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import importlib
 import json
 import os
@@ -14,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import iso_epoch, log, setup_environment, spread, summary, table, write_result
+from bench.common import arguments, iso_epoch, log, setup_environment, spread, summary, table, write_result
 
 TITLE = "2. Reaction time of recovery"
 EVENTS_ENV = "CONDUIT_BENCH_EVENTS"
@@ -136,12 +133,7 @@ def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--polls", default="1,5", help="trigger poll intervals to measure (seconds)")
-    parser.add_argument("--restarts", type=int, default=5)
-    parser.add_argument("--delay", type=float, default=1.0, help="min-delay of the fixed backoff policy")
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, polls="1,5", restarts=5, delay=1.0)
     work = Path(tempfile.mkdtemp(prefix="conduit-bench-recovery-"))
     setup_environment(work)
     sys.path.insert(0, str(work / "dags"))

@@ -2,8 +2,6 @@
 exactly one complete run, and the summary table in docs/benchmarks.md. A result without its run's metadata, or one that
 combines figures of different runs, is refused."""
 
-from __future__ import annotations
-
 import importlib
 import json
 import re

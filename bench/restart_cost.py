@@ -1,8 +1,5 @@
 """Benchmark 3: restart cost after a SIGKILL of a batch in flight, through real spark-submit (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import json
 import random
 import shutil
@@ -12,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import iso_epoch, log, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import arguments, iso_epoch, log, setup_environment, spark_session, spread, summary, table, write_result
 from bench.error_handling import expected, generate, runner_spec
 
 TITLE = "3. Restart cost"
@@ -64,13 +61,7 @@ def verify(root: Path, exp: dict[str, int]) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--kills", type=int, default=5)
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--per-file", type=int, default=10_000, help="records per file = per micro-batch")
-    parser.add_argument("--timeout", type=float, default=240.0)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, kills=5, records=200_000, per_file=10_000, timeout=240.0)
     work = Path(tempfile.mkdtemp(prefix="conduit-bench-restart-"))
     setup_environment(work)
     from airflow_conduit.hooks.backends.local import LocalBackend

@@ -6,8 +6,6 @@
     python -m bench.run_all --report-only   # re-render the documents from bench/results/
 """
 
-from __future__ import annotations
-
 import argparse
 import shutil
 import subprocess

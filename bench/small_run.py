@@ -1,9 +1,6 @@
 """Benchmark 6: where the wall time of ``airflow-conduit run examples/orders/pipeline.yaml`` goes, against a plain PySpark
 script on the same 15 records (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import json
 import os
 import re
@@ -16,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-from bench.common import REPO, alternate, iso_epoch, setup_environment, spread, summary, table, write_result
+from bench.common import REPO, alternate, arguments, iso_epoch, setup_environment, spread, summary, table, write_result
 
 TITLE = "6. A small run, as a new user runs it"
 EXAMPLE = REPO / "examples" / "orders"
@@ -129,10 +126,7 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, runs=3)
     root = Path(tempfile.mkdtemp(prefix="conduit-bench-small-"))
     setup_environment()
     os.environ.setdefault("AIRFLOW_HOME", str(root / "airflow-home"))  # the CLI needs no Airflow DB; keep it out of ~

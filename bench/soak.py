@@ -1,8 +1,5 @@
 """Benchmark 5: memory and STATE_DIR over hundreds of micro-batches of one continuous pipeline (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import gc
 import os
 import shutil
@@ -14,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import log, setup_environment, table, write_result
+from bench.common import arguments, log, setup_environment, table, write_result
 
 TITLE = "5. Continuous soak: memory and STATE_DIR"
 LATE_FROM = 110  # after the longest retention window in STATE_DIR (100 batches) is full
@@ -109,16 +106,7 @@ def verdicts(r: dict[str, Any]) -> dict[str, bool | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--batches", type=int, default=200)
-    parser.add_argument("--warmup", type=int, default=10, help="batches before the first sample")
-    parser.add_argument("--samples", type=int, default=9, help="samples from --warmup to --batches, evenly spaced")
-    parser.add_argument("--rate", type=int, default=2000, help="generator records per second")
-    parser.add_argument("--interval", default="500ms", help="trigger-interval")
-    parser.add_argument("--spark-retention", type=int, default=100, help="Spark's retained jobs, stages and SQL executions")
-    parser.add_argument("--timeout", type=float, default=1800.0)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, batches=200, warmup=10, samples=9, rate=2000, interval="500ms", spark_retention=100, timeout=1800.0)
     setup_environment()
     confs = ("spark.ui.retainedJobs", "spark.ui.retainedStages", "spark.sql.ui.retainedExecutions")
     os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(f"--conf {c}={args.spark_retention}" for c in confs) + " pyspark-shell"

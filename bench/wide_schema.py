@@ -1,8 +1,5 @@
 """Benchmark 1b: the runner against the streaming floor on records of 25, 50 and 100 fields (method: docs/benchmarks.md)."""
 
-from __future__ import annotations
-
-import argparse
 import json
 import shutil
 import sys
@@ -10,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import (MIN_PAIRS, alternate, column, next_job_id, ratios, run_child, run_pipeline, seconds_in_jobs,
+from bench.common import (MIN_PAIRS, alternate, arguments, column, next_job_id, ratios, run_child, run_pipeline, seconds_in_jobs,
                           setup_environment, spark_session, spread, summary, table, write_result)
 from bench.error_handling import streaming_floor
 
@@ -58,7 +55,7 @@ pipeline:
 """
 
 
-def child(args: argparse.Namespace) -> int:
+def child(args) -> int:
     """One JVM: a and p alternating; time, driver time outside Spark jobs per batch, the largest generated method."""
     spark = spark_session("airflow-conduit-bench-wide", args.driver_memory, jit=bool(args.jit))
     methods = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_GENERATED_METHOD_BYTECODE_SIZE()
@@ -82,7 +79,7 @@ def child(args: argparse.Namespace) -> int:
     return 0
 
 
-def measure_width(args: argparse.Namespace, work: Path, fields: int, jit: bool) -> dict[str, Any]:
+def measure_width(args, work: Path, fields: int, jit: bool) -> dict[str, Any]:
     records = max(FILES, args.field_values // fields)
     folder, per_file = work / str(fields), max(1, -(-records // FILES))
     (folder / "data").mkdir(parents=True, exist_ok=True)
@@ -101,24 +98,12 @@ def measure_width(args: argparse.Namespace, work: Path, fields: int, jit: bool) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--widths", default="25,50,100", help="comma-separated field counts")
-    parser.add_argument("--field-values", type=int, default=10_000_000, help="records × fields at every width")
-    parser.add_argument("--jvm-defaults-at", type=int, default=25, help="a width also run with the JVM's default options; 0: none")
-    parser.add_argument("--reps", type=int, default=MIN_PAIRS)
-    parser.add_argument("--driver-memory", default="4g")
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--work", help=argparse.SUPPRESS)
-    parser.add_argument("--fields", type=int, default=25, help=argparse.SUPPRESS)
-    parser.add_argument("--jit", type=int, default=1, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = arguments(argv, __doc__, widths="25,50,100", field_values=10_000_000, jvm_defaults_at=25, reps=MIN_PAIRS, driver_memory="4g",
+                     child=0, work="", fields=25, jit=1)
     setup_environment()
     if args.child:
         return child(args)
     widths = [int(w) for w in args.widths.split(",")]
-    if min(widths) <= len(LEADING):
-        parser.error(f"--widths: every width must be over {len(LEADING)} (the leading fields)")
     work = Path(tempfile.mkdtemp(prefix="conduit-bench-wide-"))
     try:
         by_width = {str(w): measure_width(args, work, w, jit=True) for w in widths}
