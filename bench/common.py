@@ -213,7 +213,8 @@ def write_result(name: str, figures: dict[str, Any], out: str | None) -> Path:
            "commit": commit + (" (with uncommitted changes)" if dirty else ""), "started_at": utc(STARTED),
            "finished_at": utc(time.time()), "seconds": time.time() - STARTED,
            "command": " ".join(["python -m", f"bench.{name}", *(a for i, a in enumerate(sys.argv[1:]) if "--out" not in sys.argv[i:i + 2])]),
-           "machine": machine_facts(), "load_average": {"start": LOAD_AT_START, "end": os.getloadavg()}}
+           "machine": machine_facts(), "load_average": {"start": LOAD_AT_START, "end": os.getloadavg()},
+           **({"note": os.environ["CONDUIT_BENCH_NOTE"]} if os.environ.get("CONDUIT_BENCH_NOTE") else {})}
     path = Path(out) if out else RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"run": run, "parts": {key: run["id"] for key in figures}, "figures": figures}

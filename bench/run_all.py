@@ -7,6 +7,7 @@
 """
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes for a smoke check; results in $TMPDIR, no documents")
     parser.add_argument("--only", default=None, help="comma-separated benchmark names")
     parser.add_argument("--report-only", action="store_true", help="only re-render the documents from bench/results/")
+    parser.add_argument("--note", default="", help="a remark recorded with each run and shown on its page (e.g. other load)")
     args = parser.parse_args(argv)
     names = args.only.split(",") if args.only else list(BENCHMARKS)
     if unknown := [n for n in names if n not in BENCHMARKS]:
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     if not args.report_only:
         setup_environment()
+        os.environ["CONDUIT_BENCH_NOTE"] = args.note
         failed = [n for n in names if run_one(n, (QUICK if args.quick else FULL).get(n, "").split(), results) != 0]
     docs = Path(tempfile.mkdtemp(prefix="conduit-bench-docs-")) if args.quick else REPO / "docs"
     if args.quick:
