@@ -6,14 +6,13 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from bench import error_handling as eh
-from bench.common import MIN_PAIRS, alternate, arguments, column, log, ratios, run_child, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import MIN_PAIRS, alternate, arguments, workdir, column, log, ratios, run_child, setup_environment, spark_session, spread, summary, table, write_result
 
 TITLE = "1c. Where the tasks' CPU goes"
 WAYS = ("a", "p", "b")
@@ -81,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_environment()
     if args.child:
         return child(args)
-    work = Path(tempfile.mkdtemp(prefix="conduit-bench-bookkeeping-"))
-    try:
+    with workdir("bookkeeping") as work:
         kinds = eh.generate(work / "data", args.records, args.per_file)
         out = run_child("bench.bookkeeping_cost", work / "child.json", "--work", str(work), "--reps", str(args.reps),
                         "--driver-memory", args.driver_memory)
@@ -94,8 +92,6 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, subprocess.CalledProcessError, ValueError, KeyError) as exc:  # the times stand without it
             log(f"no profile: {jfr} could not read the recording: {getattr(exc, 'stderr', None) or exc}")
             profile = {}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     times = {w: column(r, "seconds") for w, r in runs.items()}
     write_result("bookkeeping_cost", {
         "records": args.records, "per_file": args.per_file, "kinds": kinds, "reps": args.reps,

@@ -10,6 +10,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -169,6 +170,13 @@ def run_child(module: str, out: Path, *args: str) -> dict[str, Any]:
     """``python -m module --child 1 ... --out out`` in a process (and JVM) of its own; its JSON."""
     subprocess.run([sys.executable, "-m", module, "--child", "1", "--out", str(out), *args], check=True, cwd=str(REPO))
     return json.loads(out.read_text())
+
+
+@contextlib.contextmanager
+def workdir(name: str):
+    """A temporary folder for a benchmark's data and outputs, removed at the end."""
+    with tempfile.TemporaryDirectory(prefix=f"conduit-bench-{name}-", ignore_cleanup_errors=True) as folder:
+        yield Path(folder)
 
 
 @contextlib.contextmanager

@@ -7,12 +7,11 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import MIN_PAIRS, alternate, arguments, processes, ratios, run_child, setup_environment, spread, summary, table, write_result
+from bench.common import MIN_PAIRS, alternate, arguments, processes, workdir, ratios, run_child, setup_environment, spread, summary, table, write_result
 
 TITLE = "4. Deferral at scale"
 WORKER_STAND_IN = r"""
@@ -131,18 +130,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import psutil
 
-    ns, work = [int(x) for x in args.ns.split(",")], Path(tempfile.mkdtemp(prefix="conduit-bench-defer-"))
-    os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow-home"))
-    wrapper = [sys.executable, "-m", "airflow_conduit.hooks.backends.detached", str(work / "exit.json"), "--", "sleep", "60"]
-    try:  # 8 sleeping processes: the fake running jobs the N handles point at
+    ns = [int(x) for x in args.ns.split(",")]
+    with workdir("defer") as work:  # 8 sleeping processes: the fake running jobs the N handles point at
+        os.environ.setdefault("AIRFLOW_HOME", str(work / "airflow-home"))
+        wrapper = [sys.executable, "-m", "airflow_conduit.hooks.backends.detached", str(work / "exit.json"), "--", "sleep", "60"]
         with processes(*[["sleep", "3600"]] * 8) as sleepers, processes(wrapper) as wrappers:
             pids = [(p.pid, psutil.Process(p.pid).create_time()) for p in sleepers]
             time.sleep(1.5)
             wrapper_memory = memory(psutil.Process(wrappers[0].pid))
             runs = alternate(["workers", *map(str, ns)], args.reps, warmup=0, run=lambda item, rep: (
                 measure_workers(args.workers, args.poll, work) if item == "workers" else measure_triggers(int(item), args.poll, work, pids)))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     workers, per_n = runs.pop("workers"), {}
     for n in ns:
         rs = runs[str(n)]

@@ -4,12 +4,11 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 from bench.common import (MIN_PAIRS, Stopwatch, alternate, arguments, column, next_job_id, ratios, run_pipeline, seconds_in_jobs,
-                          setup_environment, spark_session, spread, summary, table, write_result)
+                          setup_environment, spark_session, spread, summary, table, workdir, write_result)
 
 TITLE = "1. Cost of error handling on the data path"
 SCHEMA_DDL = "id BIGINT NOT NULL, customer STRING NOT NULL, amount DOUBLE, currency STRING, ts TIMESTAMP"
@@ -213,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     args = arguments(argv, __doc__, records=2_000_000, per_file=100_000, files_per_batch=0, tuned_files_per_batch=5, reps=MIN_PAIRS,
                      warmup_records=0, driver_memory="4g")
     setup_environment()
-    work = Path(tempfile.mkdtemp(prefix="conduit-bench-eh-"))
-    try:
+    with workdir("eh") as work:
         counts = generate(work / "data", args.records, args.per_file)
         warm = work / "data"
         if args.warmup_records:
@@ -226,8 +224,6 @@ def main(argv: list[str] | None = None) -> int:
         generate(work / "clean", min(args.records, 3 * args.per_file), args.per_file, bad=False)
         clean = run_pipeline(spark, runner_spec(work / "clean", work / "cl" / "lake", work / "cl" / "dlq", 1), work / "cl")
         spark.stop()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     times = {w: column(r, "seconds") for w, r in runs.items()}
     cpu = {w: column(r, "cpu") for w, r in runs.items()}
     batches = {w: r[-1]["batches"] for w, r in runs.items() if "batches" in r[-1]}

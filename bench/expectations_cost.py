@@ -1,13 +1,11 @@
 """Benchmark 7: what the ``expect`` processor costs on the data path, A with rules against B without (method: docs/benchmarks.md)."""
 
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import MIN_PAIRS, alternate, arguments, column, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import MIN_PAIRS, alternate, arguments, workdir, column, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
 
 TITLE = "7. Cost of expectations"
 RULES = [{"name": "has-customer", "condition": "customer IS NOT NULL", "action": "warn"},
@@ -27,7 +25,7 @@ def write_input(folder: Path, records: int, per_file: int) -> None:
         (folder / f"part-{start:09d}.json").write_text("\n".join(lines) + "\n")
 
 
-def spec(root: Path, with_rules: bool) -> str:
+def spec(data: Path, root: Path, with_rules: bool) -> str:
     rules = f"\n    - {{id: quality, plugin: expect, settings: {{rules: {json.dumps(RULES)}}}}}" if with_rules else ""
     return f"""
 version: "1"
@@ -35,7 +33,7 @@ pipeline:
   id: expectations-bench
   mode: available-now
   sources:
-    - {{id: in, plugin: file, settings: {{path: "{root / 'in'}", format: json, schema: "id BIGINT NOT NULL, customer STRING, amount DOUBLE, currency STRING"}}}}
+    - {{id: in, plugin: file, settings: {{path: "{data}", format: json, schema: "id BIGINT NOT NULL, customer STRING, amount DOUBLE, currency STRING"}}}}
   processors:
     - {{id: eur, plugin: field.set, settings: {{field: currency, value: "coalesce(currency, 'EUR')"}}}}{rules}
   destinations:
@@ -47,21 +45,16 @@ pipeline:
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv, __doc__, records=500_000, per_file=100_000, pairs=MIN_PAIRS)
     setup_environment()
-    root = Path(tempfile.mkdtemp(prefix="conduit-bench-expect-"))
-    write_input(root / "in", args.records, args.per_file)
     spark = spark_session("bench-expectations")
 
     def run(kind: str, rep: int) -> dict[str, Any]:
-        for name in ("out", "dlq", "state"):
-            shutil.rmtree(root / name, ignore_errors=True)
-        result = run_pipeline(spark, spec(root, kind == "with"), root)
+        result = run_pipeline(spark, spec(root / "in", root / f"{kind}{rep}", kind == "with"), root / f"{kind}{rep}")
         return {"seconds": result["seconds"], "jobs_per_batch": result["jobs"] / max(1, result["batches"]), "totals": result["totals"]}
 
-    try:
+    with workdir("expect") as root:
+        write_input(root / "in", args.records, args.per_file)
         runs = alternate(["with", "without"], args.pairs, run)
-    finally:
-        spark.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    spark.stop()
     times = {k: column(v, "seconds") for k, v in runs.items()}
     write_result("expectations_cost", {
         "records": args.records, "per_file": args.per_file, "rules": RULES, "seconds_with": summary(times["with"]),

@@ -4,13 +4,12 @@
 import json
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Stopwatch, alternate, arguments, column, log, next_job_id, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import REPO, Stopwatch, alternate, arguments, workdir, column, log, next_job_id, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
 
 sys.path.insert(0, str(REPO / "tests"))  # the broker the tests use
 
@@ -153,31 +152,30 @@ def main(argv: list[str] | None = None) -> int:
     import psutil
     from kafka_broker import HEAP, KafkaBroker
 
-    root = Path(tempfile.mkdtemp(prefix="conduit-bench-kafka-"))
-    broker = KafkaBroker(workdir=root / "broker")
-    try:
-        broker.format()
-        with Stopwatch() as started:
-            broker.start()
-        time.sleep(2)
-        figures: dict[str, Any] = {"partitions": PARTITIONS, "bad_share": 0.01, "reps": args.reps, "default_reps": args.default_reps or args.reps,
-                                   "broker": {"start_seconds": started.seconds, "heap": HEAP,
-                                              "rss_idle_mib": psutil.Process(broker.process.pid).memory_info().rss / 2**20}}
-        spark = spark_session("airflow-conduit-bench-kafka-delta", connectors={"kafka", "delta"})
-        figures["latency"] = {way: latency(spark, broker, root, way, args.latency_rate, args.latency_seconds, args.latency_warmup)
-                              for way in ("runner", "floor")}
-        log(f"latency: {figures['latency']}")
-        dlq_topic = broker.create_topic(partitions=1)
-        for key, records, per_batch, reps in (("per_batch", args.small_records, args.per_batch, args.reps),
-                                              ("default_batch", args.records, None, args.default_reps or args.reps)):
-            topic = broker.create_topic(partitions=PARTITIONS)
-            produce(broker, topic, records, **{"batch.num.messages": 10000, "queue.buffering.max.kbytes": 1_048_576, "acks": "1"})
-            ctx = {"servers": broker.bootstrap, "topic": topic, "dlq_topic": dlq_topic, "records": records}
-            figures[key] = compare(spark, ctx, root, per_batch, reps, args.warmup_pairs)
-        spark.stop()
-    finally:
-        broker.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    with workdir("kafka") as root:
+        broker = KafkaBroker(workdir=root / "broker")
+        try:
+            broker.format()
+            with Stopwatch() as started:
+                broker.start()
+            time.sleep(2)
+            figures: dict[str, Any] = {"partitions": PARTITIONS, "bad_share": 0.01, "reps": args.reps, "default_reps": args.default_reps or args.reps,
+                                       "broker": {"start_seconds": started.seconds, "heap": HEAP,
+                                                  "rss_idle_mib": psutil.Process(broker.process.pid).memory_info().rss / 2**20}}
+            spark = spark_session("airflow-conduit-bench-kafka-delta", connectors={"kafka", "delta"})
+            figures["latency"] = {way: latency(spark, broker, root, way, args.latency_rate, args.latency_seconds, args.latency_warmup)
+                                  for way in ("runner", "floor")}
+            log(f"latency: {figures['latency']}")
+            dlq_topic = broker.create_topic(partitions=1)
+            for key, records, per_batch, reps in (("per_batch", args.small_records, args.per_batch, args.reps),
+                                                  ("default_batch", args.records, None, args.default_reps or args.reps)):
+                topic = broker.create_topic(partitions=PARTITIONS)
+                produce(broker, topic, records, **{"batch.num.messages": 10000, "queue.buffering.max.kbytes": 1_048_576, "acks": "1"})
+                ctx = {"servers": broker.bootstrap, "topic": topic, "dlq_topic": dlq_topic, "records": records}
+                figures[key] = compare(spark, ctx, root, per_batch, reps, args.warmup_pairs)
+            spark.stop()
+        finally:
+            broker.stop()
     write_result("kafka_delta", figures, args.out)
     return 0
 

@@ -3,15 +3,13 @@
 import importlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import arguments, iso_epoch, log, setup_environment, spread, summary, table, write_result
+from bench.common import arguments, iso_epoch, log, setup_environment, spread, summary, table, workdir, write_result
 
 TITLE = "2. Reaction time of recovery"
 EVENTS_ENV = "CONDUIT_BENCH_EVENTS"
@@ -134,11 +132,10 @@ def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv, __doc__, polls="1,5", restarts=5, delay=1.0)
-    work = Path(tempfile.mkdtemp(prefix="conduit-bench-recovery-"))
-    setup_environment(work)
-    sys.path.insert(0, str(work / "dags"))
     by_poll = {}
-    try:
+    with workdir("recovery") as work:
+        setup_environment(work)
+        sys.path.insert(0, str(work / "dags"))
         subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True, capture_output=True)
         for poll in [float(p) for p in args.polls.split(",")]:
             raw = run_dag(work, poll, args.restarts, args.delay)
@@ -148,8 +145,6 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"no restart measured: events {[m['event'] for m in raw['marks']]}")
             by_poll[f"{poll:g}"] = {"poll": poll, "cycles": measured, "dagrun_state": raw["state"],
                                     "summary": {k: summary(c[k] for c in measured) for k in measured[0]}}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     write_result("recovery_reaction", {"restarts": args.restarts, "delay": args.delay, "policy": "fixed", "by_poll": by_poll}, args.out)
     return 0
 

@@ -2,14 +2,12 @@
 
 import json
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import arguments, iso_epoch, log, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import arguments, iso_epoch, workdir, log, setup_environment, spark_session, spread, summary, table, write_result
 from bench.error_handling import expected, generate, runner_spec
 
 TITLE = "3. Restart cost"
@@ -62,12 +60,11 @@ def verify(root: Path, exp: dict[str, int]) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv, __doc__, kills=5, records=200_000, per_file=10_000, timeout=240.0)
-    work = Path(tempfile.mkdtemp(prefix="conduit-bench-restart-"))
-    setup_environment(work)
-    from airflow_conduit.hooks.backends.local import LocalBackend
+    with workdir("restart") as work:
+        setup_environment(work)
+        from airflow_conduit.hooks.backends.local import LocalBackend
 
-    rng, launcher, state, kills = random.Random(7), LocalBackend("spark_default"), work / "state", []
-    try:
+        rng, launcher, state, kills = random.Random(7), LocalBackend("spark_default"), work / "state", []
         exp = expected(generate(work / "data", args.records, args.per_file))
         (work / "pipeline.yaml").write_text(runner_spec(work / "data", work / "lake", work / "dlq", 1), encoding="utf-8")
         handle = launcher.submit(str(work / "pipeline.yaml"), "run-01", str(state))
@@ -95,13 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         final, deadline = report_of(handle), time.monotonic() + 60
         while not launcher.status(handle).finished and time.monotonic() < deadline:  # the JVM shuts down after the report
             time.sleep(0.2)
-        outputs = verify(work, exp)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        outputs, exit_code = verify(work, exp), launcher.status(handle).exit_code
     ats = [b["at"] for b in final.get("batches") or [] if b.get("at")]
     write_result("restart_cost", {
         "records": args.records, "per_batch": args.per_file, "kills": kills, "outputs": outputs,
-        "final_status": final.get("status"), "final_exit_code": launcher.status(handle).exit_code,
+        "final_status": final.get("status"), "final_exit_code": exit_code,
         "steady_batch_seconds": summary(iso_epoch(b) - iso_epoch(a) for a, b in zip(ats, ats[1:])),
         "summary": {key: summary(c[key] for c in kills) for key in ("to_running", "first_batch_seconds", "to_processing_again", "read_twice")},
         "written_twice": outputs["lake_written_twice"] + outputs["dlq_written_twice"],

@@ -7,13 +7,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-from bench.common import REPO, alternate, arguments, iso_epoch, setup_environment, spread, summary, table, write_result
+from bench.common import REPO, alternate, arguments, iso_epoch, setup_environment, spread, summary, table, workdir, write_result
 
 TITLE = "6. A small run, as a new user runs it"
 EXAMPLE = REPO / "examples" / "orders"
@@ -127,14 +126,11 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv, __doc__, runs=3)
-    root = Path(tempfile.mkdtemp(prefix="conduit-bench-small-"))
     setup_environment()
-    os.environ.setdefault("AIRFLOW_HOME", str(root / "airflow-home"))  # the CLI needs no Airflow DB; keep it out of ~
-    try:
+    with workdir("small") as root:
+        os.environ.setdefault("AIRFLOW_HOME", str(root / "airflow-home"))  # the CLI needs no Airflow DB; keep it out of ~
         runs = alternate(["floor", "runner"], args.runs, warmup=0,
                          run=lambda way, rep: (run_floor if way == "floor" else run_cli)(root / f"{way}-{rep}"))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     cli, names = runs["runner"], list(runs["runner"][0]["phases"])
     keys = ("batch_seconds", "foreach_batch_seconds", "planning_seconds", "offsets_and_commit_seconds")
     write_result("small_run", {

@@ -2,16 +2,14 @@
 
 import gc
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import arguments, log, setup_environment, table, write_result
+from bench.common import arguments, log, workdir, setup_environment, table, write_result
 
 TITLE = "5. Continuous soak: memory and STATE_DIR"
 LATE_FROM = 110  # after the longest retention window in STATE_DIR (100 batches) is full
@@ -114,19 +112,18 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_conduit.spark.runner import execute
     from airflow_conduit.spark.session import build_session
 
-    work = Path(tempfile.mkdtemp(prefix="conduit-bench-soak-"))
-    spec = load_pipeline_from_string(SPEC.format(interval=args.interval, rate=args.rate, root=work), str(work / "p.yaml"), base_dir=str(work))
+    samples, runners, outcome = [], [], {}
     step = (args.batches - args.warmup) / max(args.samples - 1, 1)
     points = sorted({int(round(args.warmup + k * step)) for k in range(args.samples)})
-    samples, runners, outcome = [], [], {}
-    spark = build_session("airflow-conduit-bench-soak", master="local[2]")
-    spark.sparkContext.setLogLevel("ERROR")
 
     def done() -> int:
         entries = runners[0].report.batches if runners else []
         return entries[-1]["batch_id"] + 1 if entries else 0
 
-    try:
+    with workdir("soak") as work:
+        spec = load_pipeline_from_string(SPEC.format(interval=args.interval, rate=args.rate, root=work), str(work / "p.yaml"), base_dir=str(work))
+        spark = build_session("airflow-conduit-bench-soak", master="local[2]")
+        spark.sparkContext.setLogLevel("ERROR")
         thread = threading.Thread(target=lambda: outcome.update(result=execute(spark, spec, state_dir=work / "state", run_id="soak",
                                                                                on_runner=runners.append)), daemon=True)
         started = time.monotonic()
@@ -141,9 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         runners[0].request_stop("soak finished")
         thread.join(timeout=300)
         code, report = outcome["result"]
-    finally:
         spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
     write_result("soak", {"batches": done(), "rate": args.rate, "interval": args.interval, "exit_code": code, "status": report.status,
                           "totals": report.totals, "samples": samples, "analysis": analyse(samples),
                           "rows_per_batch": round(report.totals["read"] / max(done(), 1))}, args.out)

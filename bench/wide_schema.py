@@ -3,12 +3,11 @@
 import json
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from bench.common import (MIN_PAIRS, alternate, arguments, column, next_job_id, ratios, run_child, run_pipeline, seconds_in_jobs,
-                          setup_environment, spark_session, spread, summary, table, write_result)
+                          setup_environment, spark_session, spread, summary, table, workdir, write_result)
 from bench.error_handling import streaming_floor
 
 TITLE = "1b. Wide records"
@@ -104,12 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return child(args)
     widths = [int(w) for w in args.widths.split(",")]
-    work = Path(tempfile.mkdtemp(prefix="conduit-bench-wide-"))
-    try:
+    with workdir("wide") as work:
         by_width = {str(w): measure_width(args, work, w, jit=True) for w in widths}
         defaults = measure_width(args, work, args.jvm_defaults_at, jit=False) if args.jvm_defaults_at else None
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     write_result("wide_schema", {"widths": by_width, "jvm_defaults": defaults, "reps": args.reps, "field_values": args.field_values}, args.out)
     return 0
 
