@@ -33,6 +33,7 @@ from airflow_conduit.hooks.backends.base import JobBackend, JobHandle, JobStatus
 from airflow_conduit.hooks.backends.retries import REST_RETRY_DELAY, REST_RETRY_LIMIT, REST_RETRY_MAX_DELAY, RestRetry
 from airflow_conduit.hooks.errors import SparkConnectionError, SparkConnectionNotFound
 from airflow_conduit.hooks.spark_submit_adapter import resolved_connection
+from airflow_conduit.runs.handles import backend_of
 
 BACKEND_KINDS = ("local", "standalone")
 # The Spark embedded on the worker, when asked for by name (a built-in id: it is not a stored connection,
@@ -185,7 +186,7 @@ class SparkPipelineHook(BaseHook):
     def backend_for_handle(cls, handle: JobHandle) -> JobBackend:
         """A backend able to poll, stop and confirm the end of an existing job: from the handle alone, no connection
         (a standalone handle carries its REST retry settings)."""
-        return make_backend(handle["launcher"])
+        return make_backend(backend_of(handle))
 
     # -- the job (ResumableJobMixin vocabulary) -------------------------------------------------
 

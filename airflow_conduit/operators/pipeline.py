@@ -41,6 +41,7 @@ from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.runs.events import WatchEvent, WatchEventError
+from airflow_conduit.runs.handles import backend_of
 from airflow_conduit.runs.state_dir import StateDir
 from airflow_conduit.runs.store import RunStore, record_stopped
 from airflow_conduit.runs.supervisor import RunSupervisor, Step, unique_run_prefix
@@ -311,7 +312,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         self.defer(
             trigger=_backoff_timer(step.delay_seconds, self.state_dir),
             method_name="resubmit",
-            kwargs={"previous": handle if handle and handle.get("launcher") else None},
+            kwargs={"previous": handle if backend_of(handle) else None},
         )
 
     def _summary(self, supervisor: RunSupervisor, step: Step) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from airflow_conduit.plugins.view import OverviewRow, PipelinePage, age_text
 from airflow_conduit.recovery.clock import parse_iso
 from airflow_conduit.recovery.durations import format_duration
 from airflow_conduit.recovery.state import AuditEventType, PipelineState
+from airflow_conduit.runs.handles import backend_of
 from airflow_conduit.runs.status import RunStatus
 
 STATE_COLORS = {"running": "#15803d", "recovering": "#b45309", "degraded": "#b91c1c", "stopped": "#4b5563"}
@@ -431,7 +432,7 @@ def dlq_page(page: PipelinePage, links: Links) -> str:
 
 def log_page(task: Any, run: RunView, text: str, truncated: bool, live_ui: str | None, links: Links) -> str:
     live = f'<p>The driver is running: <a id="spark-ui-live" href="{_e(live_ui)}" target="_blank" rel="noopener">open the live Spark UI</a></p>' if live_ui else ""
-    master = web_url(task.job.get("spark_ui")) if task.job.get("launcher") == "standalone" else None
+    master = web_url(task.job.get("spark_ui")) if backend_of(task.job) == "standalone" else None
     if not text and master:
         live += (f'<p class="note">This driver ran on the Spark cluster, which keeps its log on the worker: see it in the '
                  f'<a href="{_e(master)}" target="_blank" rel="noopener">master\'s UI</a> (completed drivers).</p>')

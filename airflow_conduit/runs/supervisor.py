@@ -25,6 +25,7 @@ from airflow_conduit.recovery.engine import RecoveryEngine
 from airflow_conduit.recovery.options import RecoveryOptions
 from airflow_conduit.recovery.state import PipelineState, RecoveryState
 from airflow_conduit.runs.events import WatchEvent
+from airflow_conduit.runs.handles import backend_of
 from airflow_conduit.runs.status import WatchStatus
 from airflow_conduit.runs.totals import totals_text
 
@@ -278,7 +279,7 @@ class RunSupervisor:
     @staticmethod
     def submitted_line(handle: dict) -> str:
         where = handle.get("driver_id") or f"pid {handle.get('pid')}"
-        return f"submitted: run {handle['run_id']} ({handle['launcher']} launcher, {where})"
+        return f"submitted: run {handle['run_id']} ({backend_of(handle)} backend, {where})"
 
     @staticmethod
     def failed_line(decision: Any) -> str:

@@ -54,7 +54,7 @@ def standalone_connection(monkeypatch, conn_id: str, rest_port: int) -> dict:
 
 
 def standalone_handle(tmp_path: Path, port: int, rest_retry: RestRetry = QUICK) -> dict:
-    return {"launcher": "standalone", "run_id": "s1", "state_dir": str(tmp_path), "report_path": str(tmp_path / "r.json"),
+    return {"backend": "standalone", "run_id": "s1", "state_dir": str(tmp_path), "report_path": str(tmp_path / "r.json"),
             "driver_id": "driver-1", "rest_endpoint": f"http://127.0.0.1:{port}", "rest_retry": rest_retry.to_dict()}
 
 

@@ -97,7 +97,7 @@ def test_driver_killed_mid_run_is_restarted_and_outputs_stay_exactly_once(airflo
     )
     assert dr.state == "success"
     values = xcoms(dr.dag_id, dr.run_id)
-    assert values["conduit_job"]["launcher"] == "standalone"
+    assert values["conduit_job"]["backend"] == "standalone"
     assert values["conduit_job"]["driver_id"].startswith("driver-")
     assert values["return_value"]["submissions"] == 2
     events = values["audit_log"]

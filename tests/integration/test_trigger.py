@@ -38,7 +38,7 @@ async def first_event(trigger: SparkPipelineTrigger, timeout: float = 30):
 
 
 def test_serialize_round_trips_through_the_classpath(tmp_path):
-    handle = {"launcher": "local", "run_id": "r1", "report_path": str(tmp_path / "r.json"), "pid": 1}
+    handle = {"backend": "local", "run_id": "r1", "report_path": str(tmp_path / "r.json"), "pid": 1}
     trigger = SparkPipelineTrigger(handle, poll_interval=0.5, report_progress=True)
     classpath, kwargs = trigger.serialize()
     json.dumps(kwargs)  # must survive the trigger table
@@ -221,7 +221,7 @@ QUICK_REST_RETRIES = {"limit": 5, "delay": 0.01, "max_delay": 0.05}  # the hook'
 
 
 def standalone_handle(tmp_path, port: int, rest_retry: dict = QUICK_REST_RETRIES) -> dict:
-    return {"launcher": "standalone", "run_id": "s1", "state_dir": str(tmp_path), "report_path": str(tmp_path / "r.json"),
+    return {"backend": "standalone", "run_id": "s1", "state_dir": str(tmp_path), "report_path": str(tmp_path / "r.json"),
             "log_path": None, "driver_id": "driver-1", "rest_endpoint": f"http://127.0.0.1:{port}", "rest_retry": rest_retry}
 
 

@@ -202,7 +202,7 @@ class LocalBackend(JobBackend):
             lease.release(lease_fd)  # the wrapper holds it now (or, when it could not start, nobody)
         _children[proc.pid] = proc
         return {
-            "launcher": self.kind,
+            "backend": self.kind,
             "run_id": run_id,
             "state_dir": os.path.abspath(state_dir),
             "report_path": str((folder / "report.json").absolute()),

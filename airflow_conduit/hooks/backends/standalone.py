@@ -192,7 +192,7 @@ class StandaloneBackend(JobBackend):
         if not answer.get("success") or not answer.get("submissionId"):
             raise RestSubmissionError(f"master {self.rest_endpoint} refused the submission: {answer.get('message') or answer}")
         return {
-            "launcher": self.kind,
+            "backend": self.kind,
             "run_id": run_id,
             "state_dir": os.path.abspath(state_dir),
             "report_path": str((folder / "report.json").absolute()),

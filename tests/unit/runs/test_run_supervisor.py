@@ -40,7 +40,7 @@ class Backend:
         outcome = self.outcomes.pop(0)
         if isinstance(outcome, BaseException):
             raise outcome
-        return {"run_id": run_id, "launcher": "local", "pid": 4242}
+        return {"run_id": run_id, "backend": "local", "pid": 4242}
 
 
 def test_a_transient_failure_restarts_and_says_so_once():
@@ -97,7 +97,7 @@ def test_submit_watch_fail_restart_recover_succeed_with_a_fake_clock():
 
     step = supervisor.submit(backend, (LeaseHeld,))
     assert step.action is Action.WATCH and step.handle["run_id"] == "p-s01" and supervisor.current == step.handle
-    assert step.lines == ["submitted: run p-s01 (local launcher, pid 4242)"]
+    assert step.lines == ["submitted: run p-s01 (local backend, pid 4242)"]
 
     step = supervisor.on_event(failed_event("p-s01", TRANSIENT))
     assert step.action is Action.RESTART and step.delay_seconds == 10 and step.handle == {"run_id": "p-s01"}
@@ -133,7 +133,7 @@ def test_a_stopped_run_is_done_and_not_a_failure():
 def test_a_refused_submission_is_a_transient_infrastructure_failure(refusal, by_lease):
     """The same answer for both drivers: the engine restarts it (or degrades when the budget is spent)."""
     supervisor = RunSupervisor(RecoveryOptions(max_retries=1), run_prefix="p", clock=FakeClock())
-    previous = {"run_id": "p-s00", "launcher": "local"}
+    previous = {"run_id": "p-s00", "backend": "local"}
     step = supervisor.submit(Backend(refusal), (LeaseHeld, OSError), (LeaseHeld,), previous=previous)
     assert step.action is Action.RESTART and step.refusal is refusal and step.refused_by_lease is by_lease
     assert step.handle is previous  # the job the next submission must see gone is still the previous one

@@ -10,7 +10,7 @@ import pytest
 from airflow_conduit.runs.events import WatchEvent, WatchEventError
 from airflow_conduit.runs.status import WatchStatus
 
-HANDLE = {"run_id": "p-s01", "launcher": "local", "state_dir": "/state", "report_path": "/state/runs/p-s01/report.json"}
+HANDLE = {"run_id": "p-s01", "backend": "local", "state_dir": "/state", "report_path": "/state/runs/p-s01/report.json"}
 FULL = {
     "status": "failed", "run_id": "p-s01", "handle": HANDLE, "exit_code": 75, "driver_state": None,
     "message": "", "error": {"code": 1500, "fatal": False, "message": "boom"}, "stderr_tail": "Traceback ...",
