@@ -57,7 +57,7 @@ async def watch_all(n: int, poll: float, jobs: Path, pids: list[list[float]]) ->
         run.mkdir(parents=True)
         (run / "report.json").write_text(json.dumps({**REPORT, "run_id": f"job-{i}"}))
         pid, started = pids[i % len(pids)]
-        triggers.append(SparkPipelineTrigger({"launcher": "local", "run_id": f"job-{i}", "state_dir": str(run), "report_path": str(run / "report.json"),
+        triggers.append(SparkPipelineTrigger({"backend": "local", "run_id": f"job-{i}", "state_dir": str(run), "report_path": str(run / "report.json"),
                                               "log_path": str(run / "driver.log"), "exit_path": str(run / "exit.json"), "pid": int(pid),
                                               "pid_started": started, "submitted_at": "2026-01-01T00:00:00.000000Z", "spark_ui": None,
                                               "conn_id": "spark_default"}, poll_interval=poll))
