@@ -26,9 +26,9 @@ pipeline:
 DAG_FILE = """
 from datetime import datetime, timezone
 from airflow.sdk import DAG
-from bench.recovery_reaction import timed_operator
+from bench.recovery_reaction import TimedOperator
 with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False) as dag:
-    timed_operator()(**{kwargs!r})
+    TimedOperator(**{kwargs!r})
 """
 
 
@@ -37,8 +37,16 @@ def mark(name: str, **data: Any) -> None:
         fh.write(json.dumps({"event": name, "t": time.time(), **data}, default=str) + "\n")
 
 
-def timed_operator():
-    """The operator (and its trigger) with a timestamp at each step of a restart; behaviour unchanged. Imports airflow."""
+def __getattr__(name: str):
+    """TimedOperator and TimedTrigger, built on first use (they import airflow), importable by their class path."""
+    if name not in ("TimedOperator", "TimedTrigger"):
+        raise AttributeError(name)
+    globals().update(timed_classes())
+    return globals()[name]
+
+
+def timed_classes() -> dict[str, type]:
+    """The operator and its trigger with a timestamp at each step of a restart; behaviour unchanged."""
     from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
     from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
     from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
@@ -86,7 +94,9 @@ def timed_operator():
 
     import airflow_conduit.triggers.pipeline as triggers
     triggers.SparkPipelineHook = TimedHook  # the trigger's status polls, in this benchmark's process only
-    return TimedOperator
+    for cls in (TimedOperator, TimedTrigger):
+        cls.__qualname__ = cls.__name__
+    return {"TimedOperator": TimedOperator, "TimedTrigger": TimedTrigger}
 
 
 def run_dag(work: Path, poll: float, restarts: int, delay: float) -> dict[str, Any]:
@@ -97,7 +107,7 @@ def run_dag(work: Path, poll: float, restarts: int, delay: float) -> dict[str, A
     os.environ[EVENTS_ENV] = str(work / f"{name}.jsonl")
     kwargs = dict(task_id="pipeline", spec=str(work / f"{name}.yaml"), state_dir=str(state), conn_id="spark_default", min_delay=f"{delay:g}s",
                   max_delay="10s", policy="fixed", max_retries=restarts, max_retries_window="10m", poll_interval=poll,
-                  faults={"transient_first_runs": restarts + 5})
+                  backend_options={"faults": {"transient_first_runs": restarts + 5}})
     (work / "dags" / f"{name}.py").write_text(DAG_FILE.format(dag_id=name, kwargs=kwargs), encoding="utf-8")
     module = importlib.import_module(name)  # dag.test() syncs the DAG's file to the metadata DB
     dagrun = module.dag.test()
