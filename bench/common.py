@@ -198,7 +198,7 @@ RUN_KEYS = ("benchmark", "id", "commit", "started_at", "finished_at", "command",
 def _first_line(cmd: list[str]) -> str:
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=str(REPO))
-        return ((out.stdout or "") + (out.stderr or "")).strip().splitlines()[0]
+        return ((out.stdout or "") + (out.stderr or "")).strip().splitlines()[0] if out.returncode == 0 else ""
     except (OSError, subprocess.TimeoutExpired, IndexError):
         return ""
 
@@ -215,7 +215,7 @@ def machine_facts() -> dict[str, Any]:
 
 def write_result(name: str, figures: dict[str, Any], out: str | None) -> Path:
     """The figures of this run, with the run's metadata; ``parts`` names the run of every figure (one run per file)."""
-    commit = _first_line(["git", "rev-parse", "HEAD"])
+    commit = _first_line(["git", "rev-parse", "HEAD"]) or "unknown (not a git checkout)"
     dirty = bool(_first_line(["git", "status", "--porcelain", "--untracked-files=no"]))
     run = {"benchmark": name, "id": f"{name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(STARTED))}-{os.getpid()}",
            "commit": commit + (" (with uncommitted changes)" if dirty else ""), "started_at": utc(STARTED),
