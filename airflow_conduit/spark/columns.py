@@ -140,6 +140,29 @@ class JvmColumns:
         return bool(self.columns)
 
 
+_STRINGS_SEPARATOR = "\u0000"  # a character no column name or SQL expression of a select list holds
+
+
+def jvm_strings(strings: list[str]):
+    """A JVM ``Seq`` of ``strings`` in three round trips, whatever their number: joined here and split by the JVM
+    (PySpark converts a list one element per round trip). Built once per run where the strings are (select lists
+    of ``selectExpr``); an empty string or one that holds the separator is converted the usual way."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    assert sc is not None and sc._jvm is not None, "jvm_strings needs the driver's SparkContext"
+    jvm = sc._jvm
+    if not strings or any(not text or _STRINGS_SEPARATOR in text for text in strings):
+        return jvm.PythonUtils.toSeq(list(strings))
+    tokens = jvm.java.util.StringTokenizer(_STRINGS_SEPARATOR.join(strings), _STRINGS_SEPARATOR)
+    return jvm.PythonUtils.toSeq(jvm.java.util.Collections.list(tokens))
+
+
+def select_expr(df: DataFrame, strings) -> DataFrame:
+    """``df.selectExpr(*strings)`` in one round trip, ``strings`` being a ``jvm_strings`` Seq."""
+    return _frame(df._jdf.selectExpr(strings), df)
+
+
 def _frame(jdf, like: DataFrame) -> DataFrame:
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 

@@ -130,12 +130,13 @@ def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Co
     return out
 
 
-def _reason(plans: list[SourcePlan], text: Column, source_id: Column, flags: Column) -> Column | None:
-    """The pending reason, from the columns ``_parses`` added and the typed-NULL flags the pass kept."""
+def _reason(plans: list[SourcePlan], text: str, source_id: Column, flags: str) -> Column | None:
+    """The pending reason, from the columns ``_parses`` added and the typed-NULL flags the pass kept (``text`` and
+    ``flags``: column names)."""
     reason = None
     for plan in _json_plans(plans):
         where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
-        parses = parsing.RejectedParses(*(F.col(_parse_column(plan, part)) for part in _PARSE_PARTS))
+        parses = parsing.RejectedParses(*(_parse_column(plan, part) for part in _PARSE_PARTS))
         found = parsing.rejected_json_reason(
             text, flags, parses, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec), **where,
         )
@@ -165,9 +166,9 @@ class PendingReasons:
     @functools.cached_property
     def _reasons(self) -> tuple[Column, list[Column], Column, dict[str, Column]]:
         """The pending text, its parses, its reason and the DLQ's columns with the reason in them."""
-        text, source_id, flags = F.col("text"), F.col("source_id"), F.col("exception_message")
+        text, source_id = F.col("text"), F.col("source_id")
         pending_text = F.when(F.col("exception_class") == F.lit(parsing.PENDING_REASON), F.col(ORIGINAL)).alias("text")
-        reason_of = _reason(self.plans, text, source_id, flags).alias("reason")
+        reason_of = _reason(self.plans, "text", source_id, "exception_message").alias("reason")
         pending, reason = text.isNotNull(), F.col("reason")
         per_record = dict(self._as_gathered)  # already aliased; only the two reason columns are new
         for name, field in (("exception_class", "exception_class"), ("exception_message", "message")):

@@ -86,7 +86,7 @@ def sql(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
         else:
             exprs.append(item)
     internal = [C.quote(c) for c in C.internal_columns(df)]
-    return df.selectExpr(*exprs, *internal)
+    return C.select_expr(df, C.jvm_strings([*exprs, *internal]))  # not one round trip per column
 
 
 def json_decode(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
