@@ -29,7 +29,7 @@ APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java chromium
 help:
 	@echo "make demo   - run the main job end to end on local Spark and Airflow (SQLite)"
 	@echo "make test   - run all tests (unit, spark, integration, deployment)"
-	@echo "make bench  - run the benchmarks and write docs/benchmarks.md"
+	@echo "make bench  - run the benchmarks and render docs/benchmarks.md and docs/benchmarks/"
 
 system-deps:
 	@missing=""; \

@@ -1,110 +1,88 @@
-"""What every benchmark shares: the environment, paired-run statistics, machine facts, result files.
-
-The rule for every comparing figure: a ratio of runs measured in the
-same invocation, A and B alternating, the median of at least 5 pairs, with
-min and max. ``paired_ratios`` computes exactly that from per-pair samples.
-"""
-
-from __future__ import annotations
+"""The harness every benchmark shares: environment, alternating pairs, medians and ranges, Spark helpers,
+child processes, machine facts, and result files that carry the run they come from."""
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "bench" / "results"
 MIN_PAIRS = 5
+STARTED = time.time()
+LOAD_AT_START = os.getloadavg()
 
 
-def setup_environment() -> None:
-    """The environment Spark and Airflow need on this machine (what the Makefile exports)."""
+def setup_environment(airflow_root: Path | None = None) -> None:
+    """What the Makefile exports; with ``airflow_root``, a throw-away AIRFLOW_HOME (SQLite) there."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    bin_dir = str(Path(sys.executable).parent)
-    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+    if airflow_root is not None:
+        home = airflow_root / "airflow-home"
+        (airflow_root / "dags").mkdir(parents=True, exist_ok=True)
+        os.environ.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__UNIT_TEST_MODE="False",
+                          AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
+                          AIRFLOW__CORE__DAGS_FOLDER=str(airflow_root / "dags"),
+                          AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}))
 
 
-def isolated_airflow_home(root: Path) -> Path:
-    """Point Airflow at a throw-away AIRFLOW_HOME (SQLite) before anything imports airflow."""
-    home = root / "airflow-home"
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["AIRFLOW_HOME"] = str(home)
-    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home / 'airflow.db'}"
-    os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
-    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(root / "dags")
-    (root / "dags").mkdir(parents=True, exist_ok=True)
-    return home
+def arguments(argv: list[str] | None, doc: str | None, **defaults: Any) -> argparse.Namespace:
+    """``--name-with-dashes`` for every default (typed as it), and ``--out`` (the result file)."""
+    parser = argparse.ArgumentParser(description=doc)
+    for name, default in {**defaults, "out": None}.items():
+        parser.add_argument("--" + name.replace("_", "-"), default=default, type=str if default is None else type(default))
+    return parser.parse_args(argv)
 
 
-# -- statistics -------------------------------------------------------------------------------------
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def summary(values: Iterable[float]) -> dict[str, float]:
-    """median, min, max and count of a sample."""
-    vals = [float(v) for v in values]
+def summary(values: Iterable[float | None]) -> dict[str, float]:
+    vals = [float(v) for v in values if v is not None]
     if not vals:
         return {"median": float("nan"), "min": float("nan"), "max": float("nan"), "n": 0}
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
 
 
-def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) -> dict[str, float]:
-    """Per-pair ratios num[i]/den[i] (runs of the same pair), summarised as median, min, max."""
-    if len(numerators) != len(denominators):
-        raise ValueError("paired samples must have the same length")
-    return summary(n / d for n, d in zip(numerators, denominators))
-
-
-def add_child_process_arguments(parser: argparse.ArgumentParser, *, records: int, per_file: int) -> None:
-    """The arguments of a benchmark that measures in child processes (one JVM each): data size, repetitions,
-    driver memory, the result file, and the hidden ones a parent passes its child."""
-    parser.add_argument("--records", type=int, default=records)
-    parser.add_argument("--per-file", type=int, default=per_file)
-    parser.add_argument("--reps", type=int, default=MIN_PAIRS)
-    parser.add_argument("--driver-memory", default="4g")
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--work", help=argparse.SUPPRESS)
-    parser.add_argument("--data", help=argparse.SUPPRESS)
-
-
-def run_child(module: str, args: argparse.Namespace, work: Path, out: Path, *extra: str) -> dict[str, Any]:
-    """Run ``module``'s child (``add_child_process_arguments``) on ``work``/data in a process of its own; its result."""
-    cmd = [sys.executable, "-m", module, "--child", "--reps", str(args.reps), "--driver-memory", args.driver_memory,
-           "--work", str(work), "--data", str(work / "data"), "--out", str(out), *extra]
-    subprocess.run(cmd, check=True, cwd=str(REPO))
-    return json.loads(out.read_text())
+def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> dict[str, float]:
+    """Per-pair ratios (runs of the same repetition), summarised."""
+    return summary(n / d for n, d in zip(numerators, denominators, strict=True))
 
 
 def rotated(items: Sequence[Any], rep: int) -> list[Any]:
-    """The items in the order of repetition ``rep``: rotated by one each time, so each goes first as often."""
     k = rep % len(items)
     return list(items[k:]) + list(items[:k])
 
 
-def fmt(value: float | None, digits: int = 2) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float) and value != value:  # NaN
-        return "n/a"
-    return f"{value:,.{digits}f}"
+def alternate(variants: Sequence[str], reps: int, run: Callable[[str, int], dict[str, Any]], warmup: int = 1,
+              label: str = "") -> dict[str, list[dict[str, Any]]]:
+    """Every variant once per repetition in rotated order, after ``warmup`` uncounted rounds (rep < 0)."""
+    out: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    for rep in range(-warmup, reps):
+        for variant in rotated(list(variants), max(rep, 0)):
+            result = run(variant, rep)
+            shown = {k: round(v, 2) if isinstance(v, float) else v for k, v in result.items() if isinstance(v, (int, float))}
+            log(f"{label}{'warm-up' if rep < 0 else f'rep {rep}'} {variant}: {shown}")
+            if rep >= 0:
+                out[variant].append(result)
+    return out
 
 
-def fmt_summary(s: dict[str, float], digits: int = 2, unit: str = "") -> str:
-    """``median (min–max)``."""
-    return f"{fmt(s['median'], digits)}{unit} ({fmt(s['min'], digits)}–{fmt(s['max'], digits)})"
-
-
-# -- timing and files -------------------------------------------------------------------------------
+def column(samples: list[dict[str, Any]], key: str) -> list[Any]:
+    """One figure of every sample."""
+    return [s[key] for s in samples]
 
 
 class Stopwatch:
@@ -116,82 +94,161 @@ class Stopwatch:
         self.seconds = time.perf_counter() - self.start
 
 
-def write_result(name: str, data: dict[str, Any], out: str | None = None) -> Path:
-    path = Path(out) if out else RESULTS_DIR / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def read_result(name: str, results_dir: Path = RESULTS_DIR) -> dict[str, Any] | None:
-    path = results_dir / f"{name}.json"
-    if not path.exists():
-        return None
-    return json.loads(path.read_text(encoding="utf-8"))
+def utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
 
 
 def iso_epoch(iso: str) -> float:
-    """Seconds since the epoch of an ISO-8601 UTC time as the run report writes it (trailing Z)."""
     from datetime import datetime
 
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java_options: str = "", connectors=frozenset()):
+    """A local[2] session with the runner's settings (spark/session.py); ``jit`` False leaves out the JVM options the
+    launchers pass (spark/jvm.py)."""
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
+    from pyspark.sql import SparkSession
+
+    from airflow_conduit.spark.jvm import with_jit_options
+    from airflow_conduit.spark.session import build_session
+
+    if jit and not java_options:
+        spark = build_session(app, master="local[2]", connectors=connectors)
+    else:
+        from airflow_conduit.spark.session import SESSION_SETTINGS
+
+        conf = {**SESSION_SETTINGS, **({"spark.driver.extraJavaOptions": java_options} if java_options else {})}
+        builder = SparkSession.builder.appName(app).master("local[2]").config("spark.ui.enabled", "false")
+        for key, value in {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
+                           **(with_jit_options(conf) if jit else conf)}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
-# -- machine facts ----------------------------------------------------------------------------------
+def next_job_id(spark) -> int:
+    value = spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
+    return value if isinstance(value, int) else int(value.get())
+
+
+def seconds_in_jobs(spark, first: int, end: int) -> float:
+    """Wall time covered by Spark jobs first..end-1 (the union of their submission -> completion spans)."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    total, reach = 0, None
+    for start, stop in sorted((store.job(j).submissionTime().get().getTime(), store.job(j).completionTime().get().getTime())
+                              for j in range(first, end)):
+        if reach is None or start > reach:
+            total, reach = total + stop - start, stop
+        elif stop > reach:
+            total, reach = total + stop - reach, stop
+    return total / 1000
+
+
+def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] = lambda runner: None, **options: Any) -> dict[str, Any]:
+    """The runner in-process (the code spark-submit runs) on a pipeline YAML; its time, batches, counts and Spark jobs."""
+    from airflow_conduit.pipeline import load_pipeline_from_string
+    from airflow_conduit.spark.runner import execute
+
+    spec = load_pipeline_from_string(text, str(root / "pipeline.yaml"), base_dir=str(root))
+    runners: list[Any] = []
+    with Stopwatch() as sw:
+        code, report = execute(spark, spec, state_dir=root / "state", run_id="bench",
+                             on_runner=lambda r: (runners.append(r), on_runner(r)), **options)
+    if code != 0:
+        raise RuntimeError(f"runner exited {code}: {report.error}")
+    query = getattr(runners[0], "query", None)
+    totals = report.totals
+    return {"seconds": sw.seconds, "batches": len(report.batches), "written": sum((totals.get("written") or {}).values()),
+            "filtered": int(totals.get("filtered", 0)), "bad": int(totals.get("dlq", 0)), "read": int(totals.get("read", 0)),
+            "jobs": len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))) if query else None,
+            "totals": totals}
+
+
+def run_child(module: str, out: Path, *args: str) -> dict[str, Any]:
+    """``python -m module --child 1 ... --out out`` in a process (and JVM) of its own; its JSON."""
+    subprocess.run([sys.executable, "-m", module, "--child", "1", "--out", str(out), *args], check=True, cwd=str(REPO))
+    return json.loads(out.read_text())
+
+
+@contextlib.contextmanager
+def workdir(name: str):
+    """A temporary folder for a benchmark's data and outputs, removed at the end."""
+    with tempfile.TemporaryDirectory(prefix=f"conduit-bench-{name}-", ignore_cleanup_errors=True) as folder:
+        yield Path(folder)
+
+
+@contextlib.contextmanager
+def processes(*commands: list[str], **popen: Any):
+    """The commands started in sessions of their own; their process groups killed on the way out."""
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **popen) for cmd in commands]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+RUN_KEYS = ("benchmark", "id", "commit", "started_at", "finished_at", "command", "machine", "load_average")
 
 
 def _first_line(cmd: list[str]) -> str:
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-        text = (out.stdout or "") + (out.stderr or "")
-        return text.strip().splitlines()[0] if text.strip() else ""
-    except (OSError, subprocess.TimeoutExpired):
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=str(REPO))
+        return ((out.stdout or "") + (out.stderr or "")).strip().splitlines()[0] if out.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired, IndexError):
         return ""
 
 
 def machine_facts() -> dict[str, Any]:
-    """CPU, memory, OS and the versions that matter for the figures."""
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    versions: dict[str, str] = {}
-    for module in ("pyspark", "airflow", "psutil"):
-        try:
-            versions[module] = __import__(module).__version__
-        except Exception:  # noqa: BLE001 - a missing module is just not listed
-            pass
-    try:
-        from importlib.metadata import version
+    from importlib.metadata import version
 
-        versions["apache-airflow-providers-apache-spark"] = version("apache-airflow-providers-apache-spark")
-        versions["airflow-conduit"] = version("airflow-conduit")
-    except Exception:  # noqa: BLE001
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": mem_gib,
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
-        "java": _first_line(["java", "-version"]),
-        "versions": versions,
-        "load_average_at_start": os.getloadavg(),
-    }
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return {"cpu": next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), ""),
+            "cores": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1),
+            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(), "java": _first_line(["java", "-version"]),
+            "versions": {package: version(package) for package in ("pyspark", "apache-airflow", "airflow-conduit")}}
+
+
+def write_result(name: str, figures: dict[str, Any], out: str | None) -> Path:
+    """The figures of this run, with the run's metadata; ``parts`` names the run of every figure (one run per file)."""
+    commit = _first_line(["git", "rev-parse", "HEAD"]) or "unknown (not a git checkout)"
+    dirty = bool(_first_line(["git", "status", "--porcelain", "--untracked-files=no"]))
+    run = {"benchmark": name, "id": f"{name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(STARTED))}-{os.getpid()}",
+           "commit": commit + (" (with uncommitted changes)" if dirty else ""), "started_at": utc(STARTED),
+           "finished_at": utc(time.time()), "seconds": time.time() - STARTED,
+           "command": " ".join(["python -m", f"bench.{name}", *(a for i, a in enumerate(sys.argv[1:]) if "--out" not in sys.argv[i:i + 2])]),
+           "machine": machine_facts(), "load_average": {"start": LOAD_AT_START, "end": os.getloadavg()},
+           **({"note": os.environ["CONDUIT_BENCH_NOTE"]} if os.environ.get("CONDUIT_BENCH_NOTE") else {})}
+    path = Path(out) if out else RESULTS_DIR / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"run": run, "parts": {key: run["id"] for key in figures}, "figures": figures}
+    path.with_suffix(".tmp").write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
+    os.replace(path.with_suffix(".tmp"), path)
+    log(f"written to {path}")
+    return path
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None or value != value else f"{value:,.{digits}f}"
+
+
+def spread(value: Any, digits: int = 2, unit: str = "") -> str:
+    """A summary as ``median (min–max)`` (the median alone when all agree), a number as itself."""
+    if isinstance(value, Mapping):
+        if not value.get("n", 1):
+            return "n/a"
+        if value["min"] == value["max"]:
+            return f"{fmt(value['median'], digits)}{unit}"
+        return f"{fmt(value['median'], digits)}{unit} ({fmt(value['min'], digits)}–{fmt(value['max'], digits)})"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{fmt(float(value), digits)}{unit}"
+    return "n/a" if value is None else str(value)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows])

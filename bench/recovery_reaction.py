@@ -1,248 +1,173 @@
-"""Benchmark 2: reaction time of recovery through the operator (trigger poll, deferral, resume).
+"""Benchmark 2: reaction time of recovery through the operator under dag.test() (method: docs/benchmarks.md)."""
 
-One ``RecoveringSparkPipelineOperator`` task runs under ``dag.test()`` (SQLite
-metadata DB, real local spark-submit through the local launcher). The job is
-made to fail with a transient error on every run (``--faults
-transient_first_runs``), the policy is ``fixed`` with ``min-delay`` 1 s and
-``max-retries`` 5: five restarts are measured, then the budget is exhausted
-and the pipeline is degraded (so no full Spark run is needed).
-
-For each restart, from the Spark driver's exit (the launcher's wrapper
-records it the moment spark-submit exits) to the next spark-submit started:
-
-  detection   driver exit -> the trigger yields its event (poll interval, status + report reads)
-  resume      event -> ``execute_complete`` runs
-  decide      ``execute_complete`` -> defer on the backoff timer (engine decision, persistence, XCom)
-  timer       defer -> ``resubmit`` runs, minus the configured delay (timer trigger granularity + resume)
-  submit      ``resubmit`` -> spark-submit started (spec validation, --py-files zip, command line, Popen)
-
-overhead = (next submission - driver exit) - configured delay; target: <= poll interval + 1 s.
-
-The timestamps come from thin subclasses of the operator and trigger defined
-here (they record the time and call the real methods). ``dag.test()`` runs
-triggers inline and resumes the task in the same process: a deployed Airflow
-adds, at each of the two resumes per restart, the time the scheduler and
-executor take to pick the task up again. That is not measured here.
-"""
-
-from __future__ import annotations
-
-import argparse
+import importlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import isolated_airflow_home, log, setup_environment, summary, write_result
+from bench.common import arguments, iso_epoch, log, setup_environment, spread, summary, table, workdir, write_result
 
+TITLE = "2. Reaction time of recovery"
+EVENTS_ENV = "CONDUIT_BENCH_EVENTS"
 SPEC = """
 version: "1"
 pipeline:
   id: bench-recovery
   mode: available-now
   sources:
-    - id: gen
-      plugin: generator
-      settings: {fields: {id: BIGINT, amount: DOUBLE}, records: 1000}
+    - {id: gen, plugin: generator, settings: {fields: {id: BIGINT, amount: DOUBLE}, records: 1000}}
   destinations:
-    - id: out
-      plugin: file
-      settings: {path: out, format: json}
+    - {id: out, plugin: file, settings: {path: out, format: json}}
 """
-
-
 DAG_FILE = """
-# Written by bench/recovery_reaction.py: one task of the (timed) RecoveringSparkPipelineOperator.
 from datetime import datetime, timezone
-
 from airflow.sdk import DAG
-
-from bench.timed_operator import TimedPipelineOperator
-
+from bench.recovery_reaction import TimedOperator
 with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False) as dag:
-    TimedPipelineOperator(**{kwargs!r})
+    TimedOperator(**{kwargs!r})
 """
 
 
-def _load_dag(work: Path, dag_id: str, operator_kwargs: dict[str, Any]):
-    """dag.test() syncs the DAG folder to the metadata DB: the DAG must live in a file there."""
-    import importlib.util
+def mark(name: str, **data: Any) -> None:
+    with open(os.environ[EVENTS_ENV], "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"event": name, "t": time.time(), **data}, default=str) + "\n")
 
-    path = work / "dags" / f"{dag_id}.py"
-    path.write_text(DAG_FILE.format(dag_id=dag_id, kwargs=operator_kwargs), encoding="utf-8")
-    module_spec = importlib.util.spec_from_file_location(dag_id, path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module.dag
+
+def __getattr__(name: str):
+    """TimedOperator and TimedTrigger, built on first use (they import airflow), importable by their class path."""
+    if name not in ("TimedOperator", "TimedTrigger"):
+        raise AttributeError(name)
+    globals().update(timed_classes())
+    return globals()[name]
+
+
+def timed_classes() -> dict[str, type]:
+    """The operator and its trigger with a timestamp at each step of a restart; behaviour unchanged."""
+    from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
+    from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
+    from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
+
+    class TimedHook(SparkPipelineHook):
+        @classmethod
+        async def aget_job_status(cls, handle):
+            mark("poll", run_id=handle["run_id"])
+            return await super().aget_job_status(handle)
+
+    class TimedTrigger(SparkPipelineTrigger):
+        async def run(self):
+            async for event in super().run():
+                mark("trigger_event", run_id=self.handle["run_id"])
+                yield event
+
+    class TimedOperator(RecoveringSparkPipelineOperator):
+        def execute_complete(self, context, event=None, **kwargs):
+            mark("execute_complete", run_id=(event or {}).get("run_id"))
+            return super().execute_complete(context, event, **kwargs)
+
+        def resubmit(self, context, event=None, previous=None, **kwargs):
+            mark("resubmit")
+            return super().resubmit(context, event, previous=previous, **kwargs)
+
+        def defer(self, *, trigger, method_name, kwargs=None, timeout=None):
+            moment = getattr(trigger, "moment", None)
+            if type(trigger) is SparkPipelineTrigger:
+                trigger = TimedTrigger(**trigger.serialize()[1])
+            mark("defer", method=method_name, moment=moment.timestamp() if moment is not None else None)
+            return super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
+
+        def get_hook(self):
+            hook = super().get_hook()
+            submit = hook.submit_job
+
+            def timed_submit(*args, **kw):
+                mark("submit_begin")
+                handle = submit(*args, **kw)
+                mark("submit_end", run_id=handle["run_id"], submitted_at=handle.get("submitted_at"))
+                return handle
+
+            hook.submit_job = timed_submit
+            return hook
+
+    import airflow_conduit.triggers.pipeline as triggers
+    triggers.SparkPipelineHook = TimedHook  # the trigger's status polls, in this benchmark's process only
+    for cls in (TimedOperator, TimedTrigger):
+        cls.__qualname__ = cls.__name__
+    return {"TimedOperator": TimedOperator, "TimedTrigger": TimedTrigger}
 
 
 def run_dag(work: Path, poll: float, restarts: int, delay: float) -> dict[str, Any]:
-    """One dag.test(): restarts+1 transient failures, `restarts` restarts, then degraded."""
-    from bench.timed_operator import EVENTS_ENV, epoch
-
-    state = work / f"state-poll{poll:g}"
-    shutil.rmtree(state, ignore_errors=True)
+    """One dag.test(): every run fails with a transient error; ``restarts`` restarts, then the budget is spent."""
+    state, name = work / f"state-poll{poll:g}", f"bench_recovery_poll{str(poll).replace('.', '_')}"
     state.mkdir(parents=True)
-    spec = state.parent / f"pipeline-poll{poll:g}.yaml"
-    spec.write_text(SPEC, encoding="utf-8")
-    events = work / f"events-poll{poll:g}.jsonl"
-    events.unlink(missing_ok=True)
-    os.environ[EVENTS_ENV] = str(events)
-    dag = _load_dag(work, dag_id=f"bench_recovery_poll{str(poll).replace('.', '_')}", operator_kwargs=dict(
-        task_id="pipeline",
-        spec=str(spec),
-        state_dir=str(state),
-        conn_id="spark_default",
-        min_delay=f"{delay:g}s",
-        max_delay="10s",
-        policy="fixed",
-        max_retries=restarts,
-        max_retries_window="10m",
-        poll_interval=poll,
-        faults={"transient_first_runs": restarts + 5},
-    ))
-    t0 = time.time()
-    dagrun = dag.test()
-    wall = time.time() - t0
-    marks = [json.loads(line) for line in events.read_text().splitlines()]
-    runs = sorted(p.name for p in (state / "runs").iterdir())
-    exits = {}
-    for run in runs:
-        exit_file = state / "runs" / run / "exit.json"
-        if exit_file.exists():
-            record = json.loads(exit_file.read_text())
-            exits[run] = {"t": epoch(record.get("ended_at")), "exit_code": record.get("exit_code")}
-    return {"poll": poll, "delay": delay, "wall": wall, "marks": marks, "exits": exits, "runs": runs,
-            "dagrun_state": str(getattr(dagrun, "state", None))}
+    (work / f"{name}.yaml").write_text(SPEC, encoding="utf-8")
+    os.environ[EVENTS_ENV] = str(work / f"{name}.jsonl")
+    kwargs = dict(task_id="pipeline", spec=str(work / f"{name}.yaml"), state_dir=str(state), conn_id="spark_default", min_delay=f"{delay:g}s",
+                  max_delay="10s", policy="fixed", max_retries=restarts, max_retries_window="10m", poll_interval=poll,
+                  backend_options={"faults": {"transient_first_runs": restarts + 5}})
+    (work / "dags" / f"{name}.py").write_text(DAG_FILE.format(dag_id=name, kwargs=kwargs), encoding="utf-8")
+    module = importlib.import_module(name)  # dag.test() syncs the DAG's file to the metadata DB
+    dagrun = module.dag.test()
+    marks = [json.loads(line) for line in Path(os.environ[EVENTS_ENV]).read_text().splitlines()]
+    exits = {run.name: json.loads((run / "exit.json").read_text()) for run in (state / "runs").iterdir() if (run / "exit.json").exists()}
+    return {"marks": marks, "exits": {r: iso_epoch(e["ended_at"]) for r, e in exits.items()}, "state": str(getattr(dagrun, "state", None))}
 
 
 def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
-    """One breakdown per restart: failed run k -> submission of run k+1."""
-    marks = raw["marks"]
-    out = []
+    """One breakdown per restart: the failed run's driver exit -> the next submission."""
+    marks, out = raw["marks"], []
     submits = [m for m in marks if m["event"] == "submit_end"]
-    for k in range(len(submits) - 1):
-        failed_run, next_submit = submits[k]["run_id"], submits[k + 1]
-        exit_t = raw["exits"].get(failed_run, {}).get("t")
-        after = [m for m in marks if m["t"] >= (exit_t or 0) and m["t"] <= next_submit["t"]]
-
-        def first(name, **match):
-            for m in after:
-                if m["event"] == name and all(m.get(key) == value for key, value in match.items()):
-                    return m
-            return None
-
-        event = first("trigger_event", run_id=failed_run)
-        poll = first("poll", run_id=failed_run)
-        complete = first("execute_complete", run_id=failed_run)
-        timer = first("defer", method="resubmit")
-        resubmit = first("resubmit")
-        submit_begin = first("submit_begin")
-        if not all([exit_t, event, complete, timer, resubmit, submit_begin]):
+    for failed, following in zip(submits, submits[1:]):
+        exit_t, submitted = raw["exits"].get(failed["run_id"]), iso_epoch(following["submitted_at"]) if following.get("submitted_at") else following["t"]
+        between = [m for m in marks if (exit_t or 0) <= m["t"] <= following["t"]]
+        first = {}
+        for m in between:
+            if m.get("run_id") in (None, failed["run_id"]) and (m["event"] != "defer" or m.get("method") == "resubmit"):
+                first.setdefault(m["event"], m)
+        if exit_t is None or not {"poll", "trigger_event", "execute_complete", "defer", "resubmit"} <= set(first):
             continue
-        delay = timer["moment"] - timer["t"]
-        submitted = next_submit.get("submitted_at") or next_submit["t"]
+        delay = first["defer"]["moment"] - first["defer"]["t"]
         total = submitted - exit_t
-        out.append(
-            {
-                "failed_run": failed_run,
-                "configured_delay": delay,
-                "detection": event["t"] - exit_t,
-                "poll_wait": (poll["t"] - exit_t) if poll else float("nan"),
-                "poll_reads": (event["t"] - poll["t"]) if poll else float("nan"),
-                "resume": complete["t"] - event["t"],
-                "decide": timer["t"] - complete["t"],
-                "timer_overshoot": resubmit["t"] - timer["t"] - delay,
-                "submit": submitted - resubmit["t"],
-                "submit_zip_and_command": submitted - submit_begin["t"],
-                "total": total,
-                "overhead": total - delay,
-            }
-        )
+        out.append({"configured_delay": delay, "detection": first["trigger_event"]["t"] - exit_t, "poll_wait": first["poll"]["t"] - exit_t,
+                    "poll_reads": first["trigger_event"]["t"] - first["poll"]["t"],
+                    "resume": first["execute_complete"]["t"] - first["trigger_event"]["t"],
+                    "decide": first["defer"]["t"] - first["execute_complete"]["t"],
+                    "timer_overshoot": first["resubmit"]["t"] - first["defer"]["t"] - delay, "submit": submitted - first["resubmit"]["t"],
+                    "total": total, "overhead": total - delay})
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--polls", default="1,5", help="trigger poll intervals to measure (seconds)")
-    parser.add_argument("--restarts", type=int, default=5)
-    parser.add_argument("--delay", type=float, default=1.0, help="min-delay of the fixed backoff policy")
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
-    setup_environment()
-    work = Path(tempfile.mkdtemp(prefix="conduit-bench-recovery-"))
-    isolated_airflow_home(work)
-    os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
-    try:
-        log("airflow db migrate (SQLite, throw-away AIRFLOW_HOME)")
+    args = arguments(argv, __doc__, polls="1,5", restarts=5, delay=1.0)
+    by_poll = {}
+    with workdir("recovery") as work:
+        setup_environment(work)
+        sys.path.insert(0, str(work / "dags"))
         subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True, capture_output=True)
-        results = {}
         for poll in [float(p) for p in args.polls.split(",")]:
-            log(f"dag.test(): poll interval {poll:g}s, {args.restarts} restarts, fixed delay {args.delay:g}s")
             raw = run_dag(work, poll, args.restarts, args.delay)
-            cs = cycles(raw)
-            if len(cs) < args.restarts:
-                log(f"  WARNING: only {len(cs)} of {args.restarts} restarts could be measured "
-                    f"(runs {raw['runs']}, marks {[m['event'] for m in raw['marks']]})")
-            if not cs:
-                raise SystemExit("no restart measured: the operator's methods may have changed (see bench/timed_operator.py)")
-            keys = ("detection", "poll_wait", "poll_reads", "resume", "decide", "timer_overshoot", "submit", "overhead", "configured_delay", "total")
-            results[f"{poll:g}"] = {
-                "poll": poll,
-                "cycles": cs,
-                "summary": {k: summary(c[k] for c in cs) for k in keys},
-                "runs": raw["runs"],
-                "exit_codes": {r: e["exit_code"] for r, e in raw["exits"].items()},
-                "dagrun_state": raw["dagrun_state"],
-                "wall": raw["wall"],
-                "target": poll + 1.0,
-            }
-            s = results[f"{poll:g}"]["summary"]["overhead"]
-            log(f"  {len(cs)} restarts measured; overhead median {s['median']:.2f}s (min {s['min']:.2f}, max {s['max']:.2f}); "
-                f"target <= {poll + 1:.1f}s; dag run {raw['dagrun_state']}")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    result = {"restarts": args.restarts, "delay": args.delay, "policy": "fixed", "by_poll": results,
-              "path": "operator under dag.test() (triggers inline, in-process resume)"}
-    path = write_result("recovery_reaction", result, args.out)
-    log(f"written to {path}")
+            measured = cycles(raw)
+            log(f"poll {poll:g} s: {len(measured)} of {args.restarts} restarts measured; dag run {raw['state']}")
+            if not measured:
+                raise SystemExit(f"no restart measured: events {[m['event'] for m in raw['marks']]}")
+            by_poll[f"{poll:g}"] = {"poll": poll, "cycles": measured, "dagrun_state": raw["state"],
+                                    "summary": {k: summary(c[k] for c in measured) for k in measured[0]}}
+    write_result("recovery_reaction", {"restarts": args.restarts, "delay": args.delay, "policy": "fixed", "by_poll": by_poll}, args.out)
     return 0
 
 
-# -- the report's section ------------------------------------------------------------------------------
-
-TITLE = "2. Reaction time of recovery"
-ABOUT = """
-**The operator** (`RecoveringSparkPipelineOperator`) under `dag.test()` (SQLite), real spark-submit through the
-local launcher, the real `SparkPipelineTrigger` polling, deferral on the backoff timer and resume into
-`resubmit`. The job fails with a transient error on every run (after spark-submit and the Python driver's
-start, before the SparkSession); policy `fixed`, so every restart waits the configured delay, until the retry
-budget is spent and the task fails, as designed. Per restart, from the driver's exit to the next spark-submit,
-minus the configured delay: *detection* (driver exit → the trigger's event: the rest of the poll interval, then
-the status, report and log-tail reads), *resume* (event → `execute_complete`), *decide* (the recovery engine's
-decision and its persistence → defer on the timer), *timer overshoot* (the timer trigger wakes every 1 s) and
-*submit* (`resubmit` → spark-submit started). Timestamps come from thin subclasses of the operator and trigger
-(bench/timed_operator.py). A deployed Airflow adds the scheduler's and executor's latency for each of the two
-resumes of a restart, not measured here.
-"""
-COMPONENTS = (("detection", "detection"), ("… waiting for the next poll", "poll_wait"), ("… the poll's reads and event", "poll_reads"),
-              ("resume", "resume"), ("decide", "decide"), ("timer overshoot", "timer_overshoot"), ("submit", "submit"),
-              ("**overhead** (total minus delay)", "overhead"), ("configured delay", "configured_delay"),
-              ("total, driver exit → next submission", "total"))
+COMPONENTS = {"detection": "detection", "poll_wait": "… waiting for the next poll", "poll_reads": "… the poll's reads and event",
+              "resume": "resume", "decide": "decide", "timer_overshoot": "timer overshoot", "submit": "submit",
+              "overhead": "**overhead** (total minus delay)", "configured_delay": "configured delay", "total": "total, driver exit → next submission"}
 
 
-def section(r: dict[str, Any]) -> str:
-    from bench.markdown import section_text, spread, table
-
+def tables(r: dict[str, Any]) -> list[str]:
     polls = sorted(r["by_poll"].values(), key=lambda p: float(p["poll"]))
     header = ["component", *[f"poll {p['poll']:g} s ({len(p['cycles'])} restarts, run ended `{p['dagrun_state']}`)" for p in polls]]
-    rows = [[label, *[spread(p["summary"].get(key), 3, " s") for p in polls]] for label, key in COMPONENTS]
-    return section_text(TITLE, ABOUT, table(header, rows))
+    return [table(header, [[label, *[spread(p["summary"].get(key), 3, " s") for p in polls]] for key, label in COMPONENTS.items()])]
 
 
 if __name__ == "__main__":

@@ -1,95 +1,99 @@
-"""Assemble docs/benchmarks.md from the benchmarks' results (bench/results/<name>.json and run.json).
+"""Render the benchmark documents from bench/results/<name>.json: docs/benchmarks/<name>.md, one per benchmark, each from
+exactly one complete run, and the summary table in docs/benchmarks.md. A result without its run's metadata, or one that
+combines figures of different runs, is refused."""
 
-Each benchmark renders its own section from its result; this module adds, per section, the run it came from
-(so results of different runs on one page show as such), the page's head and the Targets table, whose
-verdicts bench/targets.py computes from the results.
-"""
-
-from __future__ import annotations
-
+import importlib
 import json
+import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from bench import (bookkeeping_cost, deferral_scale, error_handling, expectations_cost, recovery_reaction, restart_cost, sections,
-                   soak, wide_schema)
-from bench.common import RESULTS_DIR, read_result
-from bench.markdown import NOT_MEASURED, run_line, table
+from bench.common import REPO, RESULTS_DIR, RUN_KEYS, table
 from bench.targets import TARGETS
 
-# benchmark name -> (section title, renderer); in the page's order
-SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
-    "error_handling": (error_handling.TITLE, error_handling.section),
-    "wide_schema": (wide_schema.TITLE, wide_schema.section),
-    "bookkeeping_cost": (bookkeeping_cost.TITLE, bookkeeping_cost.section),
-    "recovery_reaction": (recovery_reaction.TITLE, recovery_reaction.section),
-    "restart_cost": (restart_cost.TITLE, restart_cost.section),
-    "deferral_scale": (deferral_scale.TITLE, deferral_scale.section),
-    "soak": (soak.TITLE, soak.section),
-    "small_run": (sections.SMALL_RUN_TITLE, sections.small_run_section),
-    "expectations_cost": (expectations_cost.TITLE, expectations_cost.section),
-    "kafka_delta": (sections.KAFKA_DELTA_TITLE, sections.kafka_delta_section),
-}
-
-HEAD = """# Benchmarks
-
-<!-- Written by `make bench` (bench/run_all.py, bench/report.py). Do not edit by hand: re-run instead. -->
-
-What error handling, recovery and deferral cost, side by side with plain Spark and plain Airflow. Reproduce with
-**`make bench`** (`python -m bench.run_all`; `--only NAME,...` for some, `--quick` for a smoke check at small
-sizes); not part of `make test`. Each benchmark runs in its own process; its raw measurements are in
-`bench/results/<name>.json`, its output in `bench/results/<name>.log`.
-
-**Method.** These machines are shared and noisy, so every figure that compares two ways is a ratio of runs made
-in the same process, alternating (rotated order each repetition), at least 5 pairs, shown as
-`median (min–max)`. Each section names the run it comes from (finish time, the machine's load after it, its
-command): sections of different runs are not side by side measurements of each other. Why the data path is
-built as it is: [architecture](architecture.md#the-data-path-one-pass-per-micro-batch).
-"""
+BENCHMARKS = ("error_handling", "wide_schema", "bookkeeping_cost", "recovery_reaction", "restart_cost", "deferral_scale", "soak",
+              "small_run", "expectations_cost", "kafka_delta")
+DOCS = REPO / "docs"
+BEGIN, END = "<!-- summary: rendered by python -m bench.run_all --report-only -->", "<!-- end of summary -->"
 
 
-def _render_section(name: str, result: dict[str, Any] | None, run: dict[str, Any] | None) -> str:
-    title, render = SECTIONS[name]
-    if result is None:
-        return f"## {title}\n\n{NOT_MEASURED}\n"
+class Refused(Exception):
+    """A results file that is not one complete run of one benchmark."""
+
+
+def load(path: Path) -> dict[str, Any]:
+    """The result at ``path``, checked: its run's metadata complete, every figure from that run."""
     try:
-        text = render(result)
-    except (KeyError, TypeError, IndexError) as exc:  # a result written by an older version of its benchmark
-        return f"## {title}\n\n{run_line(run)}\n\nIts result lacks what this report reads ({exc!r}): re-run the benchmark.\n"
-    heading, _, body = text.partition("\n\n")
-    return f"{heading}\n\n{run_line(run)}\n\n{body}"
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise Refused(f"{path}: not readable as JSON ({exc})") from None
+    run = data.get("run") if isinstance(data, dict) else None
+    if not isinstance(run, dict):
+        raise Refused(f"{path}: no run metadata (key 'run'): re-run the benchmark")
+    missing = [key for key in RUN_KEYS if key not in run]
+    if missing:
+        raise Refused(f"{path}: its run metadata lacks {', '.join(missing)}")
+    if run["benchmark"] != path.stem:
+        raise Refused(f"{path}: holds a run of {run['benchmark']!r}, not of {path.stem!r}")
+    figures, parts = data.get("figures"), data.get("parts")
+    if not isinstance(figures, dict) or not isinstance(parts, dict) or set(parts) != set(figures):
+        raise Refused(f"{path}: its figures and their runs ('parts') do not match")
+    others = sorted({str(r) for r in parts.values()} - {run["id"]})
+    if others:
+        raise Refused(f"{path}: combines figures of different runs ({run['id']} and {', '.join(others)}); one run per document")
+    return data
 
 
-def _machine(meta: dict[str, Any]) -> str:
-    m = meta.get("machine") or {}
-    v = m.get("versions") or {}
-    invocations = {b.get("invocation") or f"unrecorded {name}" for name, b in (meta.get("benchmarks") or {}).items()}
-    mixed = (f"\n\n**The sections below come from {len(invocations)} different runs of `bench.run_all`** (or runs that did "
-             "not record theirs): compare figures across sections with care." if len(invocations) > 1 else "")
-    return (f"**Machine**: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB, {m.get('os', '?')}. "
-            f"**Versions**: Python {m.get('python', '?')}, {m.get('java', '?')}, PySpark {v.get('pyspark', '?')}, "
-            f"Apache Airflow {v.get('airflow', '?')}, airflow-conduit {v.get('airflow-conduit', '?')}.{mixed}"
-            + (f"\n\n**Note**: {meta['note']}" if meta.get("note") else ""))
+def slug(title: str) -> str:
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
 
 
-def targets_table(results: dict[str, dict[str, Any] | None], runs: dict[str, dict[str, Any]]) -> str:
+def load_line(run: dict[str, Any]) -> str:
+    end = (run["load_average"] or {}).get("end")
+    return ", ".join(f"{x:.1f}" for x in end) if end else "not recorded"
+
+
+def page(name: str, data: dict[str, Any]) -> str:
+    module, run, figures = importlib.import_module(f"bench.{name}"), data["run"], data["figures"]
+    m = run["machine"]
+    versions = ", ".join(f"{k} {v}" for k, v in (m.get("versions") or {}).items())
+    facts = [f"# {module.TITLE}", f"<!-- Rendered from bench/results/{name}.json by `python -m bench.run_all --report-only`: re-run, do not edit. -->",
+             f"Method: [benchmarks](../benchmarks.md#{slug(module.TITLE)}).",
+             table(["run", ""], [["command", f"`{run['command']}`"], ["commit", run["commit"]], ["started", run["started_at"]],
+                                 ["finished", run["finished_at"]], ["load average at the end (1, 5, 15 min)", load_line(run)],
+                                 ["machine", f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB, {m.get('os', '?')}"],
+                                 ["versions", f"Python {m.get('python', '?')}, {m.get('java', '?')}, {versions}"],
+                                 *([["note", run["note"]]] if run.get("note") else [])])]
+    judged = [[t.measure, *t.judge(figures)[:1], t.wanted, f"**{t.judge(figures)[1]}**"] for t in TARGETS if t.benchmark == name]
+    if judged:
+        facts.append(table(["target", "result", "wanted", "verdict"], judged))
+    return "\n\n".join([*facts, *module.tables(figures)]) + "\n"
+
+
+def summary(results: dict[str, dict[str, Any]]) -> str:
     rows = []
-    for target in TARGETS:
-        value, verdict = target.judge(results.get(target.benchmark))
-        finished = (runs.get(target.benchmark) or {}).get("finished_at", "–") if verdict != "not run" else "–"
-        rows.append([target.measure, value, target.wanted, f"**{verdict}**", finished])
-    return table(["measure", "result", "target", "verdict", "run finished"], rows)
+    for name in BENCHMARKS:
+        data = results.get(name)
+        targets = [t for t in TARGETS if t.benchmark == name] or [None]
+        for target in targets:
+            value, verdict = target.judge(data and data["figures"]) if target else ("", "")
+            run = (f"[{name}](benchmarks/{name}.md)", data["run"]["finished_at"], load_line(data["run"])) if data else (name, "not run", "")
+            rows.append([*run, target.measure if target else "–", value, target.wanted if target else "", f"**{verdict}**" if verdict else ""])
+    return table(["benchmark", "run finished", "load at the end", "target", "result", "wanted", "verdict"], rows)
 
 
-def render(results_dir: Path = RESULTS_DIR) -> str:
-    meta_path = results_dir / "run.json"
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
-    runs = meta.get("benchmarks") or {}
-    results = {name: read_result(name, results_dir) for name in SECTIONS}
-    parts = [HEAD, _machine(meta), "## Targets\n\n" + targets_table(results, runs)]
-    parts += [_render_section(name, results[name], runs.get(name)) for name in SECTIONS]
-    return "\n\n".join(p.strip() for p in parts) + "\n"
-
-
-if __name__ == "__main__":
-    print(render())
+def render(results_dir: Path = RESULTS_DIR, docs: Path = DOCS) -> list[Path]:
+    """Every document, from the results in ``results_dir``; nothing is written if a result is refused."""
+    results = {name: load(results_dir / f"{name}.json") for name in BENCHMARKS if (results_dir / f"{name}.json").exists()}
+    (docs / "benchmarks").mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in results.items():
+        (docs / "benchmarks" / f"{name}.md").write_text(page(name, data), encoding="utf-8")
+        written.append(docs / "benchmarks" / f"{name}.md")
+    index = docs / "benchmarks.md"
+    text = index.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise Refused(f"{index}: lacks the summary markers {BEGIN} ... {END}")
+    head, rest = text.split(BEGIN, 1)
+    index.write_text(f"{head}{BEGIN}\n\n{summary(results)}\n\n{END}{rest.split(END, 1)[1]}", encoding="utf-8")
+    return [*written, index]

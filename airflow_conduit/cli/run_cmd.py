@@ -58,6 +58,10 @@ def _options(args: argparse.Namespace):
     return RecoveryOptions.from_mapping({name: value for name, value in values.items() if value is not None})
 
 
+def _conf(args: argparse.Namespace) -> dict:
+    return {} if args.spark_ui else {"spark.ui.enabled": "false"}  # nobody is shown it unless asked; it costs start-up
+
+
 def _hook(args: argparse.Namespace):
     """The hook of --conn-id, or of --master as a spark connection of this process (no Airflow DB needed)."""
     from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
@@ -66,8 +70,54 @@ def _hook(args: argparse.Namespace):
     if conn_id is None:
         os.environ[f"AIRFLOW_CONN_{CLI_CONN_ID.upper()}"] = json.dumps({"conn_type": "spark", "host": args.master})
         conn_id = CLI_CONN_ID
-    conf = {} if args.spark_ui else {"spark.ui.enabled": "false"}  # nobody is shown it unless asked; it costs start-up
-    return SparkPipelineHook(conn_id, backend="local", backend_options={"conf": conf})
+    return SparkPipelineHook(conn_id, backend="local", backend_options={"conf": _conf(args)})
+
+
+def _backend_without_airflow(args: argparse.Namespace):
+    """The local backend for a plain ``--master`` (``local[*]``, ``spark://host:port``) when Airflow's configuration
+    sets no ``[conduit]`` option: the run is submitted, watched and ended without loading Airflow (its import is
+    most of this command's start-up). None otherwise: the hook reads the connection and the configuration."""
+    from airflow_conduit.get_provider_info import WORKER_CONFIG_OPTIONS
+    from airflow_conduit.hooks.backends.local import LocalBackend
+    from airflow_conduit.hooks.spark_submit_adapter import is_plain_master
+
+    if args.conn_id is not None or not is_plain_master(args.master.strip()) or _conduit_config_set():
+        return None
+    jars = [jar.strip() for jar in WORKER_CONFIG_OPTIONS["worker_jars"][1].split(",") if jar.strip()]
+    return LocalBackend(master=args.master.strip(), conf=_conf(args), worker_jars=jars,
+                        spark_local_ip=WORKER_CONFIG_OPTIONS["spark_local_ip"][1] or None)
+
+
+def _conduit_config_set() -> bool:
+    """Whether Airflow's configuration may set a ``[conduit]`` option: an ``AIRFLOW__CONDUIT__*`` variable, or a
+    ``[conduit]`` section in its ``airflow.cfg``."""
+    if any(key.startswith("AIRFLOW__CONDUIT__") for key in os.environ):
+        return True
+    home = os.environ.get("AIRFLOW_HOME") or os.path.join(os.path.expanduser("~"), "airflow")
+    path = os.environ.get("AIRFLOW_CONFIG") or os.path.join(home, "airflow.cfg")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return any(line.strip().lower() == "[conduit]" for line in fh)
+    except OSError:
+        return False
+
+
+def _control_plane_errors() -> tuple:
+    """The control-plane errors, once one exists: their module imports Airflow, and a run that was submitted
+    without it (``_backend_without_airflow``) loads it only when one is raised."""
+    if "airflow_conduit.hooks.errors" not in sys.modules:
+        return ()
+    from airflow_conduit.hooks.errors import ConduitControlPlaneError
+
+    return (ConduitControlPlaneError,)
+
+
+def _lease_refusals() -> tuple:
+    if "airflow_conduit.hooks.errors" not in sys.modules:
+        return ()
+    from airflow_conduit.hooks.refusals import LEASE_REFUSALS
+
+    return LEASE_REFUSALS
 
 
 def _stop_on_sigterm() -> None:
@@ -81,13 +131,14 @@ def _stop_on_sigterm() -> None:
 
 
 async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> dict:
-    """The watcher's next event. The trigger polls; the CLI, which started the driver's wrapper on this machine,
-    also wakes when that process exits, and looks at once instead of at the trigger's next poll."""
-    from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
+    """The watcher's next event (the trigger's watcher, ``hooks/backends/watch.py``). It polls; the CLI, which
+    started the driver's wrapper on this machine, also wakes when that process exits, and looks at once instead
+    of at the next poll."""
+    from airflow_conduit.hooks.backends.watch import RunWatcher
 
     def next_event() -> asyncio.Future:
-        trigger = SparkPipelineTrigger(handle, poll_interval=poll_interval, report_progress=report_progress)
-        return asyncio.ensure_future(anext(trigger.run()))
+        watcher = RunWatcher(handle, poll_interval=poll_interval, report_progress=report_progress)
+        return asyncio.ensure_future(anext(watcher.events()))
 
     watching = next_event()
     with _process_exit(handle.get("pid")) as exited:
@@ -98,7 +149,7 @@ async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> d
         with contextlib.suppress(asyncio.CancelledError):
             await watching
         watching = next_event()
-    return (await watching).payload
+    return await watching
 
 
 @contextlib.contextmanager
@@ -156,17 +207,18 @@ def run_pipeline(args: argparse.Namespace) -> int:
         return EXIT_SPEC_REFUSED
 
     from airflow_conduit.hooks import kafka_connections
-    from airflow_conduit.hooks.errors import ConduitControlPlaneError
-    from airflow_conduit.hooks.refusals import LEASE_REFUSALS, SUBMISSION_FAILURES
-    from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
+    from airflow_conduit.hooks.backends.kinds import backend_for_handle, submit_run
     from airflow_conduit.runs.state_dir import StateDir
 
     state_dir = StateDir(args.state_dir)
     try:
-        hook = _hook(args)
-        hook.check_connection()
+        backend = _backend_without_airflow(args)
+        if backend is None:
+            hook = _hook(args)
+            hook.check_connection()
+            backend = hook.backend
         kafka_connections.check(spec, args.spec)
-    except ConduitControlPlaneError as exc:
+    except _control_plane_errors() as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_SPEC_REFUSED
     prefix = unique_run_prefix("cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
@@ -179,9 +231,9 @@ def run_pipeline(args: argparse.Namespace) -> int:
     try:
         while True:
             def submit(run_id: str) -> dict:
-                return hook.submit_job(args.spec, run_id, args.state_dir, faults, previous=handle)
+                return submit_run(backend, args.spec, run_id, args.state_dir, faults, previous=handle)
 
-            step = supervisor.submit(submit, SUBMISSION_FAILURES, LEASE_REFUSALS, previous=handle)
+            step = supervisor.submit(submit, _control_plane_errors, _lease_refusals, previous=handle)
             if step.refused_by_lease:  # another driver holds the state dir: a foreground command ends at once
                 print(f"FAILED: {step.refusal}", file=sys.stderr)
                 supervisor.stop(step.event.error["message"])
@@ -212,7 +264,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 return EXIT_DEGRADED
             time.sleep(step.delay_seconds)
             supervisor.restarted()
-    except ConduitControlPlaneError as exc:  # not transient (a connection that became unusable): not retried
+    except _control_plane_errors() as exc:  # not transient (a connection that became unusable): not retried
         print(f"FAILED: {exc}", file=sys.stderr)
         supervisor.stop(f"not submitted: {exc}")
         store.save(supervisor)
@@ -220,7 +272,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         if handle is not None and supervisor.current is not None:
             _say(f"interrupted: stopping run {handle['run_id']}")
-            SparkPipelineHook.kill_job(handle, graceful=True)
+            backend_for_handle(handle).kill(handle, graceful=True)
         supervisor.stop("stopped by user (interrupted)")
         store.save(supervisor)
         return EXIT_INTERRUPTED

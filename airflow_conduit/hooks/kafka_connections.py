@@ -15,9 +15,6 @@ import json
 import os
 from typing import Any
 
-from airflow.sdk import BaseHook
-
-from airflow_conduit.hooks.errors import KafkaConnectionError
 from airflow_conduit.pipeline.kafka_settings import CONNECTION_TYPE, CONNECTIONS_ENV
 
 
@@ -36,7 +33,10 @@ def kafka_connection_ids(spec) -> dict[str, str]:
 
 def resolve(conn_id: str, where: str, spec_file: str) -> dict[str, Any]:
     """One connection as the job reads it; a missing one or one of another type is a named error."""
+    from airflow.sdk import BaseHook  # here: a spec that names no connection runs without loading Airflow
     from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from airflow_conduit.hooks.errors import KafkaConnectionError
 
     try:
         conn = BaseHook.get_connection(conn_id)
@@ -82,3 +82,13 @@ def check(spec, spec_file: str) -> None:
     """Refuse, before anything starts, a spec whose Kafka connections are missing or of another type."""
     for conn_id, where in kafka_connection_ids(spec).items():
         resolve(conn_id, where, spec_file)
+
+
+def hand_over_connections(backend, spec_path: str) -> None:
+    """Put the Kafka connections the spec names in the driver's environment (``backend.env``; a backend without
+    one, the standalone one, hands its driver none)."""
+    env = getattr(backend, "env", None)
+    if env is None:
+        return
+    env.pop(CONNECTIONS_ENV, None)
+    env.update(driver_environment(spec_path))

@@ -30,12 +30,11 @@ from airflow.sdk import BaseHook, Connection
 
 from airflow_conduit.get_provider_info import WORKER_CONFIG_OPTIONS
 from airflow_conduit.hooks.backends.base import JobBackend, JobHandle, JobStatus
+from airflow_conduit.hooks.backends.kinds import BACKEND_KINDS, backend_for_handle, make_backend, submit_run
 from airflow_conduit.hooks.backends.retries import REST_RETRY_DELAY, REST_RETRY_LIMIT, REST_RETRY_MAX_DELAY, RestRetry
 from airflow_conduit.hooks.errors import SparkConnectionError, SparkConnectionNotFound
 from airflow_conduit.hooks.spark_submit_adapter import resolved_connection
-from airflow_conduit.runs.handles import backend_of
 
-BACKEND_KINDS = ("local", "standalone")
 # The Spark embedded on the worker, when asked for by name (a built-in id: it is not a stored connection,
 # so `airflow connections list` does not show it; a stored connection of that id wins over it).
 EMBEDDED_LOCAL_CONN_ID = "conduit_local"
@@ -82,32 +81,6 @@ def backend_kind_for(connection: dict[str, Any]) -> str:
     if connection["master"].startswith("spark://") and connection["deploy_mode"] == "cluster":
         return "standalone"
     return "local"
-
-
-def make_backend(kind: str, conn_id: str | None = None, connection: dict | None = None, extra: dict | None = None,
-                 rest_retry: RestRetry | None = None, **options: Any) -> JobBackend:
-    if kind == "local":
-        from airflow_conduit.hooks.backends.local import LocalBackend
-
-        return LocalBackend(conn_id, **options)
-    if kind == "standalone":
-        from airflow_conduit.hooks.backends.standalone import StandaloneBackend
-
-        ui_port = int((extra or {}).get("master-ui-port", 8080))
-        return StandaloneBackend(conn_id, connection=connection, master_ui_port=ui_port, rest_retry=rest_retry, **options)
-    raise ValueError(f"unknown backend {kind!r}: expected one of {', '.join(BACKEND_KINDS)}")
-
-
-def hand_over_connections(backend: JobBackend, spec_path: str) -> None:
-    """Put the Kafka connections the spec names in the driver's environment (hooks/kafka_connections.py)."""
-    from airflow_conduit.hooks.kafka_connections import driver_environment
-    from airflow_conduit.pipeline.kafka_settings import CONNECTIONS_ENV
-
-    env = getattr(backend, "env", None)
-    if env is None:
-        return
-    env.pop(CONNECTIONS_ENV, None)
-    env.update(driver_environment(spec_path))
 
 
 class SparkPipelineHook(BaseHook):
@@ -186,7 +159,7 @@ class SparkPipelineHook(BaseHook):
     def backend_for_handle(cls, handle: JobHandle) -> JobBackend:
         """A backend able to poll, stop and confirm the end of an existing job: from the handle alone, no connection
         (a standalone handle carries its REST retry settings)."""
-        return make_backend(backend_of(handle))
+        return backend_for_handle(handle)
 
     # -- the job (ResumableJobMixin vocabulary) -------------------------------------------------
 
@@ -198,13 +171,7 @@ class SparkPipelineHook(BaseHook):
         ``replay``: a ``ReplayRequest`` as JSON: the run replays the pipeline's DLQ instead of running it.
         Raises a ``ConduitControlPlaneError`` when the run was not started.
         """
-        backend = self.backend
-        if previous:
-            self.backend_for_handle(previous).ensure_gone(previous)
-        hand_over_connections(backend, spec_path)
-        if replay is not None:
-            return backend.submit(spec_path, run_id, state_dir, faults, replay=replay)
-        return backend.submit(spec_path, run_id, state_dir, faults)
+        return submit_run(self.backend, spec_path, run_id, state_dir, faults, previous=previous, replay=replay)
 
     @classmethod
     def get_job_status(cls, handle: JobHandle) -> JobStatus:

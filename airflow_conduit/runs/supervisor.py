@@ -78,6 +78,13 @@ class Step:
         return self.event is not None and self.event.refused_by_lease
 
 
+Refusals = tuple[type[BaseException], ...] | Callable[[], tuple[type[BaseException], ...]]
+
+
+def _classes(refusals: Refusals) -> tuple[type[BaseException], ...]:
+    return refusals() if callable(refusals) else refusals
+
+
 class RunSupervisor:
     """The recovery engine of one pipeline plus its runs: which was submitted last, which is watched."""
 
@@ -178,23 +185,26 @@ class RunSupervisor:
 
     # -- driving ---------------------------------------------------------------------------------
 
-    def submit(self, submit: Callable[[str], dict], refusals: tuple[type[BaseException], ...],
-               lease_refusals: tuple[type[BaseException], ...] = (), previous: dict | None = None) -> Step:
+    def submit(self, submit: Callable[[str], dict], refusals: Refusals, lease_refusals: Refusals = (),
+               previous: dict | None = None) -> Step:
         """Submit the next run with ``submit(run_id)`` (it returns the job handle); say what to do next.
 
         A submission that cannot happen now (one of ``refusals``: the previous driver not confirmed gone,
         the state dir's lease held, the cluster unreachable) is a failure like any other: the engine
         restarts or degrades (``on_event`` with the failure it is turned into); one that says it is not
         ``transient`` is raised. ``previous`` is the last job submitted: it stays the one a later
-        submission must see gone.
+        submission must see gone. ``refusals`` and ``lease_refusals`` may be given as functions returning
+        the classes, asked only once a submission raised (classes whose module is costly to import).
         """
         run_id = self.next_run_id()
         try:
             handle = submit(run_id)
-        except refusals as exc:
+        except Exception as exc:
+            if not isinstance(exc, _classes(refusals)):
+                raise
             if getattr(exc, "transient", True) is False:  # e.g. a connection that became unusable: not retried
                 raise
-            event = WatchEvent.submission_refused(run_id, exc, by_lease=isinstance(exc, lease_refusals))
+            event = WatchEvent.submission_refused(run_id, exc, by_lease=isinstance(exc, _classes(lease_refusals)))
             step = self.on_event(event)
             step.lines.insert(0, f"run {run_id} could not be submitted: {exc}")
             step.handle = previous

@@ -13,6 +13,8 @@ they select or exclude, destinations never write them.
 
 from __future__ import annotations
 
+import weakref
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -107,10 +109,11 @@ def with_error(df: DataFrame, failed: Column, **error: str | Column | int | None
     return with_error_column(df, F.when(F.coalesce(failed, F.lit(False)), error_struct(**error)))
 
 
-def with_filter(df: DataFrame, keep: Column) -> DataFrame:
-    """Filter processor: active records where ``keep`` is not TRUE (FALSE or NULL) become filtered (acked)."""
+def filter_columns(keep: Column) -> "JvmColumns":
+    """Filter processor, for ``with_columns``: active records where ``keep`` is not TRUE (FALSE or NULL) become
+    filtered (acked)."""
     drop = active() & ~F.coalesce(keep, F.lit(False))
-    return df.withColumn(FILTERED, F.col(FILTERED) | drop)
+    return JvmColumns([F.col(FILTERED) | drop], [FILTERED])
 
 
 # -- select lists handed to the JVM once per run -----------------------------------------------------------
@@ -140,7 +143,47 @@ class JvmColumns:
         return bool(self.columns)
 
 
-def _frame(jdf, like: DataFrame) -> DataFrame:
+_STRINGS_SEPARATOR = "\u0000"  # a character no column name or SQL expression of a select list holds
+
+
+def jvm_strings(strings: list[str]):
+    """A JVM ``Seq`` of ``strings`` in three round trips, whatever their number: joined here and split by the JVM
+    (PySpark converts a list one element per round trip). Built once per run where the strings are (select lists
+    of ``selectExpr``); an empty string or one that holds the separator is converted the usual way."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    assert sc is not None and sc._jvm is not None, "jvm_strings needs the driver's SparkContext"
+    jvm = sc._jvm
+    if not strings or any(not text or _STRINGS_SEPARATOR in text for text in strings):
+        return jvm.PythonUtils.toSeq(list(strings))
+    tokens = jvm.java.util.StringTokenizer(_STRINGS_SEPARATOR.join(strings), _STRINGS_SEPARATOR)
+    return jvm.PythonUtils.toSeq(jvm.java.util.Collections.list(tokens))
+
+
+def select_expr(df: DataFrame, strings) -> DataFrame:
+    """``df.selectExpr(*strings)`` in one round trip, ``strings`` being a ``jvm_strings`` Seq."""
+    return frame(df._jdf.selectExpr(strings), df)
+
+
+_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def jvm_function(name: str):
+    """Spark's ``functions.<name>`` as a Py4J member, looked up once per SparkContext: calling it is one JVM round
+    trip (``F.<name>(...)`` is three: the class, the method, then the call). For what a batch builds anew."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    assert sc is not None and sc._jvm is not None, "jvm_function needs the driver's SparkContext"
+    found = _FUNCTIONS.setdefault(sc, {})
+    if name not in found:
+        found[name] = getattr(getattr(sc._jvm, "org.apache.spark.sql.functions"), name)
+    return found[name]
+
+
+def frame(jdf, like: DataFrame) -> DataFrame:
+    """A DataFrame of the JVM Dataset ``jdf``, in ``like``'s session."""
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
     return ClassicDataFrame(jdf, like.sparkSession)
@@ -148,9 +191,9 @@ def _frame(jdf, like: DataFrame) -> DataFrame:
 
 def select(df: DataFrame, columns: JvmColumns) -> DataFrame:
     """``df.select(*columns.columns)`` in one round trip."""
-    return _frame(df._jdf.select(columns.seq), df)
+    return frame(df._jdf.select(columns.seq), df)
 
 
 def with_columns(df: DataFrame, columns: JvmColumns) -> DataFrame:
     """``df.withColumns(dict(zip(columns.names, columns.columns)))`` in one round trip."""
-    return _frame(df._jdf.withColumns(columns.name_seq, columns.seq), df)
+    return frame(df._jdf.withColumns(columns.name_seq, columns.seq), df)

@@ -64,6 +64,7 @@ DLQ_COLUMNS = (
     "component_id", "component_type", "exception_class", "exception_message", "exception_stacktrace", "attempt",
     "time_of_error", "record", "configs",
 )
+BATCH_VALUES = "__ac_batch_values"  # the batch's own DLQ values (batch id, time of error) as one struct
 ORIGINAL = "original"  # the entry's text of the record: see dlq_entry
 
 
@@ -130,12 +131,13 @@ def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Co
     return out
 
 
-def _reason(plans: list[SourcePlan], text: Column, source_id: Column, flags: Column) -> Column | None:
-    """The pending reason, from the columns ``_parses`` added and the typed-NULL flags the pass kept."""
+def _reason(plans: list[SourcePlan], text: str, source_id: Column, flags: str) -> Column | None:
+    """The pending reason, from the columns ``_parses`` added and the typed-NULL flags the pass kept (``text`` and
+    ``flags``: column names)."""
     reason = None
     for plan in _json_plans(plans):
         where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
-        parses = parsing.RejectedParses(*(F.col(_parse_column(plan, part)) for part in _PARSE_PARTS))
+        parses = parsing.RejectedParses(*(_parse_column(plan, part) for part in _PARSE_PARTS))
         found = parsing.rejected_json_reason(
             text, flags, parses, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec), **where,
         )
@@ -165,9 +167,9 @@ class PendingReasons:
     @functools.cached_property
     def _reasons(self) -> tuple[Column, list[Column], Column, dict[str, Column]]:
         """The pending text, its parses, its reason and the DLQ's columns with the reason in them."""
-        text, source_id, flags = F.col("text"), F.col("source_id"), F.col("exception_message")
+        text, source_id = F.col("text"), F.col("source_id")
         pending_text = F.when(F.col("exception_class") == F.lit(parsing.PENDING_REASON), F.col(ORIGINAL)).alias("text")
-        reason_of = _reason(self.plans, text, source_id, flags).alias("reason")
+        reason_of = _reason(self.plans, "text", source_id, "exception_message").alias("reason")
         pending, reason = text.isNotNull(), F.col("reason")
         per_record = dict(self._as_gathered)  # already aliased; only the two reason columns are new
         for name, field in (("exception_class", "exception_class"), ("exception_message", "message")):
@@ -187,8 +189,10 @@ class PendingReasons:
         is not inlined into the next projection when it is not cheap): the parses, the reason, the DLQ's columns.
         """
         if not (self.needed and pending):
-            per_batch = C.JvmColumns([F.lit(batch_id).cast("long"), F.lit(time_of_error)], ["batch_id", "time_of_error"])
-            return C.with_columns(C.select(entries, self._gathered_select(run_id, keep)), per_batch)
+            # the batch's own two values in one literal struct (two JVM round trips), read by the run's select list
+            values = f"named_struct('batch_id', CAST({int(batch_id)} AS BIGINT), 'time_of_error', {_sql_string(time_of_error)})"
+            with_batch = C.frame(entries._jdf.withColumn(BATCH_VALUES, C.jvm_function("expr")(values)), entries)
+            return C.select(with_batch, self._gathered_select(run_id, keep))
         batch = self._batch_columns(run_id)
         batch.update({"batch_id": F.lit(batch_id).cast("long"), "time_of_error": F.lit(time_of_error)})
         pending_text, parses, reason, per_record = self._reasons
@@ -207,8 +211,15 @@ class PendingReasons:
         set by one ``withColumns``)."""
         key = (run_id, keep)
         if key not in self._selects:
-            self._selects[key] = C.JvmColumns(_select_list(self._batch_columns(run_id), self._as_gathered, keep))
+            batch = self._batch_columns(run_id)
+            batch.update({name: F.col(f"{BATCH_VALUES}.{name}") for name in ("batch_id", "time_of_error")})
+            self._selects[key] = C.JvmColumns(_select_list(batch, self._as_gathered, keep))
         return self._selects[key]
+
+
+def _sql_string(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _select_list(batch: dict[str, Column], per_record: dict[str, Column], keep: tuple[str, ...]) -> list[Column]:

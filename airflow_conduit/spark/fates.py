@@ -105,7 +105,7 @@ class Fates:
 
     def __init__(self) -> None:
         self._built: dict[tuple[Branch, ...], tuple[C.JvmColumns | None, C.JvmColumns]] = {}
-        self._rows: dict[tuple[Branch, tuple[str, ...]], C.JvmColumns] = {}
+        self._rows: dict[tuple, object] = {}  # per branch: its select list (columns.jvm_strings) and its where (JVM)
 
     def apply(self, df: DataFrame, branches: list[Branch]) -> DataFrame:
         key = tuple(branches)
@@ -118,9 +118,11 @@ class Fates:
         """The records ``branch``'s destination writes, with only the record's own fields (and the internal
         ``keep``); the select list is built once per run."""
         key = (branch, keep)
-        if key not in self._rows:
-            self._rows[key] = C.JvmColumns([*[C.col(c).alias(name) for c, name in branch.fields], *[F.col(k) for k in keep]])
-        return C.select(status.where(F.col(written(branch.index))), self._rows[key])
+        if key not in self._rows:  # as SQL text: a few round trips, where Column calls take several per field
+            self._rows[key] = C.jvm_strings([*(f"{C.quote(c)} AS {C.quote(name)}" for c, name in branch.fields),
+                                             *(C.quote(k) for k in keep)])
+            self._rows[("where", branch.index)] = F.col(written(branch.index))._jc
+        return C.select_expr(C.frame(status._jdf.where(self._rows[("where", branch.index)]), status), self._rows[key])
 
 
 def _fate_columns(branches: list[Branch]) -> tuple[C.JvmColumns | None, C.JvmColumns]:

@@ -14,6 +14,13 @@ which every later run reports again (driver log and report) until the file
 is removed from it. The bytes are not processed: deliver files complete
 (write elsewhere, then move or rename into the folder) and deliver missing
 lines as a new file (docs/pipelines.md, delivering input files).
+
+What a check stats: a batch's cost must not grow with every file a pipeline
+ever read (a remote stat is a request). When a run starts and ends, every
+file read so far; at a batch, the files that may still be written (*unsettled*:
+modified less than ``SETTLE_MS`` before they were last stat'd), and every file
+once ``SWEEP_SECONDS`` have passed since the last full check. The ledger files
+are rewritten only when what they hold changed.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urlparse
@@ -32,6 +40,8 @@ log = logging.getLogger(__name__)
 FOLDER = "input-files"
 CODE = "INPUT_FILE_CHANGED"
 Stat = Callable[[str], "tuple[int, int] | None"]  # uri -> (size, modification time in ms), None when gone
+SETTLE_MS = 60_000  # a file modified less than this before a stat may still be written: checked at every batch
+SWEEP_SECONDS = 60.0  # at most this long between two checks of every file read, while a run goes on
 
 
 def local_stat(uri: str) -> tuple[int, int] | None:
@@ -107,11 +117,28 @@ def describe(finding: dict[str, Any]) -> str:
 class InputFiles:
     """The files a pipeline read, as read, and the ones that changed since (see the module docstring)."""
 
-    def __init__(self, state_dir: Path, stat: Stat = local_stat):
+    def __init__(
+        self,
+        state_dir: Path,
+        stat: Stat = local_stat,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        sweep_seconds: float | None = None,
+    ):
         self.folder = Path(state_dir) / FOLDER
         self.stat = stat
+        self.clock = clock
+        self.wall_ms = wall_ms
+        self.sweep_seconds = SWEEP_SECONDS if sweep_seconds is None else sweep_seconds
         self.read: dict[str, dict[str, Any]] = read_json(self.folder / "read.json") or {}
         self.changed: dict[str, dict[str, Any]] = read_json(self.folder / "changed.json") or {}
+        self.unsettled: set[str] = set(self.read)  # unknown until a stat: a full check settles them
+        self._swept_at: float | None = None  # when every file was last checked
+        self._dirty: set[str] = set()  # the ledger files to rewrite ("read.json", "changed.json")
+
+    def _settled(self, now: tuple[int, int]) -> bool:
+        return now[1] <= self.wall_ms() - SETTLE_MS
 
     def note_batch(self, checkpoint: Path, batch_id: int, number: int | None = None) -> None:
         """Remember the files the checkpoint's batch ``batch_id`` (the runner's batch ``number``) reads, with the
@@ -125,21 +152,39 @@ class InputFiles:
             listed = int(entry.get("timestamp") or 0)
             size = now[0] if now is not None and now[1] == listed else None
             self.read[uri] = {"batch_id": batch_id if number is None else number, "mtime_ms": listed, "size": size}
+            self._dirty.add("read.json")
+            if size is None or not self._settled(now):
+                self.unsettled.add(uri)
 
-    def check(self) -> list[dict[str, Any]]:
-        """Files changed since they were read and not reported yet (each is also kept in ``changed``)."""
+    def check(self, *, every_file: bool = False) -> list[dict[str, Any]]:
+        """Files changed since they were read and not reported yet (each is also kept in ``changed``).
+
+        Checks the unsettled files, or every file read when ``every_file`` or when the last full check is
+        ``sweep_seconds`` old."""
+        sweep = every_file or self._swept_at is None or self.clock() - self._swept_at >= self.sweep_seconds
+        if sweep:
+            self._swept_at = self.clock()
         found: list[dict[str, Any]] = []
         at = utc_now_iso()
-        for uri, read in self.read.items():
+        for uri in list(self.read if sweep else self.unsettled):
+            read = self.read[uri]
             if uri in self.changed:
+                self.unsettled.discard(uri)
                 continue
             now = self.stat(uri)
             if now is None:  # moved away or deleted after it was read (archiving read files is fine): nothing lost
+                self.unsettled.discard(uri)
                 continue
             if now[1] == read.get("mtime_ms") and (read.get("size") is None or now[0] == read["size"]):
+                if read.get("size") is not None and self._settled(now):
+                    self.unsettled.discard(uri)
+                else:
+                    self.unsettled.add(uri)
                 continue
             finding = _finding(uri, read, now, at)
             self.changed[uri] = finding
+            self.unsettled.discard(uri)
+            self._dirty.add("changed.json")
             found.append(finding)
             log.warning(describe(finding))
         return found
@@ -151,7 +196,9 @@ class InputFiles:
         return list(self.changed.values())
 
     def save(self) -> None:
-        if not (self.read or self.changed):
-            return
-        write_json_atomic(self.folder / "read.json", self.read)
-        write_json_atomic(self.folder / "changed.json", self.changed)
+        """Rewrite the ledger files whose content changed since they were read or last saved."""
+        if "read.json" in self._dirty:
+            write_json_atomic(self.folder / "read.json", self.read)
+        if "changed.json" in self._dirty:
+            write_json_atomic(self.folder / "changed.json", self.changed)
+        self._dirty.clear()

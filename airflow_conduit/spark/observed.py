@@ -41,10 +41,12 @@ def observe(df: DataFrame, observation: Observation, metrics: JvmColumns) -> Dat
     return ClassicDataFrame(df._jdf.observe(observation._jo, metrics.columns[0]._jc, metrics.rest), df.sparkSession)
 
 
-def _as_frame(spark: SparkSession, jrow) -> DataFrame:
+def _as_frame(spark: SparkSession, jrow, selects: dict) -> DataFrame:
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
-    rows = spark.sparkContext._jvm.java.util.Collections.singletonList(jrow)
+    if "singletonList" not in selects:  # looked up once per run: each step of the lookup is a JVM round trip
+        selects["singletonList"] = spark.sparkContext._jvm.java.util.Collections.singletonList
+    rows = selects["singletonList"](jrow)
     return ClassicDataFrame(spark._jsparkSession.createDataFrame(rows, jrow.schema()), spark)
 
 
@@ -62,7 +64,7 @@ class ObservedMetrics:
         """``fields``: (heavy metric, field) pairs read with the values, in the same collect (see ``field``).
         ``selects``: where the select lists are kept between observations of the same shape (one run's batches)."""
         self._selects = {} if selects is None else selects
-        self.frame = _as_frame(spark, _jvm_row(observation))
+        self.frame = _as_frame(spark, _jvm_row(observation), self._selects)
         self.heavy = tuple(h for h in heavy if h in self.frame.columns)
         light = [c for c in self.frame.columns if c not in self.heavy]
         sizes = {h: f"__size_of_{h}" for h in self.heavy}  # read with the values: one collect, not one more per size

@@ -112,12 +112,6 @@ def typed_null_flags(schema: T.StructType, typed: ValueOf) -> Column:
     return F.concat(*[F.when(typed(f.name).isNull(), F.lit("1")).otherwise(F.lit("0")) for f in schema.fields])
 
 
-def _flagged_null(flags: Column, schema: T.StructType) -> Callable[[str], Column]:
-    """field name -> TRUE when ``typed_null_flags`` marks it NULL."""
-    position = {f.name: i + 1 for i, f in enumerate(schema.fields)}
-    return lambda name: F.substring(flags, position[name], 1) == F.lit("1")
-
-
 def _missing_error(missing: list[tuple[str, Column]], what: str, where: dict) -> Column:
     return C.error_struct(
         exception_class=C.MISSING_FIELD,
@@ -334,18 +328,100 @@ def text_as_map(text: Column, max_string_length: int) -> Column:
 
 
 def rejected_json_reason(
-    text: Column, flags: Column, parses: RejectedParses, schema: T.StructType, *, what: str, max_string_length: int,
+    text: str, flags: str, parses: RejectedParses, schema: T.StructType, *, what: str, max_string_length: int,
     **where: str,
 ) -> Column:
     """The error of a rejected JSON line (the reason ``json_error(defer_reason=True)`` left pending).
 
-    A pending line is valid UTF-8 (an invalid one got its error in the pass). ``flags`` = the pending error's
-    message (``typed_null_flags``: which fields the reader left NULL); ``parses``: ``RejectedParses.of(text)``
-    as columns computed in an earlier projection, on the rejected lines only.
+    A pending line is valid UTF-8 (an invalid one got its error in the pass). ``flags`` = the column of the pending
+    error's message (``typed_null_flags``: which fields the reader left NULL); ``parses``: the names of the columns
+    holding ``RejectedParses.of(text)``, computed in an earlier projection, on the rejected lines only.
+
+    The same expression as ``_map_reason``'s, written as one SQL expression: built with ``Column`` calls it is a
+    few dozen JVM round trips per field of the schema; parsed from its text it is one, whatever the width.
     """
-    return _map_reason(
-        text, parses, _flagged_null(flags, schema), schema, what=what, max_string_length=max_string_length, where=where
+    position = {f.name: i + 1 for i, f in enumerate(schema.fields)}
+    as_map = _sql_column(parses.as_map)
+    return F.expr(_parsed_reason_sql(
+        _sql_column(text), f"({as_map} IS NULL)", lambda name: f"try_element_at({as_map}, {_sql_string(name)})",
+        lambda name: f"(substring({_sql_column(flags)}, {position[name]}, 1) = '1')", schema, what=what,
+        max_string_length=max_string_length, where=where, longer_string=_sql_column(parses.longer_string),
+        longer_number=_sql_column(parses.longer_number),
+    ))
+
+
+# -- the pending reason as SQL text (one JVM round trip to build, whatever the schema's width) ----------------
+
+
+def _sql_string(value: str) -> str:
+    """A Spark SQL string literal (the default parser: backslash escapes)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _sql_column(name: str) -> str:
+    return C.quote(name)
+
+
+def _sql_error_struct(*, exception_class: str, message: str, where: dict) -> str:
+    """``columns.error_struct`` as SQL; ``exception_class`` and ``message`` are SQL expressions."""
+    return (
+        f"CAST(named_struct('stage', {_sql_string(where['stage'])}, "
+        f"'component_id', {_sql_string(where['component_id'])}, "
+        f"'component_type', {_sql_string(where['component_type'])}, "
+        f"'exception_class', CAST({exception_class} AS STRING), 'message', CAST({message} AS STRING), "
+        f"'stacktrace', CAST(NULL AS STRING), 'attempt', CAST(1 AS INT)) AS {C.ERROR_TYPE})"
     )
+
+
+def _sql_names_where(pairs: list[tuple[str, str]]) -> str:
+    """``_names_where`` as SQL."""
+    return "concat_ws(', ', " + ", ".join(
+        f"CASE WHEN coalesce({cond}, false) THEN {_sql_string(name)} END" for name, cond in pairs) + ")"
+
+
+def _sql_any(conds: list[str]) -> str:
+    """``_any`` as SQL."""
+    return "(" + " OR ".join(["false", *(f"coalesce({cond}, false)" for cond in conds)]) + ")"
+
+
+def _parsed_reason_sql(
+    text: str, not_an_object: str, raw_of: Callable[[str], str], is_null: Callable[[str], str],
+    schema: T.StructType, *, what: str, max_string_length: int, where: dict, longer_string: str, longer_number: str,
+) -> str:
+    """``_parsed_reason`` as one SQL expression (its arguments are SQL expressions)."""
+    over_string_limit = (f"{what} exceeds the parser's size limit of {max_string_length:,} characters for a string "
+                         "value (source setting max-string-length); the record is ")
+    too_large = _sql_error_struct(
+        exception_class=_sql_string(RECORD_TOO_LARGE),
+        message=f"concat({_sql_string(over_string_limit)}, format_number(length({text}), 0), ' characters long')",
+        where=where,
+    )
+    too_long_number = _sql_error_struct(
+        exception_class=_sql_string(RECORD_TOO_LARGE),
+        message=_sql_string(f"{what} exceeds the parser's size limit of {JSON_MAX_NUMBER_LENGTH:,} digits for a number"),
+        where=where,
+    )
+    malformed = _sql_error_struct(exception_class=_sql_string(C.MALFORMED_RECORD),
+                                  message=_sql_string(f"malformed JSON {what}: not a JSON object"), where=where)
+    reason = (f"CASE WHEN {not_an_object} THEN (CASE WHEN {longer_string} THEN {too_large} "
+              f"WHEN {longer_number} THEN {too_long_number} ELSE {malformed} END)")
+    missing_key = [(f.name, f"({raw_of(f.name)} IS NULL)") for f in schema.fields if not f.nullable]
+    if missing_key:
+        missing = _sql_error_struct(
+            exception_class=_sql_string(C.MISSING_FIELD),
+            message=f"concat({_sql_string(f'{what} is missing required field(s): ')}, {_sql_names_where(missing_key)})",
+            where=where,
+        )
+        reason += f" WHEN {_sql_any([cond for _, cond in missing_key])} THEN {missing}"
+    wrong = [(f.name, f"({raw_of(f.name)} IS NOT NULL AND {is_null(f.name)})") for f in schema.fields]
+    expected = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
+    wrong_type = _sql_error_struct(
+        exception_class=_sql_string(C.WRONG_TYPE),
+        message=(f"concat({_sql_string(f'{what} has field(s) of the wrong type: ')}, {_sql_names_where(wrong)}, "
+                 f"{_sql_string(f' (expected {expected})')})"),
+        where=where,
+    )
+    return reason + f" ELSE {wrong_type} END"
 
 
 def csv_error(text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, separator: str, **where: str) -> Column:

@@ -11,7 +11,7 @@ no Spark job of their own. Only ``custom`` runs Python per record (see
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -29,6 +29,17 @@ class ProcessorContext:
     retries: int = 0  # KIP-298 total-retries of custom processors in this batch
     where: tuple[str, str, str] | None = None  # the processor running now, for error reports
     cached: list[DataFrame] = field(default_factory=list)  # what the batch cached, released when it ends
+    built: dict = field(default_factory=dict)  # the processors' columns, kept by the runner for all its batches
+
+    def once(self, key: tuple, build: Callable[[], Any]) -> Any:
+        """What a processor builds the same at every batch (each Column call is a JVM round trip), built once.
+        Keys hold the processor's ``id()``: processor ids are unique within a stage, not across stages.
+
+        ``Column`` objects are unresolved expressions: one serves every batch's plan (each plan resolves
+        its own copy, so a nondeterministic function such as ``rand()`` still gets a new seed per batch)."""
+        if key not in self.built:
+            self.built[key] = build()
+        return self.built[key]
 
     def release(self) -> None:
         for df in self.cached:
@@ -53,10 +64,15 @@ def _as_mapping(value: Any) -> dict[str, str]:
 
 def field_set(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
     name = proc.settings["field"]
-    value = F.expr(str(proc.settings["value"]))
-    if name in df.columns:
-        return df.withColumn(name, F.when(C.active(), value).otherwise(F.col(C.quote(name))))
-    return df.withColumn(name, F.when(C.active(), value))
+    exists = name in df.columns
+
+    def build():
+        value = F.expr(str(proc.settings["value"]))
+        if exists:
+            return C.JvmColumns([F.when(C.active(), value).otherwise(F.col(C.quote(name)))], [name])
+        return C.JvmColumns([F.when(C.active(), value)], [name])
+
+    return C.with_columns(df, ctx.once(("field.set", id(proc), exists), build))
 
 
 def field_rename(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
@@ -70,7 +86,7 @@ def field_exclude(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> 
 
 
 def filter_(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
-    return C.with_filter(df, F.expr(str(proc.settings["condition"])))
+    return C.with_columns(df, ctx.once(("filter", id(proc)), lambda: C.filter_columns(F.expr(str(proc.settings["condition"])))))
 
 
 def sql(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
@@ -79,14 +95,19 @@ def sql(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:
         from airflow_conduit.pipeline.settings_schema import split_select_list
 
         select = split_select_list(str(proc.settings["expression"]))
-    exprs: list[str] = []
-    for item in _as_list(select):
-        if item.strip() == "*":
-            exprs.extend(C.quote(c) for c in C.user_columns(df))
-        else:
-            exprs.append(item)
-    internal = [C.quote(c) for c in C.internal_columns(df)]
-    return df.selectExpr(*exprs, *internal)
+    names = tuple(df.columns)
+
+    def build():
+        exprs: list[str] = []
+        for item in _as_list(select):
+            if item.strip() == "*":
+                exprs.extend(C.quote(c) for c in names if not C.is_internal(c))
+            else:
+                exprs.append(item)
+        internal = [C.quote(c) for c in names if C.is_internal(c)]
+        return C.jvm_strings([*exprs, *internal])  # SQL text: not one round trip per column
+
+    return C.select_expr(df, ctx.once(("sql", id(proc), names), build))
 
 
 def json_decode(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> DataFrame:

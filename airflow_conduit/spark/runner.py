@@ -153,6 +153,7 @@ class PipelineRunner:
         self.rules = expectations.rules_of(spec)  # the expect processors' rules, counted in every batch
         self.fates = Fates()  # the fate columns, built at the first batch
         self.pass_columns: dict = {}  # what every batch pass builds the same, built at the first (batch_pass.BatchPass)
+        self.processor_columns: dict = {}  # what the processors build the same at every batch (ProcessorContext.once)
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -279,10 +280,11 @@ class PipelineRunner:
 
     def _check_input_files(self, checkpoint_batch: int | None = None, number: int | None = None) -> None:
         """Note the files the checkpoint's batch ``checkpoint_batch`` (batch ``number``) reads, report the input
-        files changed since they were read, save the ledger."""
+        files changed since they were read (at a batch the unsettled ones, else every one: ``InputFiles.check``),
+        save what changed in the ledger."""
         if checkpoint_batch is not None:
             self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
-        found = self.input_files.check()
+        found = self.input_files.check(every_file=checkpoint_batch is None)
         if found:
             self.report.input_files_changed = [*self.report.input_files_changed, *found]
         self.input_files.save()
@@ -339,7 +341,7 @@ class PipelineRunner:
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Batch number ``batch_id`` (numbered on across checkpoints: ``batch_numbers.py``; a replay's is negative)."""
         started = time.monotonic()
-        ctx = self._ctx = ProcessorContext(spec=self.spec)
+        ctx = self._ctx = ProcessorContext(spec=self.spec, built=self.processor_columns)
         try:
             status, branches = self._plan_batch(batch, ctx)
             at = utc_now_iso()

@@ -340,6 +340,13 @@ _RESOLVED = T.StructType([
 ])
 
 
+def _java_map(jvm, values: dict[str, str]):
+    java = jvm.java.util.HashMap()
+    for key, value in values.items():
+        java.put(key, value)
+    return java
+
+
 class SourceLines:
     """Puts each DLQ record's physical line number and its line's bytes in its DLQ row (``apply``)."""
 
@@ -386,8 +393,9 @@ class SourceLines:
         if ordinal is not None:
             if not resolved:
                 return rows.drop(ordinal)
-            found = rows.select("*", self._line_at(resolved, keys, ordinal).alias(FOUND))
-            return C.with_columns(found, self._replacing_found).drop(FOUND, ordinal)
+            found = C.frame(rows._jdf.withColumn(FOUND, self._line_at(resolved, keys, ordinal)), rows)
+            replaced = C.with_columns(found, self._replacing_found)
+            return C.frame(replaced._jdf.drop(self._jvm_once(("drop", ordinal), lambda jvm: jvm.PythonUtils.toSeq([FOUND, ordinal]))), rows)
         if not resolved:
             return rows
         lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
@@ -409,14 +417,27 @@ class SourceLines:
             replaced["record"] = F.when(found.isNotNull(), text).otherwise(F.col("record"))
         return replaced
 
-    def _line_at(self, resolved: list[tuple], keys: list[tuple], ordinal: str) -> Column:
+    def _jvm_once(self, key: tuple, build):
+        """What every batch's ``apply`` hands the JVM the same (a JVM object), built once per run."""
+        built = self.__dict__.setdefault("_built", {})
+        if key not in built:
+            from pyspark import SparkContext
+
+            built[key] = build(SparkContext._active_spark_context._jvm)
+        return built[key]
+
+    def _line_at(self, resolved: list[tuple], keys: list[tuple], ordinal: str):
         """The line (number and text) of the row at ``ordinal`` in ``keys``, from a JSON literal of them all
-        (``from_json`` of a literal is constant-folded: parsed once, on the driver)."""
+        (``from_json`` of a literal is constant-folded: parsed once, on the driver), as a JVM column: the
+        functions, the options and the index built once per run, the literal in one call."""
         found = {tuple(r[:4]): r[4:] for r in resolved}
         lines = [found.get(tuple(key)) for key in keys]  # a key with a NULL part matches nothing, as in a join
         text = json.dumps([None if line is None else {"line": line[0], "text": line[1]} for line in lines])
-        options = {"maxStringLen": str(max(len(text), DEFAULT_MAX_STRING_LEN))}  # a rejected line may be longer
-        return F.try_element_at(F.from_json(F.lit(text), self._lines_type, options), F.col(ordinal).cast("int") + F.lit(1))
+        limit = max(len(text), DEFAULT_MAX_STRING_LEN)  # a rejected line may be longer than Jackson's default
+        options = self._jvm_once(("options", limit), lambda jvm: _java_map(jvm, {"maxStringLen": str(limit)}))
+        index = self._jvm_once(("index", ordinal), lambda jvm: (F.col(ordinal).cast("int") + F.lit(1))._jc)
+        parsed = C.jvm_function("from_json")(C.jvm_function("lit")(text), self._lines_type, options)
+        return C.jvm_function("try_element_at")(parsed, index)
 
     @functools.cached_property
     def _lines_type(self) -> str:

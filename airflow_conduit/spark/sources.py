@@ -296,8 +296,10 @@ class SourceRecords:
         """This source's rows of ``batch``, see ``records``."""
         plan = self.plan
         rows = batch if self._mine is None else batch.where(self._mine)
-        # built for each batch: nondeterministic expressions (a new instance per plan)
-        rows = rows.withColumn(C.SEQ, F.monotonically_increasing_id())  # batch only; partitions of a union are never mixed
+        # built for each batch: nondeterministic expressions (a new instance per plan); partitions of a union are
+        # never mixed. One JVM round trip for the function, one for the column.
+        seq = C.jvm_function("monotonically_increasing_id")()
+        rows = C.frame(rows._jdf.withColumn(C.SEQ, seq), rows)
         if plan.origin_in_columns and plan.parser != "kafka":  # a Kafka record's origin is in its columns
             rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
         return C.select(rows, self._columns)

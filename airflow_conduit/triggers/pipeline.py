@@ -1,6 +1,7 @@
 """The trigger that watches one run of a Spark pipeline job while the operator is deferred.
 
-It only polls (the hook's job status + the run report the job writes) and never
+It only polls (the hook's job status + the run report the job writes, through ``hooks/backends/watch.py``'s
+``RunWatcher``, which ``airflow-conduit run`` uses too) and never
 submits: a triggerer restart that re-creates it from ``serialize()`` watches
 the same job again and cannot start a second one. Its kwargs are ids and paths
 (the job handle): the recovery state lives in the task state store and
@@ -27,20 +28,12 @@ from typing import Any
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_conduit.hooks.backends.base import FAILED, JobStatus, structured_failure, tail_text
+from airflow_conduit.hooks.backends.watch import STATUS_FAILURES_TOLERATED, RunWatcher, report_summary  # noqa: F401 - report_summary: importable here too
 from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
-from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.clock import parse_iso
-from airflow_conduit.recovery.errors import StructuredError
-from airflow_conduit.runs.events import WatchEvent
-from airflow_conduit.runs.report import RunReport
-from airflow_conduit.runs.status import RunStatus, WatchStatus
 from airflow_conduit.runs.store import record_stopped
-from airflow_conduit.runs.totals import totals_text
 
-LOG_TAIL_CHARS = 4000
 KILL_GRACE_SECONDS = 20.0  # below the triggerer's on_kill bound ([triggerer] on_kill_timeout, 30 s)
-STATUS_FAILURES_TOLERATED = 3  # the default of the operator's status_failures_tolerated
 SCHEDULER_LOOP_MARGIN_SECONDS = 5.0
 
 
@@ -67,51 +60,6 @@ def settle_wait(submitted_at: str | None, now: float, settle: float) -> float:
     if submitted is None:
         return 0.0
     return max(0.0, min(settle, submitted.timestamp() + settle - now))
-
-
-def report_summary(report: RunReport | None) -> dict[str, Any] | None:
-    """The part of a run report that travels in the event (counts and times, no per-batch list)."""
-    if report is None:
-        return None
-    summary = {
-        "pipeline_id": report.pipeline_id,
-        "status": str(report.status),
-        "started_at": report.started_at,
-        "ended_at": report.ended_at,
-        "first_record_written_at": report.first_record_written_at,
-        "last_progress_at": report.last_progress_at,
-        "totals": report.totals,
-        "counters": report.counters,
-        "batches": len(report.batches),
-        "stop_reason": report.stop_reason,
-    }
-    by_batch = [{"batch_id": b["batch_id"], "expectations": b["expectations"]} for b in report.batches if b.get("expectations")]
-    if by_batch:  # per-rule counts of each batch (the totals are in totals.expectations); the last 100 batches
-        summary["expectations_by_batch"] = by_batch
-    if report.replay is not None:  # a DLQ replay's totals
-        summary["replay"] = report.replay
-    return summary
-
-
-def progress_line(report: RunReport) -> str:
-    return "running: " + totals_text(report.totals)
-
-
-def _read_report(path: str) -> RunReport | None:
-    try:
-        return RunReport.read(path)
-    except (OSError, ValueError):  # unreadable for a moment: the next round reads it again
-        return None
-
-
-def unobservable_error(run_id: str, exc: BaseException, rounds: int) -> dict[str, Any]:
-    return StructuredError(
-        code=codes.INFRASTRUCTURE,
-        fatal=False,
-        message=f"the watcher cannot observe run {run_id}: {rounds} status rounds failed, last: {type(exc).__name__}: {exc}",
-        stage="watcher",
-        extra={"unobservable": True},
-    ).to_dict()
 
 
 # Stops started by on_kill that outlived it (see run_to_completion): strong references, or the event
@@ -170,38 +118,11 @@ class SparkPipelineTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        run_id = self.handle["run_id"]
-        last_line = None
-        failures = 0
-        while True:
-            try:
-                status = await SparkPipelineHook.aget_job_status(self.handle)
-                failures = 0
-            except Exception as exc:  # noqa: BLE001 - any failure to observe is a blip until proven otherwise
-                failures += 1
-                self.log.warning("%s: status unavailable (%d of %d tolerated): %s", run_id, failures,
-                                 self.status_failures_tolerated, exc)
-                if failures > self.status_failures_tolerated:
-                    report = await asyncio.to_thread(_read_report, self.handle["report_path"])
-                    status = JobStatus(FAILED, message=str(exc))
-                    yield self._event(WatchStatus.FAILED, status, report, error=unobservable_error(run_id, exc, failures))
-                    return
-                await asyncio.sleep(self.poll_interval)
-                continue
-            report = await asyncio.to_thread(_read_report, self.handle["report_path"])
-            if report is not None and report.last_progress_at:
-                line = progress_line(report)
-                if line != last_line:
-                    self.log.info("%s %s", run_id, line)
-                    last_line = line
-            if status.finished:
-                await self._let_the_deferral_settle()
-                yield await self._final_event(status, report)
-                return
-            if self.report_progress and report is not None and report.first_record_written_at:
-                yield self._event(WatchStatus.RUNNING, status, report)
-                return
-            await asyncio.sleep(self.poll_interval)
+        watcher = RunWatcher(self.handle, poll_interval=self.poll_interval, report_progress=self.report_progress,
+                             status_failures_tolerated=self.status_failures_tolerated, log=self.log,
+                             before_the_end=self._let_the_deferral_settle, status=SparkPipelineHook.aget_job_status)
+        async for payload in watcher.events():
+            yield TriggerEvent(payload)
 
     async def _let_the_deferral_settle(self) -> None:
         """In a triggerer, report a run that ended right after its submission only once the worker's deferral
@@ -270,28 +191,6 @@ class SparkPipelineTrigger(BaseTrigger):
         state = (states.get(ti.run_id) or {}).get(key)
         deferred = getattr(state, "value", state) == TaskInstanceState.DEFERRED
         return CancelVerdict.MOVED if deferred else CancelVerdict.USER_STOP
-
-    def _event(self, state: WatchStatus, status: JobStatus, report: RunReport | None, **more: Any) -> TriggerEvent:
-        """The watch event (``runs.events.WatchEvent``), as the plain dict a trigger event carries."""
-        event = WatchEvent(state, self.handle["run_id"], handle=self.handle, exit_code=status.exit_code,
-                           driver_state=status.driver_state, message=status.message or "",
-                           report=report_summary(report), **more)
-        return TriggerEvent(event.to_dict())
-
-    async def _final_event(self, status: JobStatus, report: RunReport | None) -> TriggerEvent:
-        # A zero exit with a report that says failed is still a failure (the report is the job's own word).
-        failed = status.state == FAILED or (report is not None and report.status == RunStatus.FAILED)
-        stopped = report is not None and bool(report.stop_reason)
-        if not failed:
-            return self._event(WatchStatus.STOPPED if stopped else WatchStatus.SUCCEEDED, status, report)
-        if stopped and report.error is None:  # asked to stop (SIGTERM) and ended by that signal: not a failure
-            return self._event(WatchStatus.STOPPED, status, report)
-        if status.state != FAILED:
-            status = JobStatus(FAILED, status.exit_code, status.driver_state, status.message)
-        log_text = await asyncio.to_thread(tail_text, self.handle.get("log_path"))
-        error = structured_failure(status, report.error if report else None, log_text)
-        self.log.info("%s failed: exit=%s driver_state=%s", self.handle["run_id"], status.exit_code, status.driver_state)
-        return self._event(WatchStatus.FAILED, status, report, error=error, stderr_tail=log_text[-LOG_TAIL_CHARS:])
 
 
 class BackoffTrigger(DateTimeTrigger):

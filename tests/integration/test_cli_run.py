@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,32 @@ def test_the_records_line_counts_every_run_of_the_pipeline_not_only_the_last(ord
            f"written {{'lake': {written}}}" in result.stdout.splitlines(), result.stdout
     assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])
     assert len(dlq_lines(orders / "out" / "dlq")) == dlq
+
+
+# Runs the CLI's main() and prints which airflow modules the process loaded by the end.
+AIRFLOW_PROBE = """
+import sys
+from airflow_conduit.cli.main import main
+code = main(sys.argv[1:])
+print("airflow modules loaded:", sorted(m for m in sys.modules if m == "airflow" or m.startswith("airflow.")))
+sys.exit(code)
+"""
+
+
+def test_a_run_on_a_plain_master_never_imports_airflow(orders, tmp_path):
+    """`run --master local[*]` submits, watches and ends its run without loading Airflow (its import was most of the
+    command's start-up): the run, its exit code, its summary and recovery.json are as before."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__CONDUIT__")}
+    env["AIRFLOW_HOME"] = str(tmp_path / "airflow-home")  # no airflow.cfg with a [conduit] section
+    env.pop("AIRFLOW_CONFIG", None)
+    result = subprocess.run([sys.executable, "-c", AIRFLOW_PROBE, "run", str(orders / "pipeline.yaml"), "--state-dir",
+                             str(orders / "state"), "--poll-interval", "1"],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "airflow modules loaded: []" in result.stdout.splitlines(), result.stdout[-2000:]
+    assert result.stdout.count("submitted: run") == 1 and "succeeded: run" in result.stdout
+    assert "dead letter queue 7" in result.stdout
+    record = json.loads((orders / "state" / "recovery.json").read_text())
+    assert record["pipeline_state"] == "stopped" and record["submissions"] == 1
+    expected = json.loads((orders / "expected.json").read_text())
+    assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"])

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from airflow_conduit.hooks.spark_submit_adapter import SparkConnectionError, resolved_connection, spark_submit_argv
+from airflow_conduit.hooks.errors import SparkConnectionError
+from airflow_conduit.hooks.spark_submit_adapter import resolved_connection, spark_submit_argv
 
 CONNECTIONS = {
     "local": {"conn_type": "spark", "host": "local[*]"},
@@ -86,3 +87,25 @@ def test_kubernetes_without_its_provider_is_a_named_error(monkeypatch):
     monkeypatch.delattr(spark_submit, "kube_client", raising=False)
     with pytest.raises(SparkConnectionError, match=r"'contract_k8s'.*cncf-kubernetes"):
         resolved_connection("contract_k8s")
+
+
+@pytest.mark.parametrize("master", ["local[*]", "local[2]", "local", "spark://127.0.0.1:7077"])
+@pytest.mark.parametrize("driver_memory", [None, "2g"])
+def test_the_plain_master_argv_is_the_providers(master, driver_memory, monkeypatch):
+    """``airflow-conduit run --master M`` builds its argv without Airflow: the same as the provider's for a connection
+    that is only M (what the CLI made of --master before)."""
+    from airflow_conduit.hooks.spark_submit_adapter import plain_master_argv
+
+    monkeypatch.setenv("AIRFLOW_CONN_CONTRACT_PLAIN", json.dumps({"conn_type": "spark", "host": master}))
+    arguments = dict(application_args=APP[1:], conf={"spark.ui.port": "4050", "spark.ui.enabled": "false"},
+                     py_files="/app/conduit.zip", name="conduit-r1", driver_memory=driver_memory)
+    assert plain_master_argv(master, "/app/entrypoint.py", **arguments) == spark_submit_argv(
+        "contract_plain", "/app/entrypoint.py", **arguments)
+
+
+def test_a_master_that_is_not_plain_is_left_to_the_provider():
+    from airflow_conduit.hooks.spark_submit_adapter import is_plain_master, plain_master_argv
+
+    assert not any(is_plain_master(m) for m in ("yarn", "k8s://https://k8s.example:6443", "bogus://nowhere", ""))
+    with pytest.raises(ValueError, match="yarn"):
+        plain_master_argv("yarn", "/app/entrypoint.py", application_args=[])

@@ -79,6 +79,17 @@ def test_driver_wrapper_starts_without_airflow():
     assert result.returncode == 0, result.stderr
 
 
+def test_cli_run_path_imports_no_airflow():
+    """``airflow-conduit run --master local[*]`` submits, watches and stops its run through these modules: Airflow's
+    import is most of the command's start-up, so they load it only on the paths that need it (a connection, a
+    ``[conduit]`` option, a Kafka connection, a control-plane error)."""
+    modules = ["airflow_conduit.cli.main", "airflow_conduit.cli.run_cmd", "airflow_conduit.hooks.backends.kinds",
+               "airflow_conduit.hooks.backends.local", "airflow_conduit.hooks.backends.watch",
+               "airflow_conduit.hooks.kafka_connections", "airflow_conduit.hooks.spark_submit_adapter"]
+    result = _import_with_blocked(modules, ["airflow"])
+    assert result.returncode == 0, result.stderr
+
+
 # The layers, lowest first (docs/architecture.md, layers). A module imports from its own package or from a
 # lower layer, never from a higher one nor from another package of its own layer. "names" and "__init__"
 # are the package's leaf modules (airflow_conduit/names.py, airflow_conduit/__init__.py).

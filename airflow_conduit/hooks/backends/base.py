@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow_conduit.hooks.errors import PreviousRunAlive  # noqa: F401 - what ensure_gone raises, importable here too
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 from airflow_conduit.runs.status import JobState

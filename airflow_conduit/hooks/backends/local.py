@@ -36,7 +36,6 @@ from airflow_conduit.hooks.backends.base import (
     present_jars,
     run_dir,
 )
-from airflow_conduit.hooks.errors import BackendUnreachable, LeaseHeld, PreviousRunAlive, StatusUnavailable
 from airflow_conduit.runs.report import read_json, utc_now_iso
 from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
 from airflow_conduit.spark.jvm import with_jit_options
@@ -70,7 +69,8 @@ class LocalBackend(JobBackend):
     ``conn_id`` is only read at submit time (by the Spark provider, to build the command line):
     status, kill and ensure_gone work from the handle alone. ``worker_jars`` (added to ``spark.jars`` when
     present) and ``spark_local_ip`` (``SPARK_LOCAL_IP`` unless the environment sets it) are the hook's
-    ``[conduit]`` worker defaults; ``faults``: fault injection for tests and demos.
+    ``[conduit]`` worker defaults; ``faults``: fault injection for tests and demos. Without ``conn_id``, ``master``
+    (a plain ``local[*]`` or ``spark://host:port``) is submitted to as a connection of only that master would be.
     """
 
     kind = "local"
@@ -88,8 +88,10 @@ class LocalBackend(JobBackend):
         worker_jars: str | Sequence[str] = (),
         spark_local_ip: str | None = None,
         faults: dict | str | None = None,
+        master: str | None = None,
     ):
         self.conn_id = conn_id
+        self.master = master
         self.worker_jars = jar_list(worker_jars)
         self.spark_local_ip = spark_local_ip
         self.faults = fault_injection(faults)
@@ -111,11 +113,17 @@ class LocalBackend(JobBackend):
         return with_jit_options(with_connectors(conf, connectors))
 
     def build_command(self, application: str, py_files: str, args: list[str], conf: dict, name: str) -> list[str]:
-        """The spark-submit command line, built by the Spark provider from the connection."""
-        from airflow_conduit.hooks.spark_submit_adapter import spark_submit_argv
+        """The spark-submit command line, built by the Spark provider from the connection (for a plain ``master``
+        without one, the same argv built here: ``spark_submit_adapter.plain_master_argv``)."""
+        from airflow_conduit.hooks.spark_submit_adapter import plain_master_argv, spark_submit_argv
 
+        if self.conn_id is None and self.master is not None:
+            cmd = plain_master_argv(self.master, application, application_args=args, conf=conf, py_files=py_files,
+                                    name=name, driver_memory=self.driver_memory)
+            cmd[0] = _resolve_binary(cmd[0])
+            return cmd
         if self.conn_id is None:
-            raise ValueError("the local backend needs a Spark connection to submit (status and kill do not)")
+            raise ValueError("the local backend needs a Spark connection or a master to submit (status and kill do not)")
         cmd = spark_submit_argv(
             self.conn_id, application, application_args=args, conf=conf, py_files=py_files, name=name,
             driver_memory=self.driver_memory,
@@ -141,7 +149,7 @@ class LocalBackend(JobBackend):
         try:
             return self._submit(spec_path, run_id, state_dir, faults, replay)
         except OSError as exc:  # a state dir, a zip or a process this machine cannot create
-            raise BackendUnreachable(f"run {run_id} could not be started on this machine: {type(exc).__name__}: {exc}") from exc
+            raise _errors().BackendUnreachable(f"run {run_id} could not be started on this machine: {type(exc).__name__}: {exc}") from exc
 
     def _submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None,
                 replay: str | None) -> JobHandle:
@@ -180,7 +188,7 @@ class LocalBackend(JobBackend):
             lease_fd = lease.acquire_within(lease_file, {"run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()},
                                             LEASE_WAIT_SECONDS)
         except lease.LeaseHeld as exc:
-            raise LeaseHeld(str(exc)) from None
+            raise _errors().LeaseHeld(str(exc)) from None
         marker = lease.run_marker(state_dir, run_id)
         wrapper = [
             sys.executable, "-m", "airflow_conduit.hooks.backends.detached", str(exit_path),
@@ -222,7 +230,7 @@ class LocalBackend(JobBackend):
         try:
             return self._status(handle)
         except OSError as exc:  # the exit record or the process table unreadable
-            raise StatusUnavailable(f"run {handle['run_id']}: {type(exc).__name__}: {exc}") from exc
+            raise _errors().StatusUnavailable(f"run {handle['run_id']}: {type(exc).__name__}: {exc}") from exc
 
     def _status(self, handle: JobHandle) -> JobStatus:
         child = _children.get(handle["pid"])
@@ -261,13 +269,21 @@ class LocalBackend(JobBackend):
     def ensure_gone(self, handle: JobHandle) -> None:
         """Kill whatever is left of the run (wrapper, spark-submit, Python driver) and wait for the lease."""
         if not lease.kill_run(handle["pid"], _marker(handle), timeout=GONE_WAIT_SECONDS):
-            raise PreviousRunAlive(f"run {handle['run_id']} still has processes after SIGKILL; not submitting another")
+            raise _errors().PreviousRunAlive(f"run {handle['run_id']} still has processes after SIGKILL; not submitting another")
         child = _children.pop(handle["pid"], None)
         if child is not None:
             child.wait(timeout=10)
         lease_file = handle.get("lease_path")
         if lease_file and not lease.wait_released(lease_file, GONE_WAIT_SECONDS):
-            raise PreviousRunAlive(lease.held_message(lease_file))
+            raise _errors().PreviousRunAlive(lease.held_message(lease_file))
+
+
+def _errors():
+    """The control-plane errors (``hooks/errors.py``), loaded when one is raised: they are ``AirflowException``s,
+    and a run that starts and ends well imports no Airflow (``airflow-conduit run``)."""
+    from airflow_conduit.hooks import errors
+
+    return errors
 
 
 def _marker(handle: JobHandle) -> str:

@@ -1,0 +1,136 @@
+"""A micro-batch's fixed cost, as counts (deterministic), never times: JVM round trips, files stat'd, state files written.
+
+The runner's work around a batch's Spark jobs is its plan (Column calls, each a Py4J round trip to the driver's
+JVM), the input-file check (a stat per file looked at) and its state files (each an fsync'd atomic rewrite).
+Counted on the thread that runs the batch, in batches after the first (which builds what the run keeps).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from airflow_conduit.runs import report as report_mod
+from airflow_conduit.spark import input_files as input_files_mod
+from airflow_conduit.spark.runner import execute
+from spark_helpers import dlq_file, file_dest, file_source, good, pipeline, proc, write_lines
+
+pytestmark = pytest.mark.spark
+
+FILES = 4
+HOUR_NS = 3600 * 10**9
+# JVM round trips of one batch of the reference pipeline (2 source processors, 1 pipeline processor, 1 file
+# destination, a file DLQ, bad records): the plan's few DataFrame calls (one per processor, with a schema read
+# where a processor depends on the fields), the observation and its one collect, the DLQ's rows and the two writes.
+CALLS_PER_BATCH = 70  # 53 today; each step above adds a few, a select list rebuilt per batch adds dozens
+CALLS_PER_PROCESSOR = 3  # a field.set: the fields it is added to (2 calls), its one withColumns
+
+
+def _input(folder: Path) -> None:
+    """One file per batch, each with a rejected line and a record that fails its schema; modified an hour ago
+    (settled: files delivered complete)."""
+    for f in range(FILES):
+        path = write_lines(folder, f"{f}.json", [good(10 * f + 1), "{broken", good(10 * f + 2), '{"id": "x", "name": "w"}'])
+        os.utime(path, ns=(path.stat().st_mtime_ns - HOUR_NS,) * 2)
+
+
+def _spec(tmp_path: Path, extra_processors: int):
+    processors = [proc("positive", "filter", condition="amount >= 0")]
+    processors += [proc(f"extra-{i}", "field.set", field=f"x{i}", value=f"amount * {i}") for i in range(extra_processors)]
+    return pipeline(
+        f"cost-{extra_processors}",
+        [file_source(tmp_path / "in", processors=[proc("tag", "field.set", field="origin", value="'file'"),
+                                                   proc("upper", "sql", select=["*", "upper(name) AS shout"])],
+                     **{"max-files-per-trigger": 1})],
+        [file_dest(tmp_path / "out", fmt="parquet")],
+        processors=processors,
+        dlq=dlq_file(tmp_path / "dlq", size=100, threshold=50),
+    )
+
+
+class BatchCounts:
+    """Per batch: Py4J calls from the batch's thread, input files stat'd, state files written (by their folder)."""
+
+    def __init__(self, spark, monkeypatch, state: Path) -> None:
+        self.batches: list[Counter] = []
+        self._now: Counter | None = None
+        self._thread: int | None = None
+        client = spark.sparkContext._gateway._gateway_client
+        send = client.send_command
+
+        def counted_send(*args, **kwargs):
+            if self._now is not None and threading.get_ident() == self._thread:
+                self._now["py4j"] += 1
+            return send(*args, **kwargs)
+
+        monkeypatch.setattr(client, "send_command", counted_send)
+        local_stat = input_files_mod.local_stat
+
+        def counted_stat(uri):
+            if self._now is not None:
+                self._now["stat"] += 1
+            return local_stat(uri)
+
+        monkeypatch.setattr(input_files_mod, "local_stat", counted_stat)
+        write = report_mod.write_json_atomic
+
+        def counted_write(path, data):
+            if self._now is not None:
+                relative = Path(path).relative_to(state)
+                self._now[f"write {relative.parts[0] if relative.parts[0] != 'input-files' else relative}"] += 1
+            return write(path, data)
+
+        monkeypatch.setattr(report_mod, "write_json_atomic", counted_write)
+        for module in ("airflow_conduit.spark.runner", "airflow_conduit.spark.commits", "airflow_conduit.spark.window",
+                       "airflow_conduit.spark.batch_numbers", "airflow_conduit.spark.input_files"):
+            monkeypatch.setattr(f"{module}.write_json_atomic", counted_write)
+
+    def wrap(self, runner) -> None:
+        run_batch = runner._foreach_batch
+
+        def counted(batch, batch_id):
+            self._now, self._thread = Counter(), threading.get_ident()
+            try:
+                return run_batch(batch, batch_id)
+            finally:
+                self.batches.append(self._now)
+                self._now = None
+
+        runner._foreach_batch = counted
+
+
+def _run(spark, monkeypatch, tmp_path: Path, extra_processors: int = 0) -> list[Counter]:
+    monkeypatch.setattr(input_files_mod, "SWEEP_SECONDS", 1e9)  # no full check of the files read during the run
+    _input(tmp_path / "in")
+    counts = BatchCounts(spark, monkeypatch, tmp_path / "state")
+    code, report = execute(spark, _spec(tmp_path, extra_processors), state_dir=tmp_path / "state", run_id="r1",
+                           on_runner=counts.wrap)
+    assert code == 0, report.error
+    assert len(report.batches) == FILES == len(counts.batches)
+    assert report.totals["dlq"] == 2 * FILES and report.totals["written"]["out"] == 2 * FILES
+    monkeypatch.undo()
+    return counts.batches[1:]  # the first batch builds what the run keeps
+
+
+def test_a_batch_stats_its_own_file_and_writes_only_the_state_that_changed(spark, tmp_path, monkeypatch):
+    for counts in _run(spark, monkeypatch, tmp_path):
+        assert counts["stat"] == 1, f"the batch's own file only (settled files read before are not stat'd): {counts}"
+        writes = {k: v for k, v in counts.items() if k.startswith("write")}
+        assert writes == {
+            "write batch-numbers.json": 1,  # the batch's number, recorded before it runs
+            "write input-files/read.json": 1,  # the file it reads
+            "write commits": 2,  # the DLQ's and the destination's markers
+            "write dlq-window": 1,  # the nack window after the batch
+            "write runs": 1,  # the run report
+        }, "changed.json unchanged: not rewritten"
+
+
+def test_a_batch_makes_a_bounded_number_of_jvm_round_trips_and_few_per_processor(spark, tmp_path, monkeypatch):
+    plain = [c["py4j"] for c in _run(spark, monkeypatch, tmp_path / "plain")]
+    assert max(plain) <= CALLS_PER_BATCH, plain
+    extra = [c["py4j"] for c in _run(spark, monkeypatch, tmp_path / "extra", extra_processors=8)]
+    assert max(extra) - max(plain) <= 8 * CALLS_PER_PROCESSOR, (plain, extra)

@@ -1,0 +1,150 @@
+"""Wide records: what the runner builds per run and per batch does not grow in JVM round trips with the schema,
+and the reason a long rejected line gets after the pass is the reason a short one gets in it."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+import py4j.clientserver
+
+from airflow_conduit.spark import dlq as dlq_mod
+from airflow_conduit.spark import runner as runner_mod
+from airflow_conduit.spark.runner import execute
+from airflow_conduit.spark.sources import plan_source
+from spark_helpers import dlq_file, file_dest, file_source, pipeline, proc, read_json_rows, write_lines
+
+pytestmark = pytest.mark.spark
+
+PAD = "x" * 1200  # a string value that makes a line longer than parsing.short_line_limit: its reason is pending
+
+
+class Py4JCalls:
+    """Counts the Py4J commands this thread sends to the JVM (every one is a round trip)."""
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        self.thread = threading.get_ident()
+        send = py4j.clientserver.ClientServerConnection.send_command
+
+        def counting(connection, command):
+            if threading.get_ident() == self.thread:
+                self.count += 1
+            return send(connection, command)
+
+        monkeypatch.setattr(py4j.clientserver.ClientServerConnection, "send_command", counting)
+
+
+def _schema(fields: int) -> str:
+    kinds = ("DOUBLE", "STRING", "BIGINT", "TIMESTAMP")
+    return ", ".join(["id BIGINT NOT NULL", "name STRING NOT NULL",
+                      *(f"f{j:03d} {kinds[j % len(kinds)]}" for j in range(fields - 2))])
+
+
+def _pending_reason_calls(spark, tmp_path, fields: int, monkeypatch) -> int:
+    spec = pipeline(f"w{fields}", [file_source(tmp_path / f"in{fields}", schema=_schema(fields))],
+                    [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    plans = [plan_source(spark, spec.sources[0], 0, trigger_seconds=0.0, mode=spec.mode)]
+    reasons = dlq_mod.PendingReasons(spec, plans)
+    calls = Py4JCalls(monkeypatch)
+    reasons._reasons  # noqa: B018 - cached_property: built here, once per run
+    return calls.count
+
+
+def test_the_pending_reason_is_built_in_as_many_jvm_round_trips_at_any_width(spark, tmp_path, monkeypatch):
+    """The reason of a long rejected line names every field it checks: built from Column calls it took a few dozen
+    round trips per field (about 4,000 at 100 fields, at the batch's first rejected long line); as one SQL
+    expression its count does not depend on the width."""
+    narrow = _pending_reason_calls(spark, tmp_path, 10, monkeypatch)
+    wide = _pending_reason_calls(spark, tmp_path, 100, monkeypatch)
+    assert wide == narrow, (narrow, wide)
+    assert wide < 200, wide  # the DLQ columns around it: a constant hundred or so
+
+
+def test_a_long_rejected_line_gets_the_reason_a_short_one_gets(spark, tmp_path):
+    """Each kind of rejected line, short (reason in the pass, Column expressions) and long (reason pending, worked
+    out after the pass from one SQL expression): the DLQ rows' classes and messages are the same. The field names
+    need quoting (a quote, a backslash): such a schema's reasons are all pending, and they name the fields exactly."""
+    schema = "id BIGINT NOT NULL, name STRING NOT NULL, amount DOUBLE, pad STRING"
+    kinds = {
+        "wrong type": {"id": 1, "name": "a", "amount": "lots"},
+        "two wrong types": {"id": "one", "name": "a", "amount": "lots"},
+        "missing key": {"name": "a", "amount": "lots"},
+        "null key": {"id": None, "name": "a", "amount": "lots"},
+    }
+    lines = []
+    for record in kinds.values():
+        lines.append(json.dumps(record))
+        lines.append(json.dumps(dict(record, pad=PAD)))
+    lines.append("{bad")
+    lines.append('{"id": 9, "name": "' + PAD + '", "amount": 1.0')  # malformed, long
+    write_lines(tmp_path / "in", "a.json", lines)
+    odd = "id BIGINT NOT NULL, `it's` STRING NOT NULL, `back\\slash` DOUBLE"
+    write_lines(tmp_path / "odd", "b.json", [json.dumps({"id": 1, "back\\slash": "no"}),
+                                              json.dumps({"id": 2, "it's": "x", "back\\slash": "no"})])
+    spec = pipeline("reasons", [file_source(tmp_path / "in", schema=schema), file_source(tmp_path / "odd", sid="odd", schema=odd)],
+                    [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    rows = read_json_rows(spark, tmp_path / "dlq")
+    found = {(r["source_id"], r["source_position"]): (r["exception_class"].rsplit(".", 1)[1], r["exception_message"]) for r in rows}
+    for k, kind in enumerate(kinds):
+        short, long = found[("in", 2 * k + 1)], found[("in", 2 * k + 2)]
+        assert short == long, (kind, short, long)
+    malformed = 2 * len(kinds) + 1
+    assert found[("in", malformed)] == found[("in", malformed + 1)] and found[("in", malformed)][0] == "MalformedRecordError"
+    assert found[("in", 1)][1].startswith("record has field(s) of the wrong type: amount (expected id bigint")
+    assert found[("in", 5)] == ("MissingFieldError", "record is missing required field(s): id")
+    assert found[("odd", 1)] == ("MissingFieldError", "record is missing required field(s): it's")
+    assert found[("odd", 2)][0] == "WrongTypeError"
+    assert found[("odd", 2)][1].startswith("record has field(s) of the wrong type: back\\slash (expected")
+
+
+def _round_trips_per_batch(spark, tmp_path, fields: int, monkeypatch) -> list[int]:
+    """Run a pipeline of ``fields`` fields (an ``sql`` processor, a file destination, short bad lines) over 3 batches;
+    the Py4J round trips of each batch's own thread (planning, bookkeeping; the JVM's own work is not counted)."""
+    folder = tmp_path / f"in{fields}"
+    for f in range(3):
+        lines = [json.dumps({"id": f * 10 + i, "name": f"n{i}", **{f"f{j:03d}": None for j in range(fields - 2)}})
+                 for i in range(5)]
+        write_lines(folder, f"{f}.json", [*lines, "{bad", json.dumps({"id": "x", "name": "y"})])
+    spec = pipeline(f"w{fields}", [file_source(folder, schema=_schema(fields), **{"max-files-per-trigger": 1})],
+                    [file_dest(tmp_path / f"out{fields}")], processors=[proc("all", "sql", select=["*"])],
+                    dlq=dlq_file(tmp_path / f"dlq{fields}"))
+    counts: list[int] = []
+    mine = threading.local()
+    send = py4j.clientserver.ClientServerConnection.send_command
+
+    def counting(connection, command):
+        if getattr(mine, "batch", False):
+            counts[-1] += 1
+        return send(connection, command)
+
+    process = runner_mod.PipelineRunner._process_batch
+
+    def batch(self, df, batch_id):
+        counts.append(0)
+        mine.batch = True
+        try:
+            return process(self, df, batch_id)
+        finally:
+            mine.batch = False
+
+    with monkeypatch.context() as patch:
+        patch.setattr(py4j.clientserver.ClientServerConnection, "send_command", counting)
+        patch.setattr(runner_mod.PipelineRunner, "_process_batch", batch)
+        code, report = execute(spark, spec, state_dir=tmp_path / f"state{fields}", run_id="r1")
+    assert code == 0, report.error
+    assert report.totals["dlq"] == 6 and report.totals["written"] == {"out": 15}
+    return counts
+
+
+def test_a_batch_plans_in_as_many_round_trips_at_100_fields_as_at_10(spark, tmp_path, monkeypatch):
+    """A later batch (the run's columns built) sends the JVM what it sent at 10 fields, within a bound far below
+    one round trip per field: the ``sql`` processor's select list and the destination's rows go as SQL text in
+    one piece (``columns.jvm_strings``), the other select lists as JVM Seqs built once per run."""
+    narrow = _round_trips_per_batch(spark, tmp_path, 10, monkeypatch)
+    wide = _round_trips_per_batch(spark, tmp_path, 100, monkeypatch)
+    assert len(narrow) == len(wide) == 3
+    assert wide[1] - narrow[1] <= 10 and wide[2] - narrow[2] <= 10, (narrow, wide)
