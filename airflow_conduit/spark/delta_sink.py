@@ -157,6 +157,22 @@ class DeltaDestination(Destination):
                 f"(CONVERT TO DELTA parquet.`{location}` for Parquet files)"
             )
 
+    @property
+    def creates_tables(self) -> bool:
+        """An append destination creates its missing table before the first batch's pass, so that the batch is
+        written by the pass like every later one; a merge and the DLQ leave creation to their first write."""
+        return self.mode == "append" and not self.is_dlq
+
+    def create_table(self, columns: T.StructType) -> T.StructType:
+        """Create the missing table, empty, with ``columns`` made nullable (what Delta's writer creates from the
+        first batch's records), in a commit of its own (``CREATE TABLE``) that carries no transaction id: a crash
+        before the first batch's commit re-runs that batch into the empty table. Returns the table's schema."""
+        jvm = self.spark.sparkContext._jvm
+        jschema = self.spark._jsparkSession.parseDataType(delta_txn.nullable(columns).json())
+        jvm.io.delta.tables.DeltaTable.createIfNotExists(self.spark._jsparkSession) \
+            .location(self.location()).addColumns(jschema).execute()
+        return self.table_schema()
+
     def table_schema(self) -> T.StructType | None:
         """The table's schema now, or None while the table does not exist (its first write creates it)."""
         if not self.is_delta_table():
@@ -325,6 +341,8 @@ class DeltaDestination(Destination):
             problems.append((F.col(C.quote(names[key.lower()])).isNull(), f"merge key {key} is null"))
         table = self.table_schema()
         self._fits_table = False
+        if table is None and self.creates_tables:
+            table = self.create_table(T.StructType([df.schema[u] for u in user]))
         if table is None:
             return self._with_problems(df, problems)
         columns = {f.name.lower(): f for f in table.fields}

@@ -68,6 +68,18 @@ def _untyped(data_type: T.DataType) -> Any:
     return data_type.simpleString()
 
 
+def nullable(data_type: Any) -> Any:
+    """``data_type`` with every field, array element and map value nullable (Delta's ``asNullable``: the schema
+    its writer gives a table it creates)."""
+    if isinstance(data_type, T.StructType):
+        return T.StructType([T.StructField(f.name, nullable(f.dataType), True, f.metadata) for f in data_type.fields])
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(nullable(data_type.elementType), True)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(nullable(data_type.keyType), nullable(data_type.valueType), True)
+    return data_type
+
+
 def matches(records: T.StructType, table: T.StructType | None) -> bool:
     """Whether ``records`` can be written into ``table`` by a transaction as they are: the same columns with the
     same types, in the same order, and no column Delta fills itself."""
