@@ -10,13 +10,14 @@ for this destination. Batch ids restart at 0 when a checkpoint is deleted; the c
 (the streaming query's id, which Spark keeps in the checkpoint's ``metadata`` file) is part of the
 app id, so a new checkpoint's batches are never taken for the old ones.
 
-An append to a table that exists, with the table's schema, goes through Delta's transaction API
-(``delta_txn``): its data files are written by the batch's pass (``write_in_pass``: the destination carries
-the pass, an observation on it sees every row) and committed after the DLQ (``commit``), with the transaction
-id, without the table-state rebuild Delta's DataFrameWriter runs for ``txnVersion`` on every write. The first
-write (it creates the table), a write that adds columns (``merge-schema``), a merge, and the Delta DLQ when its
-columns grow go through the DataFrameWriter or MERGE, whose write is its commit: they do not carry the pass,
-and read the batch again (from memory: ``batch_pass.reads_again``).
+An append, with the table's schema, goes through Delta's transaction API (``delta_txn``): its data files are
+written by the batch's pass (``write_in_pass``: the destination carries the pass, an observation on it sees every
+row) and committed after the DLQ (``commit``), with the transaction id, without the table-state rebuild Delta's
+DataFrameWriter runs for ``txnVersion`` on every write. A missing table is created first (``create_table``, at
+the first batch, before its pass): empty, in a commit without a transaction id, so a crash before the batch's own
+commit re-runs the batch into it. A write that adds columns (``merge-schema``), a merge, and the Delta DLQ (created
+by its first write, and when its columns grow) go through the DataFrameWriter or MERGE, whose write is its
+commit: they do not carry the pass, and read the batch again (from memory: ``batch_pass.reads_again``).
 
 Records are fitted to the table's schema in the batch's plan (``fit_to_table``, a step after the
 destination's processors): a record that does not fit (a NOT NULL column missing or null, a value

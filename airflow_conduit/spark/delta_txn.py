@@ -13,8 +13,8 @@ through ``Snapshot.transactions``, which rebuilds the table's whole state with S
 3. ``commit(files + SetTransaction(appId, version), WRITE append)``: one commit; or none when the pass wrote
    no rows.
 
-Only for a table that exists and whose schema the records have exactly (``matches``): creating a table,
-adding columns (``merge-schema``) and tables with generated, identity or default columns go through the
+Only for a table that exists and whose schema the records have exactly (``matches``; a missing table is
+created first, empty: ``delta_sink.DeltaDestination.create_table``): creating a Delta DLQ table, adding columns (``merge-schema``) and tables with generated, identity or default columns go through the
 DataFrameWriter, which knows how. This module is the only user of Delta's Scala API; its contract (the calls
 it makes exist in the Delta release the project pins) is tested in tests/spark/test_delta_txn.py.
 """

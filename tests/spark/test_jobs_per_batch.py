@@ -9,7 +9,8 @@ the number of built-in processors, and with an ``expect`` processor whose
 rules are counted by the same pass (no job per rule).
 
 Kafka -> Delta with a Kafka DLQ: 1 job per batch (the Delta write is the pass),
-4 with bad records (the Kafka DLQ's records, their read-back, their write).
+4 with bad records (the Kafka DLQ's records, their read-back, their write); into a new table, the first batch
+runs 1 more (the table's creation before the pass).
 """
 
 from __future__ import annotations
@@ -133,17 +134,18 @@ def _jobs_by_batch(spark, group: str) -> dict[int, int]:
     return per_batch
 
 
-def _kafka_delta_jobs(spark, kafka, tmp_path, *, bad: bool) -> dict[int, int]:
+def _kafka_delta_jobs(spark, kafka, tmp_path, *, bad: bool, table_exists: bool = True) -> dict[int, int]:
     from pyspark.sql import types as T
 
     topic, dlq_topic = kafka.create_topic(partitions=2), kafka.create_topic()
     ids = range(KAFKA_BATCHES * PER_BATCH)
     for partition in range(2):
         kafka.produce(topic, [_kafka_value(i, bad=bad) for i in ids if i % 2 == partition], partition=partition)
-    lake = tmp_path / "lake"  # the table exists: every batch appends (the first write of a new table creates it)
+    lake = tmp_path / "lake"
     schema = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("name", T.StringType()),
                            T.StructField("amount", T.DoubleType())])
-    spark.createDataFrame([], schema).write.format("delta").save(str(lake))
+    if table_exists:
+        spark.createDataFrame([], schema).write.format("delta").save(str(lake))
     runners = []
     code, report = execute(spark, _kafka_delta_spec(kafka, topic, dlq_topic, lake), state_dir=tmp_path / "state",
                            run_id="r1", on_runner=runners.append)
@@ -154,9 +156,19 @@ def _kafka_delta_jobs(spark, kafka, tmp_path, *, bad: bool) -> dict[int, int]:
     assert sorted(r["id"] for r in spark.read.format("delta").load(str(lake)).select("id").collect()) == [
         i for i in ids if i not in bad_ids]
     assert len(kafka.read_all(dlq_topic)) == len(bad_ids)
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{lake}`").select("version", "operation").collect()
+    created = [] if table_exists else ["CREATE TABLE"]
+    assert [r["operation"] for r in sorted(history, key=lambda r: r["version"])] == created + ["WRITE"] * KAFKA_BATCHES
     return _jobs_by_batch(spark, str(runners[0].query.runId))
 
 
 def test_kafka_to_delta_runs_1_job_per_batch_and_4_with_bad_records_for_the_kafka_dlq(spark, kafka, tmp_path):
     assert _kafka_delta_jobs(spark, kafka, tmp_path / "good", bad=False) == {b: 1 for b in range(KAFKA_BATCHES)}
     assert _kafka_delta_jobs(spark, kafka, tmp_path / "bad", bad=True) == {b: 4 for b in range(KAFKA_BATCHES)}
+
+
+def test_the_first_batch_into_a_new_delta_table_runs_its_write_plus_1_job_that_creates_the_table(spark, kafka, tmp_path):
+    """The missing table is created (empty, one Spark job: Delta's CREATE TABLE) before batch 0's pass, so batch 0
+    is written by the pass like every later batch, not by Delta's writer reading the batch a second time."""
+    jobs = _kafka_delta_jobs(spark, kafka, tmp_path, bad=False, table_exists=False)
+    assert jobs == {0: 1 + 1, **{b: 1 for b in range(1, KAFKA_BATCHES)}}

@@ -185,9 +185,10 @@ def test_kafka_to_delta_is_exactly_once_across_sigkills_at_each_commit_point(spa
         assert header(message, "__connect.errors.connector.name") == "events"
     assert len(lake) + len(dead) == RECORDS  # every record exactly once in the table or the DLQ topic
 
-    # Each batch is one Delta commit: the re-runs found their batch in the table's log and wrote nothing.
+    # Each batch is one Delta commit: the re-runs found their batch in the table's log and wrote nothing. The
+    # table was created empty (no transaction id) before batch 0's pass: version 0 is that CREATE TABLE.
     batches = max(committed_batches(state)) + 1
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'lake'}`").select("operation").collect()
-    assert [r["operation"] for r in history] == ["WRITE"] * batches
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'lake'}`").select("version", "operation").collect()
+    assert [r["operation"] for r in sorted(history, key=lambda r: r["version"])] == ["CREATE TABLE"] + ["WRITE"] * batches
     final = json.loads((state / "runs" / "k5" / "report.json").read_text())
     assert final["status"] == "succeeded"
