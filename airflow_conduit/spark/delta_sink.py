@@ -342,8 +342,9 @@ class DeltaDestination(Destination):
             problems.append((F.col(C.quote(names[key.lower()])).isNull(), f"merge key {key} is null"))
         table = self.table_schema()
         self._fits_table = False
-        if table is None and self.creates_tables:
-            table = self.create_table(T.StructType([df.schema[u] for u in user]))
+        typed = [df.schema[u] for u in user if not isinstance(df.schema[u].dataType, T.NullType)]
+        if table is None and self.creates_tables and typed:  # a column of nulls only: Delta's writer drops it too
+            table = self.create_table(T.StructType(typed))
         if table is None:
             return self._with_problems(df, problems)
         columns = {f.name.lower(): f for f in table.fields}
