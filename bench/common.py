@@ -216,7 +216,7 @@ def machine_facts() -> dict[str, Any]:
 def write_result(name: str, figures: dict[str, Any], out: str | None) -> Path:
     """The figures of this run, with the run's metadata; ``parts`` names the run of every figure (one run per file)."""
     commit = _first_line(["git", "rev-parse", "HEAD"]) or "unknown (not a git checkout)"
-    dirty = bool(_first_line(["git", "status", "--porcelain", "--untracked-files=no"]))
+    dirty = bool(_first_line(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"]))  # earlier results are not code
     run = {"benchmark": name, "id": f"{name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(STARTED))}-{os.getpid()}",
            "commit": commit + (" (with uncommitted changes)" if dirty else ""), "started_at": utc(STARTED),
            "finished_at": utc(time.time()), "seconds": time.time() - STARTED,
