@@ -378,7 +378,7 @@ class DeltaDestination(Destination):
                 problems.append((F.col(C.quote(u)).isNotNull(),
                                  f"field {u} is not a column of the table (set merge-schema: true to add it, or drop it with field.exclude)"))
         fitted = self._with_problems(df, problems)
-        self._fits_table = not (self.merge_schema and extra) and delta_txn.matches(table, table)
+        self._fits_table = not (self.merge_schema and extra) and delta_txn.takes_transactions(table)
         self._fitted_to = table
         return fitted.select(*selected, *[F.col(C.quote(c)) for c in C.internal_columns(fitted)])
 

@@ -80,14 +80,15 @@ def nullable(data_type: Any) -> Any:
     return data_type
 
 
+def takes_transactions(table: T.StructType | None) -> bool:
+    """Whether a transaction may write ``table`` at all: it exists and has no column Delta fills itself."""
+    return table is not None and not any(key in f.metadata for f in table.fields for key in _FILLED_BY_DELTA)
+
+
 def matches(records: T.StructType, table: T.StructType | None) -> bool:
     """Whether ``records`` can be written into ``table`` by a transaction as they are: the same columns with the
     same types, in the same order, and no column Delta fills itself."""
-    if table is None:
-        return False
-    if any(key in f.metadata for f in table.fields for key in _FILLED_BY_DELTA):
-        return False
-    return _untyped(records) == _untyped(table)
+    return takes_transactions(table) and _untyped(records) == _untyped(table)
 
 
 @dataclass
