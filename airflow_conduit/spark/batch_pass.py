@@ -148,7 +148,11 @@ class BatchPass:
         self.batch_id = batch_id
         self.at = at
         self.spec = runner.spec
-        self.dlq_entry = self._once(("dlq_entry",), lambda: dlq_entry(self.spec, runner.plans, keep_originals=runner.keep_originals))
+        carried = self._once(("dlq_carried",), lambda: runner.dlq.carried_in_entry(status.columns))
+        self.dlq_carried = tuple(carried)  # kept in the DLQ's rows after its own columns (a Kafka DLQ's original record)
+        self.dlq_entry = self._once(("dlq_entry",), lambda: [
+            *dlq_entry(self.spec, runner.plans, keep_originals=runner.keep_originals),
+            *[column.alias(name) for name, column in carried.items()]])
 
     def _once(self, key: tuple, build: Callable[[], Any]) -> Any:
         """What every batch of the run builds the same, built by the first (each Column call is a JVM round trip)."""
@@ -315,13 +319,15 @@ class BatchPass:
         gathered = metrics.size("dlq") == nacked
         lines = r.source_lines.needed
         ordinal = source_lines.ORDINAL if gathered and lines else None
-        if gathered:  # min_by returns them in read order
+        if gathered and r.dlq.wants_local_rows and not ordinal:  # a local relation: the DLQ reads it without a Spark job
+            entries = metrics.local_elements("dlq")
+        elif gathered:  # min_by returns them in read order
             entries = metrics.elements("dlq", ordinal=ordinal)
         else:  # more nacked records than the first pass gathers: a second pass reads just them
             entries = self.status.where(F.col(NACKED)).select(*self.dlq_entry)
         pending = bool(metrics.get("pending", 1))  # any reason still to work out (the pass works out most)
         rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending,
-                                      keep=(ordinal,) if ordinal else ())
+                                      keep=((ordinal,) if ordinal else ()) + self.dlq_carried)
         if r.dlq.wants_origins:  # read with the counts: no Spark job (a Kafka DLQ reads its Kafka records back by them)
             r.dlq.nacked_origins = self._origins(metrics, entries, gathered)
         if not lines:

@@ -16,6 +16,7 @@ class Destination:
     wants_record_id = False  # its rows come with the record's read-order number (columns.SEQ): see kafka_sink
     wants_origins = False  # as the DLQ: told its records' origins (source_lines.KEYS) from the pass, before its write
     nacked_origins: list[tuple] | None = None  # set by the batch pass when wants_origins: (source id, file, split, position)
+    wants_local_rows = False  # as the DLQ: its rows as a local relation in the driver (kafka_sink produces them from there)
 
     def __init__(self, spark: SparkSession, component_id: str, plugin: str, settings: dict[str, Any]):
         self.spark = spark
@@ -25,6 +26,14 @@ class Destination:
 
     def attach(self, state_dir, spec) -> None:
         """Told where the run keeps its state (a writer that keeps its own bookkeeping there needs it)."""
+
+    def carried_in_entry(self, columns: list[str]) -> dict[str, Any]:
+        """As the DLQ: columns (name -> Column) of a nacked record the pass carries into its DLQ entry, given the
+        batch's columns (a Kafka DLQ: the Kafka record as read). Kept in the DLQ's rows after its own columns."""
+        return {}
+
+    def close(self) -> None:
+        """Release what the writer keeps for the run (a Kafka admin client); called once the run ends."""
 
     def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -137,46 +137,112 @@ class IntentLog:
             self.path(batch_id - KEEP_INTENTS).unlink(missing_ok=True)
 
 
-@contextlib.contextmanager
-def _admin(spark: SparkSession, options: dict[str, str]):
-    """Kafka's Java admin client in the driver (made loadable from ``spark.jars`` when needed), closed after use."""
-    from airflow_conduit.spark.session import ensure_driver_class
+class KafkaAdmin:
+    """Kafka's Java admin client in the driver (made loadable from ``spark.jars`` when needed), created at its first
+    use and kept for the run (each batch asks for the topic's end offsets): ``close`` ends it."""
 
-    ensure_driver_class(spark, "org.apache.kafka.clients.admin.Admin")
-    jvm = spark.sparkContext._jvm
-    props = jvm.java.util.Properties()
-    for key, value in options.items():
-        props.setProperty(key.removeprefix("kafka."), value)
-    admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
-    try:
-        yield jvm, admin, jvm.java.util.concurrent.TimeUnit.SECONDS
-    finally:
-        admin.close()
+    def __init__(self, spark: SparkSession, options: dict[str, str]):
+        self.spark = spark
+        self.options = options
+        self._admin = None
+        self._requests: dict[str, Any] = {}  # topic -> (its partitions' offset request, TopicPartition -> partition)
 
+    def client(self):
+        if self._admin is None:
+            from airflow_conduit.spark.session import ensure_driver_class
 
-def end_offsets(spark: SparkSession, options: dict[str, str], topic: str) -> dict[int, int]:
-    """Each partition's end offset (the next record's offset)."""
-    with _admin(spark, options) as (jvm, admin, seconds):
+            ensure_driver_class(self.spark, "org.apache.kafka.clients.admin.Admin")
+            jvm = self.spark.sparkContext._jvm
+            props = jvm.java.util.Properties()
+            for key, value in self.options.items():
+                props.setProperty(key.removeprefix("kafka."), value)
+            self._admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+        return self._admin
+
+    def close(self) -> None:
+        admin, self._admin = self._admin, None
+        self._requests.clear()
+        if admin is not None:
+            with contextlib.suppress(Exception):  # the JVM may be gone (a lost driver): nothing left to release
+                admin.close()
+
+    @property
+    def _seconds(self):
+        return self.spark.sparkContext._jvm.java.util.concurrent.TimeUnit.SECONDS
+
+    def end_offsets(self, topic: str, *, partitions_now: bool = False) -> dict[int, int]:
+        """Each partition's end offset (the next record's offset). The topic's partitions are listed once per run
+        (``partitions_now``: listed again): a partition added since is missing from the answer, which every reader
+        of the offsets takes as "from its start"."""
+        try:
+            if partitions_now or topic not in self._requests:
+                self._requests[topic] = self._offset_request(topic)
+            request, partitions = self._requests[topic]
+            found = self.client().listOffsets(request).all().get(ADMIN_TIMEOUT_SECONDS, self._seconds)
+            return {partition: int(found.get(tp).offset()) for tp, partition in partitions}
+        except BaseException:
+            self.close()  # a failed client is not reused: the retry (or the restart) makes a new one
+            raise
+
+    def _offset_request(self, topic: str):
+        jvm = self.spark.sparkContext._jvm
         names = jvm.java.util.ArrayList()
         names.add(topic)
-        description = admin.describeTopics(names).allTopicNames().get(ADMIN_TIMEOUT_SECONDS, seconds).get(topic)
+        description = self.client().describeTopics(names).allTopicNames().get(ADMIN_TIMEOUT_SECONDS, self._seconds).get(topic)
         request = jvm.java.util.HashMap()
         latest = jvm.org.apache.kafka.clients.admin.OffsetSpec.latest()
+        partitions = []
         for info in description.partitions():
-            request.put(jvm.org.apache.kafka.common.TopicPartition(topic, info.partition()), latest)
-        found = admin.listOffsets(request).all().get(ADMIN_TIMEOUT_SECONDS, seconds)
-        return {int(tp.partition()): int(found.get(tp).offset()) for tp in found.keySet()}
+            partition = int(info.partition())
+            tp = jvm.org.apache.kafka.common.TopicPartition(topic, partition)
+            request.put(tp, latest)
+            partitions.append((tp, partition))
+        return request, partitions
 
-
-def topic_max_message_bytes(spark: SparkSession, options: dict[str, str], topic: str) -> int:
-    """The topic's ``max.message.bytes`` (its own, or the broker's default it inherits)."""
-    with _admin(spark, options) as (jvm, admin, seconds):
+    def max_message_bytes(self, topic: str) -> int:
+        """The topic's ``max.message.bytes`` (its own, or the broker's default it inherits)."""
+        jvm = self.spark.sparkContext._jvm
         kind = getattr(jvm.org.apache.kafka.common.config, "ConfigResource$Type").TOPIC
         resource = jvm.org.apache.kafka.common.config.ConfigResource(kind, topic)
         resources = jvm.java.util.ArrayList()
         resources.add(resource)
-        config = admin.describeConfigs(resources).all().get(ADMIN_TIMEOUT_SECONDS, seconds).get(resource)
+        config = self.client().describeConfigs(resources).all().get(ADMIN_TIMEOUT_SECONDS, self._seconds).get(resource)
         return int(config.get("max.message.bytes").value())
+
+
+def end_offsets(spark: SparkSession, options: dict[str, str], topic: str) -> dict[int, int]:
+    """Each partition's end offset, with an admin client of its own (closed after use)."""
+    admin = KafkaAdmin(spark, options)
+    try:
+        return admin.end_offsets(topic)
+    finally:
+        admin.close()
+
+
+def topic_max_message_bytes(spark: SparkSession, options: dict[str, str], topic: str) -> int:
+    """The topic's ``max.message.bytes``, with an admin client of its own (closed after use)."""
+    admin = KafkaAdmin(spark, options)
+    try:
+        return admin.max_message_bytes(topic)
+    finally:
+        admin.close()
+
+
+def produce_in_driver(spark: SparkSession, records: DataFrame, producer_config, topic: str) -> None:
+    """Produce ``records`` (``key``, ``value``, ``headers``) to ``topic`` from the driver with Spark's own Kafka
+    writer task (the code each task of Spark's Kafka sink runs, on a producer of Spark's producer pool: one per
+    configuration, kept across batches), on rows computed in the driver: for a local relation, no Spark job.
+    Returns once every record is acknowledged (the task's ``close`` flushes and raises the first failed send).
+    Its contract (the Spark classes it names) is tested in tests/spark/test_kafka_sink.py."""
+    jvm = spark.sparkContext._jvm
+    execution = records._jdf.queryExecution()
+    rows = execution.executedPlan().executeCollect()  # a local relation's rows, without a Spark job
+    iterator = jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(rows).iterator()
+    task = jvm.org.apache.spark.sql.kafka010.KafkaWriteTask(producer_config, execution.analyzed().output(), jvm.scala.Some(topic))
+    try:
+        task.execute(iterator)
+    finally:
+        task.close()
 
 
 def in_driver(df: DataFrame) -> DataFrame:
@@ -187,6 +253,13 @@ def in_driver(df: DataFrame) -> DataFrame:
 
     rows = df._jdf.collectAsList()
     return ClassicDataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, df._jdf.schema()), df.sparkSession)
+
+
+def is_local(df: DataFrame) -> bool:
+    """Whether ``df`` is computed in the driver without a Spark job: its physical plan is a local relation's scan
+    (Spark folds projections and filters of a local relation into it)."""
+    plan = df._jdf.queryExecution().executedPlan()
+    return plan.getClass().getSimpleName() == "LocalTableScanExec"
 
 
 def header(headers: Column, name: str) -> Column:
@@ -237,9 +310,18 @@ class KafkaWriter(Destination):
         """``df`` as Kafka records: ``key``, ``value``, ``headers`` and ``RECORD_ID``."""
         raise NotImplementedError
 
+    @functools.cached_property
+    def admin(self) -> KafkaAdmin:
+        """The run's admin client of the topic's cluster (end offsets for every batch's intent); closed by ``close``."""
+        return KafkaAdmin(self.spark, self.options())
+
+    def close(self) -> None:
+        if "admin" in self.__dict__:
+            self.admin.close()
+
     def written_before(self, offsets: dict[int, int], query_id: str, batch_id: int) -> DataFrame:
         """The record ids of this batch already in the topic at or after the recorded offsets."""
-        now = end_offsets(self.spark, self.options(), self.topic)
+        now = self.admin.end_offsets(self.topic, partitions_now=True)
         starting = {str(p): offsets.get(p, -2) for p in sorted(now)}  # a partition added since: from its start
         ending = {str(p): o for p, o in sorted(now.items())}
         frame = (
@@ -263,21 +345,49 @@ class KafkaWriter(Destination):
         intents = IntentLog(self.state_dir, self.id)
         records = self.records(df, batch_id, query_id)
         recorded = intents.get(batch_id, query_id, self.topic)
+        few = self.measures_sizes and (is_local(df) or (self.nacked_origins is not None and len(self.nacked_origins) <= IN_DRIVER_LIMIT))
         if recorded is None:
-            intents.record(batch_id, query_id, self.topic, end_offsets(self.spark, self.options(), self.topic))
+            intents.record(batch_id, query_id, self.topic, self.admin.end_offsets(self.topic))
         else:
             log.info("%s: an earlier attempt of batch %s may have written some of its records; writing only the others",
                      self.id, batch_id)
             records = records.join(self.written_before(recorded, query_id, batch_id), RECORD_ID, "left_anti")
-        if self.measures_sizes:  # measured, then written: computed once (the read-back of originals included)
-            few = self.nacked_origins is not None and len(self.nacked_origins) <= IN_DRIVER_LIMIT
-            records = in_driver(records) if few else records.persist()
+        if few:  # measured, then produced from the driver: computed there once (no Spark job for a local relation)
+            if not is_local(records):
+                records = in_driver(records)
+            self._produce(records, batch_id)
+            return
+        if self.measures_sizes:  # many: measured, then written by Spark's Kafka sink; computed once, cached
+            records = records.persist()
         try:
             self._write(records, batch_id)
         finally:
             self.nacked_origins = None
             if self.measures_sizes and records.is_cached:
                 records.unpersist()
+
+    @functools.cached_property
+    def producer_config(self):
+        """The Java producer's configuration (a ``java.util.Map``, what Spark's Kafka sink gives its producers): the
+        client options without their ``kafka.`` prefix, keys and values as bytes. Built once per run."""
+        jvm = self.spark.sparkContext._jvm
+        config = jvm.java.util.HashMap()
+        for key, value in self.options().items():
+            config.put(key.removeprefix("kafka."), value)
+        for key in ("key.serializer", "value.serializer"):
+            config.put(key, "org.apache.kafka.common.serialization.ByteArraySerializer")
+        return config
+
+    def _produce(self, records: DataFrame, batch_id: int) -> None:
+        """Few records computed in the driver: measured, then produced from there (``produce_in_driver``)."""
+        self.nacked_origins = None
+        self.check_sizes(records, batch_id)
+        try:
+            produce_in_driver(self.spark, records, self.producer_config, self.topic)
+        except Exception as exc:
+            if too_large(exc):
+                raise self.too_large_error(records, batch_id) from exc
+            raise
 
     def _write(self, records: DataFrame, batch_id: int) -> None:
         self.check_sizes(records, batch_id)
@@ -361,7 +471,13 @@ ORIGINAL_SOURCE, ORIGINAL_POSITION = "__ac_o_source", "__ac_o_position"
 class KafkaDeadLetterQueue(KafkaWriter):
     """DLQ plugin ``kafka``: one Kafka record per nacked record, the original bytes as its value."""
 
-    wants_origins = True  # kafka_originals reads the nacked Kafka records back by their positions
+    wants_local_rows = True  # few DLQ records are computed and produced in the driver: no Spark job
+
+    def carried_in_entry(self, columns: list[str]) -> dict[str, Column]:
+        """A Kafka source's record as read (key, value bytes, headers), carried by the pass into the DLQ entry."""
+        from airflow_conduit.spark import kafka_source
+
+        return kafka_source.original_record() if self.kafka_sources and kafka_source._TOPIC in columns else {}
 
     def _from_kafka(self) -> Column:
         """The DLQ row is of a record a Kafka source read (its ``source_file`` is ``topic/partition/offset``)."""
@@ -371,13 +487,12 @@ class KafkaDeadLetterQueue(KafkaWriter):
         """The Kafka records the DLQ rows of Kafka sources came from, read again from their topics (key,
         value and headers byte for byte), keyed by (source id, ``topic/partition/offset``); None without any.
 
-        The DLQ rows are few and their origins on the driver already (``origins``, read by the batch pass with its
-        counts): each source's partitions are read from the lowest to the highest nacked offset of the batch.
+        Each source's partitions are read from the lowest to the highest nacked offset of the rows.
         """
         if not self.kafka_sources:
             return None
         origins = self.nacked_origins
-        if origins is None:  # not told by the batch pass (a replay): from the rows, one Spark job
+        if origins is None:  # not told by the batch pass: from the rows, one Spark job
             origins = [tuple(row) for row in df.select("source_id", "source_file").collect()]
         spots = {(o[0], o[1]) for o in origins if o[0] in self.kafka_sources and o[1]}
         ranges: dict[str, dict[str, dict[int, list[int]]]] = {}
@@ -413,17 +528,45 @@ class KafkaDeadLetterQueue(KafkaWriter):
             _string_header(CONNECT + "offset", F.col("source_position")),
         ]
 
-    def records(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:
-        record_id = dlq_record_id(df)
-        present = set(df.columns)
+    @functools.cached_property
+    def _selects(self) -> dict:
+        return {}
+
+    def _ours(self, columns: tuple[str, ...], batch: Column, query_id: str, record_id: Column) -> Column:
+        """The DLQ's own headers (a header whose value is NULL left out)."""
+        present = set(columns)
         headers = [_string_header(HEADER_PIPELINE, F.lit(self.pipeline_id)), _string_header(HEADER_QUERY, F.lit(query_id)),
-                   _string_header(HEADER_BATCH, F.lit(batch_id)), _string_header(HEADER_RECORD, record_id)]
+                   _string_header(HEADER_BATCH, batch), _string_header(HEADER_RECORD, record_id)]
         headers += self.connect_position()
         for name, column in CONNECT_HEADERS:
             if name not in ("topic", "partition", "offset") and column in present:
                 headers.append(_string_header(CONNECT + name, F.col(column)))
         headers += [_string_header(DLQ_HEADER + c, F.col(c)) for c in CONDUIT_DLQ_HEADERS if c in present]
-        ours = F.filter(F.array(*headers).cast(HEADER_TYPE), lambda h: h["value"].isNotNull())  # absent: no header
+        return F.filter(F.array(*headers).cast(HEADER_TYPE), lambda h: h["value"].isNotNull())
+
+    def records(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:
+        from airflow_conduit.spark.kafka_source import ORIGINAL_HEADERS, ORIGINAL_KEY, ORIGINAL_VALUE
+
+        columns = tuple(df.columns)
+        if ORIGINAL_HEADERS in columns:  # carried by the pass: the select list is built once per run
+            key = (columns, query_id)
+            if key not in self._selects:
+                record_id = dlq_record_id(df)
+                ours = self._ours(columns, F.col("batch_id"), query_id, record_id)  # the rows' batch id: batch_id
+                original = F.col(ORIGINAL_HEADERS)  # an array for every Kafka record, NULL for another source's
+                self._selects[key] = C.JvmColumns([
+                    F.col(ORIGINAL_KEY).alias("key"),
+                    F.when(original.isNotNull(), F.col(ORIGINAL_VALUE)).otherwise(dlq_value(df)).alias("value"),
+                    F.concat(F.coalesce(original, F.array().cast(HEADER_TYPE)), ours).alias("headers"),  # the original's first
+                    record_id.alias(RECORD_ID),
+                ])
+            return C.select(df, self._selects[key])
+        return self._records_read_back(df, batch_id, query_id)
+
+    def _records_read_back(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:
+        """Records of DLQ rows the pass carried no Kafka record for (a replay's): a Kafka source's read back."""
+        record_id = dlq_record_id(df)
+        ours = self._ours(tuple(df.columns), F.lit(batch_id), query_id, record_id)
         key, value = F.lit(None).cast("binary"), dlq_value(df)
         originals = self.kafka_originals(df)
         if originals is not None:
@@ -439,7 +582,7 @@ class KafkaDeadLetterQueue(KafkaWriter):
     def size_limit(self) -> int:
         """The biggest record the DLQ topic and the producer take (read once per run: a record over it fails the
         run, and raising the limit takes a restart)."""
-        return min(topic_max_message_bytes(self.spark, self.options(), self.topic),
+        return min(self.admin.max_message_bytes(self.topic),
                    int(self.options().get("kafka.max.request.size", DEFAULT_MAX_REQUEST_SIZE)))
 
     def check_sizes(self, records: DataFrame, batch_id: int) -> None:
@@ -451,15 +594,16 @@ class KafkaDeadLetterQueue(KafkaWriter):
         if biggest is not None and biggest[1] > limit:
             raise self.too_large_error(records, batch_id, biggest, limit)
 
-    @staticmethod
-    def _biggest(records: DataFrame) -> tuple[str, int] | None:
+    def _biggest(self, records: DataFrame) -> tuple[str, int] | None:
         """(record id, bytes) of the biggest record as Kafka stores it (key, value, headers, record overhead)."""
-        header_bytes = F.aggregate(
-            F.col("headers"), F.lit(0), lambda acc, h: acc + F.length(h["key"]) + F.coalesce(F.length(h["value"]), F.lit(0))
-            + F.lit(RECORD_HEADER_OVERHEAD))
-        size = (F.coalesce(F.length("value"), F.lit(0)) + F.coalesce(F.length("key"), F.lit(0)) + header_bytes
-                + F.lit(RECORD_OVERHEAD + BATCH_OVERHEAD))
-        rows = records.select(size.alias("size"), F.col(RECORD_ID)).collect()  # few: no sort (a shuffle, more jobs)
+        if "sizes" not in self._selects:
+            header_bytes = F.aggregate(
+                F.col("headers"), F.lit(0), lambda acc, h: acc + F.length(h["key"]) + F.coalesce(F.length(h["value"]), F.lit(0))
+                + F.lit(RECORD_HEADER_OVERHEAD))
+            size = (F.coalesce(F.length("value"), F.lit(0)) + F.coalesce(F.length("key"), F.lit(0)) + header_bytes
+                    + F.lit(RECORD_OVERHEAD + BATCH_OVERHEAD))
+            self._selects["sizes"] = C.JvmColumns([size.alias("size"), F.col(RECORD_ID)])
+        rows = C.select(records, self._selects["sizes"]).collect()  # few: no sort (a shuffle, more jobs)
         biggest = max(rows, key=lambda row: row["size"], default=None)
         return (biggest[RECORD_ID], int(biggest["size"])) if biggest else None
 

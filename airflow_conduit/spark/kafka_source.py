@@ -55,6 +55,10 @@ _HEADER_BYTES = "__ac_kheaders"
 _TOPIC = "__ac_ktopic"
 _PARTITION = "__ac_kpartition"
 _TIMESTAMP = "__ac_kts"
+_VALUE_BYTES = "__ac_kvalue"  # the value as read (a string holding its bytes unchanged), kept for the Kafka DLQ
+# The record as read, carried by the batch pass into the DLQ entries of nacked records (kafka_sink's Kafka DLQ):
+ORIGINAL_KEY, ORIGINAL_VALUE, ORIGINAL_HEADERS = "__ac_o_key", "__ac_o_value", "__ac_o_headers"
+HEADER_TYPE = "array<struct<key:string,value:binary>>"
 INVALID_UTF8_METADATA = "airflow_conduit.spark.InvalidUtf8MetadataError"
 NO_VALUE = "airflow_conduit.spark.NoValueError"
 
@@ -132,13 +136,25 @@ def origin_position() -> Column:
 # -- the record's columns ------------------------------------------------------------------------------------
 
 
+def original_record() -> dict[str, Column]:
+    """The Kafka record as it was read: key, value bytes and headers (NULLs for a record of another source; the
+    headers are an array, empty when none, for every Kafka record). Referenced only by the Kafka DLQ's entry,
+    evaluated only for nacked records: Spark prunes the columns when nothing reads them."""
+    kafka = F.col(_TOPIC).isNotNull()
+    return {
+        ORIGINAL_KEY: F.col(_KEY_BYTES),
+        ORIGINAL_VALUE: F.col(_VALUE_BYTES).cast("binary"),
+        ORIGINAL_HEADERS: F.when(kafka, F.coalesce(F.col(_HEADER_BYTES), F.array().cast(HEADER_TYPE))),
+    }
+
+
 def _valid_utf8(binary: Column) -> Column:
     return F.is_valid_utf8(binary.cast("string"))
 
 
 def _headers_map() -> Column:
     """The headers as map<string,string>, the last value of a repeated name (Kafka's ``lastHeader``)."""
-    headers = F.coalesce(F.col(_HEADER_BYTES), F.array().cast("array<struct<key:string,value:binary>>"))
+    headers = F.coalesce(F.col(_HEADER_BYTES), F.array().cast(HEADER_TYPE))
     names = F.array_distinct(F.transform(headers, lambda h: h["key"]))
     values = F.transform(
         names, lambda name: F.element_at(F.filter(headers, lambda h: h["key"] == name), -1)["value"].cast("string")
@@ -148,7 +164,7 @@ def _headers_map() -> Column:
 
 def _bad_headers() -> Column:
     """Comma-separated names of the headers whose value is not UTF-8 (empty when none)."""
-    headers = F.coalesce(F.col(_HEADER_BYTES), F.array().cast("array<struct<key:string,value:binary>>"))
+    headers = F.coalesce(F.col(_HEADER_BYTES), F.array().cast(HEADER_TYPE))
     bad = F.filter(headers, lambda h: h["value"].isNotNull() & ~_valid_utf8(h["value"]))
     return F.array_join(F.array_distinct(F.transform(bad, lambda h: h["key"])), ", ")
 
@@ -242,6 +258,9 @@ def record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
         F.lit(False).alias(C.FILTERED),
         F.col(_TOPIC),
         F.col(_PARTITION),
+        F.col(_KEY_BYTES),
+        F.col(_HEADER_BYTES),
+        value.alias(_VALUE_BYTES),
         *metadata,
         *originals,
         *fields,

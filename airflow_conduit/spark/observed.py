@@ -64,7 +64,8 @@ class ObservedMetrics:
         """``fields``: (heavy metric, field) pairs read with the values, in the same collect (see ``field``).
         ``selects``: where the select lists are kept between observations of the same shape (one run's batches)."""
         self._selects = {} if selects is None else selects
-        self.frame = _as_frame(spark, _jvm_row(observation), self._selects)
+        self._jrow = _jvm_row(observation)
+        self.frame = _as_frame(spark, self._jrow, self._selects)
         self.heavy = tuple(h for h in heavy if h in self.frame.columns)
         light = [c for c in self.frame.columns if c not in self.heavy]
         sizes = {h: f"__size_of_{h}" for h in self.heavy}  # read with the values: one collect, not one more per size
@@ -121,3 +122,17 @@ class ObservedMetrics:
             )
         first, then = self._selects[key]
         return select(select(self.frame, first), then)
+
+    def local_elements(self, name: str) -> DataFrame:
+        """The elements (structs) of the heavy array metric ``name`` as rows of a local relation of their own, in
+        order: a projection or filter of it is computed in the driver (Spark folds it into the relation) and
+        reading it runs no Spark job, where the rows of ``elements`` (a generator over the metrics' row) take one."""
+        from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+        key = ("local", name, tuple(self.frame.columns))
+        if key not in self._selects:  # the array's place and element type, looked up once per shape
+            index = self.frame.columns.index(name)
+            self._selects[key] = (index, self._jrow.schema().fields()[index].dataType().elementType())
+        index, element = self._selects[key]
+        spark = self.frame.sparkSession
+        return ClassicDataFrame(spark._jsparkSession.createDataFrame(self._jrow.getList(index), element), spark)

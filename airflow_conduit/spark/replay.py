@@ -275,6 +275,9 @@ class _ReplayDlq(Destination):
     def committed(self, batch_id: int) -> bool | None:
         return self.inner.committed(batch_id)
 
+    def close(self) -> None:
+        self.inner.close()
+
 
 def _replay_scope(spec: PipelineSpec, number: int, plan: dict[str, Any]) -> str:
     """A replay's identity in a target's own transaction log (Delta): its number and when its plan was made,
@@ -354,15 +357,18 @@ def replay(
     if not dry_run:
         runner.txn_scope = _replay_scope(spec, number, plan)
     with files_read_one_per_partition(spark):
-        runner._setup()
-        runner.plans = [dataclasses.replace(p, parser="generator", records=None, rows_per_batch=None) for p in runner.plans]
-        runner.dlq = _ReplayDlq(runner.dlq, records)
-        batch = _batch_frame(spark, records, runner.plans)
-        if dry_run:
-            _dry_run(runner, batch, result)
-            return result
-        runner.report.status = RunStatus.RUNNING
-        runner._process_batch(batch, batch_id)
+        try:
+            runner._setup()
+            runner.plans = [dataclasses.replace(p, parser="generator", records=None, rows_per_batch=None) for p in runner.plans]
+            runner.dlq = _ReplayDlq(runner.dlq, records)
+            batch = _batch_frame(spark, records, runner.plans)
+            if dry_run:
+                _dry_run(runner, batch, result)
+                return result
+            runner.report.status = RunStatus.RUNNING
+            runner._process_batch(batch, batch_id)
+        finally:
+            runner.close_destinations()
     entry = runner.report.batches[-1]
     result.batch, result.counters = entry, dict(runner.report.counters)
     result.expectations = dict(entry.get("expectations") or {})

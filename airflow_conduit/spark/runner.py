@@ -463,7 +463,18 @@ class PipelineRunner:
         """
         self._save_report()
         with files_read_one_per_partition(self.spark):
-            return self._run()
+            try:
+                return self._run()
+            finally:
+                self.close_destinations()
+
+    def close_destinations(self) -> None:
+        """Release what the destinations and the DLQ kept for the run (a Kafka admin client)."""
+        for dest in [*self.destinations, *([self.dlq] if self.dlq is not None else [])]:
+            try:
+                dest.close()
+            except Exception:  # noqa: BLE001 - the run's outcome stands; a client that fails to close is logged
+                log.warning("%s: closing its clients failed", dest.id, exc_info=True)
 
     def _run(self) -> RunReport:
         try:
