@@ -27,6 +27,7 @@ to the DLQ; a field whose type cannot be cast to the column's at all fails the b
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -93,6 +94,8 @@ class DeltaDestination(Destination):
         self._fits_table = False  # this batch's records have the table's schema (set by fit_to_table)
         self._fitted_to: T.StructType | None = None  # the table's schema this batch's records were fitted to
         self._staged: delta_txn.StagedWrite | None = None  # files the pass wrote, committed by commit()
+        self._snapshot = None  # the table's snapshot this batch's records were fitted to (its transaction starts there)
+        self._fits: dict[tuple, tuple] = {}  # (records' schema, table's schema) -> what fits the records (see _fit)
 
     @property
     def carries_a_pass(self) -> bool:  # type: ignore[override]
@@ -246,7 +249,7 @@ class DeltaDestination(Destination):
                 f"destination {self.id!r}: the records' columns ({df.schema.simpleString()}) are not those of the Delta "
                 f"table at {self.location()} they were fitted to; nothing was written"
             )
-        txn = delta_txn.Transaction(self.spark, self.location(), self.app_id())
+        txn = delta_txn.Transaction(self.spark, self.location(), self.app_id(), snapshot=self._snapshot)
         version = self.txn_version(batch_id)
         if txn.has(version):  # an earlier attempt committed the batch: the pass still runs, writing nothing
             df.write.format("noop").mode("overwrite").save()
@@ -328,9 +331,38 @@ class DeltaDestination(Destination):
         """The records as the table takes them, each one that does not fit nacked with what is wrong.
 
         Runs in the batch's plan (after this destination's processors), once per batch: the table's
-        schema is read at the batch's start, so a column added to the table is seen by the next batch.
+        schema is read at the batch's start, from the snapshot the batch's transaction then starts from (one
+        read of the table's log per batch), so a column added to the table is seen by the next batch. The
+        columns that fit records to a schema are built once per run for each (records' schema, table's schema).
         """
         user = C.user_columns(df)
+        self._fits_table = False
+        self._snapshot = None
+        table = self._schema_now()
+        typed = [df.schema[u] for u in user if not isinstance(df.schema[u].dataType, T.NullType)]
+        if table is None and self.creates_tables and typed:  # a column of nulls only: Delta's writer drops it too
+            table = self.create_table(T.StructType(typed))
+        if table is None:
+            return self._with_problems(df, self._key_problems(user))
+        key = (tuple((f.name, f.dataType.json()) for f in df.schema.fields), table.json())
+        if key not in self._fits:
+            self._fits[key] = self._fit(df, user, table)
+        error, select, fits = self._fits[key]
+        fitted = df if error is None else C.frame(df._jdf.withColumn(C.ERROR, error._jc), df)
+        self._fits_table = fits
+        self._fitted_to = table
+        return C.select(fitted, select)
+
+    def _schema_now(self) -> T.StructType | None:
+        """The table's schema from its latest snapshot (kept for the batch's transaction); None while it does not exist."""
+        empty = self.spark.sparkContext._jvm.scala.Option.empty()
+        snapshot = delta_txn.delta_log(self.spark, self.location()).update(False, empty, empty)
+        if int(snapshot.version()) < 0:
+            return None
+        self._snapshot = snapshot
+        return T.StructType.fromJson(json.loads(snapshot.schema().json()))
+
+    def _key_problems(self, user: list[str]) -> list[tuple[Column, str]]:
         names = {u.lower(): u for u in user}
         problems: list[tuple[Column, str]] = []
         for key in self.keys:
@@ -340,13 +372,13 @@ class DeltaDestination(Destination):
                     f"gets (fields: {', '.join(user)}): name fields the records have, or add it with a processor"
                 )
             problems.append((F.col(C.quote(names[key.lower()])).isNull(), f"merge key {key} is null"))
-        table = self.table_schema()
-        self._fits_table = False
-        typed = [df.schema[u] for u in user if not isinstance(df.schema[u].dataType, T.NullType)]
-        if table is None and self.creates_tables and typed:  # a column of nulls only: Delta's writer drops it too
-            table = self.create_table(T.StructType(typed))
-        if table is None:
-            return self._with_problems(df, problems)
+        return problems
+
+    def _fit(self, df: DataFrame, user: list[str], table: T.StructType) -> tuple[Column | None, C.JvmColumns, bool]:
+        """(the new error column or None, the select list, whether a transaction can write the result) for records
+        of ``df``'s schema into ``table``."""
+        names = {u.lower(): u for u in user}
+        problems = self._key_problems(user)
         columns = {f.name.lower(): f for f in table.fields}
         for key in self.keys:
             if key.lower() not in columns:
@@ -377,10 +409,9 @@ class DeltaDestination(Destination):
             for u in extra:
                 problems.append((F.col(C.quote(u)).isNotNull(),
                                  f"field {u} is not a column of the table (set merge-schema: true to add it, or drop it with field.exclude)"))
-        fitted = self._with_problems(df, problems)
-        self._fits_table = not (self.merge_schema and extra) and delta_txn.takes_transactions(table)
-        self._fitted_to = table
-        return fitted.select(*selected, *[F.col(C.quote(c)) for c in C.internal_columns(fitted)])
+        error = self._problems_error(problems)
+        fits = not (self.merge_schema and extra) and delta_txn.takes_transactions(table)
+        return error, C.JvmColumns([*selected, *[F.col(C.quote(c)) for c in C.internal_columns(df)]]), fits
 
     def _try_cast(self, df: DataFrame, name: str, column: T.StructField) -> Column:
         cast = F.col(C.quote(name)).try_cast(column.dataType)
@@ -396,8 +427,13 @@ class DeltaDestination(Destination):
         return cast
 
     def _with_problems(self, df: DataFrame, problems: list[tuple[Column, str]]) -> DataFrame:
+        error = self._problems_error(problems)
+        return df if error is None else df.withColumn(C.ERROR, error)
+
+    def _problems_error(self, problems: list[tuple[Column, str]]) -> Column | None:
+        """The record's error column with the schema problems set (the first error wins), None without problems."""
         if not problems:
-            return df
+            return None
         failed = F.lit(False)
         for condition, _ in problems:
             failed = failed | F.coalesce(condition, F.lit(False))
@@ -405,8 +441,9 @@ class DeltaDestination(Destination):
             F.lit(f"record does not fit the Delta table of destination {self.id}: "),
             F.concat_ws("; ", *[F.when(condition, F.lit(text)) for condition, text in problems]),
         )
-        return C.with_error(df, failed, stage="destination", component_id=self.id, component_type=PLUGIN,
-                            exception_class=SCHEMA_MISMATCH, message=message)
+        error = C.error_struct(stage="destination", component_id=self.id, component_type=PLUGIN,
+                               exception_class=SCHEMA_MISMATCH, message=message)
+        return F.coalesce(F.col(C.ERROR), F.when(C.active(), F.when(F.coalesce(failed, F.lit(False)), error)))
 
 
 def fit_processor(df: DataFrame, proc, ctx) -> DataFrame:

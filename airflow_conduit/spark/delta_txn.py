@@ -4,7 +4,8 @@ Delta's DataFrameWriter with ``txnAppId`` / ``txnVersion`` asks the table for th
 through ``Snapshot.transactions``, which rebuilds the table's whole state with Spark jobs on every write
 (Delta's checksum lists the transaction ids too, but that path does not read it). Here a write is:
 
-1. ``DeltaLog.startTransaction``: the transaction reads the latest snapshot (a listing of ``_delta_log``);
+1. ``DeltaLog.startTransaction``: the transaction starts from the snapshot the batch's records were fitted to
+   (read at the batch's start: one listing of ``_delta_log`` per batch), or reads the latest;
    the app id's last version comes from the snapshot's checksum (``_delta_log/<version>.crc``), or from
    ``txnVersion`` (the rebuild) for a table whose checksum does not list its transaction ids; the app id
    is registered as read, so a concurrent commit under it is a conflict Delta reports (as with ``txnVersion``);
@@ -108,11 +109,12 @@ class StagedWrite:
 class Transaction:
     """One Delta transaction on the table at ``location`` under ``app``."""
 
-    def __init__(self, spark: SparkSession, location: str, app: str):
+    def __init__(self, spark: SparkSession, location: str, app: str, snapshot: Any = None):
+        """``snapshot``: the table's snapshot to start from (the one the batch's records were fitted to), else the latest."""
         self.spark = spark
         jvm = _jvm(spark)
         none = jvm.scala.Option.empty()
-        self.txn = delta_log(spark, location).startTransaction(none, none)
+        self.txn = delta_log(spark, location).startTransaction(none, none if snapshot is None else jvm.scala.Some(snapshot))
         self.app = app
         known = checksum_versions(self.txn.snapshot())
         if known is None:

@@ -51,46 +51,52 @@ def _except(df: DataFrame, *names: str) -> list[Column]:
     return [C.col(c) for c in df.columns if c not in names]
 
 
+def _select(df: DataFrame, ctx: ProcessorContext, key: tuple, build) -> DataFrame:
+    """``df.select(*build())``, the list built once per run for ``key`` (the columns it reads) and handed to the JVM once."""
+    return C.select(df, ctx.once(("fates", *key), lambda: C.JvmColumns(build())))
+
+
 def with_branches(records: DataFrame, destinations: tuple[DestinationSpec, ...], ctx: ProcessorContext) -> tuple[DataFrame, list[Branch]]:
     """Run each destination's processors on its own copy of the record; returns (rows, one Branch per destination)."""
     user = C.user_columns(records)
     main_fields = tuple((u, u) for u in user)
     if not any(d.processors for d in destinations):
         return records, [Branch(i, main_fields) for i in range(len(destinations))]
-    df = records.select(
+    # each select list built once per run for the columns it sees (ctx.once): a Column call per column is a JVM round trip
+    df = _select(records, ctx, ("main", tuple(records.columns)), lambda: [
         *_except(records, C.ERROR, C.FILTERED, *user),
         F.col(C.ERROR).alias(_MAIN_ERROR),
         F.col(C.FILTERED).alias(_MAIN_FILTERED),
         *[C.col(u).alias(_MAIN + u) for u in user],
-    )
+    ])
     branches: list[Branch] = []
     for index, dest in enumerate(destinations):
         if not dest.processors:
             branches.append(Branch(index, tuple((_MAIN + u, u) for u in user)))
             continue
-        copy = df.select(
-            "*",
+        copy = _select(df, ctx, ("copy", tuple(user)), lambda: [
+            F.col("*"),
             F.col(_MAIN_ERROR).alias(C.ERROR),
             F.col(_MAIN_FILTERED).alias(C.FILTERED),
             *[C.col(_MAIN + u).alias(u) for u in user],
-        )
+        ])
         out = apply_processors(copy, dest.processors, ctx)
         out_user = C.user_columns(out)
         prefix = f"__ac_b{index}_"
         error, filtered = f"__ac_e{index}", f"__ac_f{index}"
-        df = out.select(
+        df = _select(out, ctx, ("branch", index, tuple(out.columns)), lambda: [
             *_except(out, C.ERROR, C.FILTERED, *out_user),
             F.col(C.ERROR).alias(error),
             F.col(C.FILTERED).alias(filtered),
             *[C.col(u).alias(prefix + u) for u in out_user],
-        )
+        ])
         branches.append(Branch(index, tuple((prefix + u, u) for u in out_user), error, filtered))
-    restored = df.select(
+    restored = _select(df, ctx, ("restored", tuple(df.columns), tuple(user)), lambda: [
         *_except(df, _MAIN_ERROR, _MAIN_FILTERED, *[_MAIN + u for u in user]),
         F.col(_MAIN_ERROR).alias(C.ERROR),
         F.col(_MAIN_FILTERED).alias(C.FILTERED),
         *[C.col(_MAIN + u).alias(u) for u in user],
-    )
+    ])
     return restored, [Branch(b.index, main_fields, b.error, b.filtered) if b.error is None else b for b in branches]
 
 
