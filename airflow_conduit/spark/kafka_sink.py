@@ -472,6 +472,7 @@ class KafkaDeadLetterQueue(KafkaWriter):
     """DLQ plugin ``kafka``: one Kafka record per nacked record, the original bytes as its value."""
 
     wants_local_rows = True  # few DLQ records are computed and produced in the driver: no Spark job
+    wants_origins = True  # how many, read by the pass with its counts: few rows not local (a file's lines) are collected
 
     def carried_in_entry(self, columns: list[str]) -> dict[str, Column]:
         """A Kafka source's record as read (key, value bytes, headers), carried by the pass into the DLQ entry."""

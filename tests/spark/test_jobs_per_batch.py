@@ -160,6 +160,8 @@ def _kafka_delta_jobs(spark, kafka, tmp_path, *, bad: bool, table_exists: bool =
     history = spark.sql(f"DESCRIBE HISTORY delta.`{lake}`").select("version", "operation").collect()
     created = ["WRITE"] if table_exists else ["CREATE TABLE"]  # the test's own empty write, or the runner's CREATE
     assert [r["operation"] for r in sorted(history, key=lambda r: r["version"])] == created + ["WRITE"] * KAFKA_BATCHES
+    if bad:  # the Kafka DLQ's admin client (the DLQ topic's end offsets, every batch) was kept for the run, then closed
+        assert runners[0].dlq.admin._admin is None
     return _jobs_by_batch(spark, str(runners[0].query.runId))
 
 
