@@ -45,6 +45,50 @@ def arguments(argv: list[str] | None, doc: str | None, **defaults: Any) -> argpa
     return parser.parse_args(argv)
 
 
+def benchmark(name: str, doc: str | None, measure: Callable[[argparse.Namespace], dict[str, Any]],
+              child: Callable[[argparse.Namespace], dict[str, Any]] | None = None, **defaults: Any) -> None:
+    """Every benchmark's command line: its options, the environment, its figures written with the run's metadata.
+    With ``child``, ``--child 1`` runs that part instead in a process (and JVM) of its own and writes its JSON to --out."""
+    args = arguments(None, doc, **defaults, **({"child": 0} if child else {}))
+    setup_environment()
+    if child and args.child:
+        Path(args.out).write_text(json.dumps(child(args)), encoding="utf-8")
+    else:
+        write_result(name, measure(args), args.out)
+
+
+def run_child(module: str, out: Path, **options: Any) -> dict[str, Any]:
+    """``python -m module --child 1 --name value ... --out out`` (see ``benchmark``); its JSON."""
+    flags = [x for key, value in options.items() for x in ("--" + key.replace("_", "-"), str(value))]
+    subprocess.run([sys.executable, "-m", module, "--child", "1", "--out", str(out), *flags], check=True, cwd=str(REPO))
+    return json.loads(out.read_text())
+
+
+def dashed(settings: dict[str, Any]) -> dict[str, Any]:
+    """Spec keys are written with dashes; paths as text."""
+    return {key.replace("_", "-"): str(value) if isinstance(value, Path) else value for key, value in settings.items()}
+
+
+def step(id: str, plugin: str, **settings: Any) -> dict[str, Any]:
+    """A source, processor or destination of a pipeline spec."""
+    return {"id": id, "plugin": plugin, "settings": dashed(settings)}
+
+
+def pipeline_yaml(id: str, sources: list[dict], destinations: list[dict], processors: list[dict] | None = None,
+                  dlq: dict | None = None, mode: str = "available-now", **options: Any) -> str:
+    """A pipeline spec as YAML, from the parts in which the benchmarks' pipelines differ."""
+    import yaml
+
+    spec = {"id": id, "mode": mode, **dashed(options), "sources": sources, **({"processors": processors} if processors else {}),
+            "destinations": destinations, **({"dead-letter-queue": dlq} if dlq else {})}
+    return yaml.safe_dump({"version": "1", "pipeline": spec}, sort_keys=False, width=1000)
+
+
+def file_dlq(path: Path, format: str = "parquet", **options: Any) -> dict[str, Any]:
+    """A dead letter queue written to files."""
+    return {"plugin": "builtin:file", "settings": {"path": str(path), "format": format}, **dashed(options)}
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
@@ -164,12 +208,6 @@ def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] 
             "filtered": int(totals.get("filtered", 0)), "bad": int(totals.get("dlq", 0)), "read": int(totals.get("read", 0)),
             "jobs": len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))) if query else None,
             "totals": totals}
-
-
-def run_child(module: str, out: Path, *args: str) -> dict[str, Any]:
-    """``python -m module --child 1 ... --out out`` in a process (and JVM) of its own; its JSON."""
-    subprocess.run([sys.executable, "-m", module, "--child", "1", "--out", str(out), *args], check=True, cwd=str(REPO))
-    return json.loads(out.read_text())
 
 
 @contextlib.contextmanager

@@ -3,17 +3,17 @@
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import (MIN_PAIRS, Stopwatch, alternate, arguments, column, next_job_id, ratios, run_pipeline, seconds_in_jobs,
-                          setup_environment, spark_session, spread, summary, table, workdir, write_result)
+from bench.common import (MIN_PAIRS, Stopwatch, alternate, benchmark, column, file_dlq, next_job_id, pipeline_yaml, ratios, run_pipeline,
+                          seconds_in_jobs, spark_session, spread, step, summary, table, workdir)
 
 TITLE = "1. Cost of error handling on the data path"
 SCHEMA_DDL = "id BIGINT NOT NULL, customer STRING NOT NULL, amount DOUBLE, currency STRING, ts TIMESTAMP"
 BAD_KINDS = ("malformed", "wrong_type_amount", "wrong_type_id", "missing_customer")
 RUNNER_WAYS = ("a", "t")
+ENRICH = ["*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date"]
 
 
 def record_line(i: int, bad: bool = True) -> tuple[str, str]:
@@ -46,30 +46,14 @@ def expected(counts: dict[str, int]) -> dict[str, int]:
     return {"written": counts.get("good", 0), "filtered": counts.get("test", 0), "bad": sum(counts.get(k, 0) for k in BAD_KINDS)}
 
 
-def runner_spec(data: Path, out: Path, dlq: Path, files_per_batch: int, window_size: int = 10_000, threshold: int = 1_000) -> str:
-    max_files = f", max-files-per-trigger: {files_per_batch}" if files_per_batch else ""
-    return f"""
-version: "1"
-pipeline:
-  id: bench-orders
-  mode: available-now
-  sources:
-    - id: orders-in
-      plugin: builtin:file
-      settings: {{path: {json.dumps(str(data))}, format: json, schema: "{SCHEMA_DDL}"{max_files}}}
-      processors:
-        - {{id: default-currency, plugin: field.set, settings: {{field: currency, value: "coalesce(currency, 'EUR')"}}}}
-  processors:
-    - {{id: drop-test-orders, plugin: filter, settings: {{condition: "customer <> 'test'"}}}}
-    - {{id: enrich, plugin: sql, settings: {{select: ["*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date"]}}}}
-  destinations:
-    - {{id: lake, plugin: builtin:file, settings: {{path: {json.dumps(str(out))}, format: parquet}}}}
-  dead-letter-queue:
-    plugin: builtin:file
-    settings: {{path: {json.dumps(str(dlq))}, format: parquet}}
-    window-size: {window_size}
-    window-nack-threshold: {threshold}
-"""
+def runner_spec(data: Path, root: Path, files_per_batch: int = 0) -> str:
+    """The orders pipeline, its lake and DLQ under ``root``."""
+    source = step("orders-in", "builtin:file", path=data, format="json", schema=SCHEMA_DDL,
+                  **({"max_files_per_trigger": files_per_batch} if files_per_batch else {}))
+    source["processors"] = [step("default-currency", "field.set", field="currency", value="coalesce(currency, 'EUR')")]
+    return pipeline_yaml("bench-orders", [source], [step("lake", "builtin:file", path=root / "lake", format="parquet")],
+                         [step("drop-test-orders", "filter", condition="customer <> 'test'"), step("enrich", "sql", select=ENRICH)],
+                         file_dlq(root / "dlq", window_size=10_000, window_nack_threshold=1_000))
 
 
 def nullable(ddl: str):
@@ -82,7 +66,7 @@ def transforms(df):
     from pyspark.sql import functions as F
 
     df = df.withColumn("currency", F.coalesce(F.col("currency"), F.lit("EUR"))).where(F.col("customer") != F.lit("test"))
-    return df.selectExpr("*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date")
+    return df.selectExpr(*ENRICH)
 
 
 def streaming_floor(spark, data: Path, root: Path, ddl: str, transform: Callable, required: tuple[str, ...], *,
@@ -161,19 +145,16 @@ def run_c(spark, data: Path, root: Path) -> dict[str, Any]:
     return {"seconds": sw.seconds, "lake": root / "lake", "dlq": root / "dlq"}
 
 
-def ways(files_per_batch: int = 0, tuned: int = -1) -> dict[str, Callable[[Any, Path, Path], dict[str, Any]]]:
-    """The ways by letter: a and p at the default batch size, b, c, f, and t and pt at ``tuned`` files per batch."""
+def ways(tuned: int = 0) -> dict[str, Callable[[Any, Path, Path], dict[str, Any]]]:
+    """The ways by letter: a and p at the default batch size, b, c, f, and with ``tuned``, t and pt at that many files per batch."""
     def runner(n: int):
-        return lambda spark, data, root: run_pipeline(spark, runner_spec(data, root / "lake", root / "dlq", n), root)
+        return lambda spark, data, root: run_pipeline(spark, runner_spec(data, root, n), root)
 
     def floor(n: int, as_runner: bool = True):
         return lambda spark, data, root: streaming_floor(spark, data, root, SCHEMA_DDL, transforms, ("id", "customer"),
                                                          as_runner=as_runner, files_per_trigger=n)
 
-    todo = {"a": runner(files_per_batch), "b": run_b, "c": run_c, "f": floor(files_per_batch, False), "p": floor(files_per_batch)}
-    if tuned >= 0 and tuned != files_per_batch:
-        todo.update(t=runner(tuned), pt=floor(tuned))
-    return todo
+    return {"a": runner(0), "b": run_b, "c": run_c, "f": floor(0, False), "p": floor(0), **({"t": runner(tuned), "pt": floor(tuned)} if tuned else {})}
 
 
 def cpu_clock(spark) -> Callable[[], float]:
@@ -182,8 +163,8 @@ def cpu_clock(spark) -> Callable[[], float]:
     return lambda: sum(int(x) for x in stat.read_text().rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") + sum(os.times()[:2])
 
 
-def measure(spark, work: Path, data: Path, args, reps: int, warmup: int) -> dict[str, list[dict[str, Any]]]:
-    todo, clock = ways(args.files_per_batch, args.tuned_files_per_batch), cpu_clock(spark)
+def measure_ways(spark, work: Path, data: Path, tuned: int, reps: int, warmup: int) -> dict[str, list[dict[str, Any]]]:
+    todo, clock = ways(tuned), cpu_clock(spark)
 
     def run(way: str, rep: int) -> dict[str, Any]:
         first, cpu = next_job_id(spark), clock()
@@ -208,10 +189,7 @@ def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[s
             "fixed_cost_upper_ms": summary(1000 * xt / batches["t"] for xt in excess_t)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, records=2_000_000, per_file=100_000, files_per_batch=0, tuned_files_per_batch=5, reps=MIN_PAIRS,
-                     warmup_records=0, driver_memory="4g")
-    setup_environment()
+def measure(args) -> dict[str, Any]:
     with workdir("eh") as work:
         counts = generate(work / "data", args.records, args.per_file)
         warm = work / "data"
@@ -219,10 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             generate(warm := work / "warmup", args.warmup_records, max(1, args.warmup_records // 2))
         data_bytes = sum(p.stat().st_size for p in (work / "data").iterdir())
         spark = spark_session("airflow-conduit-bench-error-handling", args.driver_memory)
-        measure(spark, work, warm, args, 0, 1)
-        runs = measure(spark, work, work / "data", args, args.reps, 0)
+        measure_ways(spark, work, warm, args.tuned_files_per_batch, 0, 1)
+        runs = measure_ways(spark, work, work / "data", args.tuned_files_per_batch, args.reps, 0)
         generate(work / "clean", min(args.records, 3 * args.per_file), args.per_file, bad=False)
-        clean = run_pipeline(spark, runner_spec(work / "clean", work / "cl" / "lake", work / "cl" / "dlq", 1), work / "cl")
+        clean = run_pipeline(spark, runner_spec(work / "clean", work / "cl", 1), work / "cl")
         spark.stop()
     times = {w: column(r, "seconds") for w, r in runs.items()}
     cpu = {w: column(r, "cpu") for w, r in runs.items()}
@@ -243,8 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     for num, den in (("a", "p"), ("t", "pt"), ("a", "c"), ("a", "b"), ("p", "b"), ("p", "f"), ("f", "b"), ("c", "b"), ("t", "a")):
         if num in times and den in times:
             figures[f"ratio_{num}_{den}"] = ratios(times[num], times[den])
-    write_result("error_handling", figures, args.out)
-    return 0
+    return figures
 
 
 WAY_NAMES = {"a": "a: runner, default batch size", "t": "t: runner, max-files-per-trigger {t}", "p": "p: streaming floor, default batch size",
@@ -256,7 +233,7 @@ RATIOS = {"ratio_a_p": "a/p", "ratio_t_pt": "t/pt", "ratio_a_c": "a/c", "ratio_a
 
 
 def tables(r: dict[str, Any]) -> list[str]:
-    tuned = r.get("tuned_files_per_batch") or (r.get("runner", {}).get("t") or {}).get("max_files_per_trigger")
+    tuned = r["tuned_files_per_batch"]
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(r["kinds"].items()))
 
     def rows_out(counts: list[dict[str, Any]]) -> str:
@@ -281,4 +258,5 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("error_handling", __doc__, measure, records=2_000_000, per_file=100_000, tuned_files_per_batch=5, reps=MIN_PAIRS,
+              warmup_records=0, driver_memory="4g")
