@@ -84,9 +84,9 @@ def pipeline_yaml(id: str, sources: list[dict], destinations: list[dict], proces
     return yaml.safe_dump({"version": "1", "pipeline": spec}, sort_keys=False, width=1000)
 
 
-def file_dlq(path: Path, format: str = "parquet", **options: Any) -> dict[str, Any]:
+def file_dlq(path: Path, format: str = "parquet", plugin: str = "builtin:file", **options: Any) -> dict[str, Any]:
     """A dead letter queue written to files."""
-    return {"plugin": "builtin:file", "settings": {"path": str(path), "format": format}, **dashed(options)}
+    return {"plugin": plugin, "settings": {"path": str(path), "format": format}, **dashed(options)}
 
 
 def log(message: str) -> None:

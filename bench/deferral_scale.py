@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import MIN_PAIRS, alternate, arguments, processes, workdir, ratios, run_child, setup_environment, spread, summary, table, write_result
+from bench.common import MIN_PAIRS, alternate, benchmark, processes, ratios, run_child, spread, summary, table, workdir
 
 TITLE = "4. Deferral at scale"
 WORKER_STAND_IN = r"""
@@ -93,7 +93,7 @@ async def watch_all(n: int, poll: float, jobs: Path, pids: list[list[float]]) ->
 
 def measure_triggers(n: int, poll: float, work: Path, pids: list[tuple[int, float]]) -> dict[str, Any]:
     jobs = work / f"jobs-{n}-{time.time_ns()}"
-    result = run_child("bench.deferral_scale", work / "a.json", "--ns", str(n), "--poll", str(poll), "--jobs-dir", str(jobs), "--pids", json.dumps(pids))
+    result = run_child("bench.deferral_scale", work / "a.json", ns=n, poll=poll, jobs_dir=jobs, pids=json.dumps(pids))
     shutil.rmtree(jobs, ignore_errors=True)
     return result
 
@@ -120,14 +120,13 @@ def measure_workers(k: int, window: float, work: Path) -> dict[str, Any]:
     return {key: summary(m[key] for m in mem)["median"] for key in ("rss_mb", "uss_mb")}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, ns="100,500,1000", reps=MIN_PAIRS, poll=5.0, workers=5, child=0, jobs_dir="", pids="")
-    setup_environment()
-    if args.child:
-        import airflow  # noqa: F401 - a triggerer has Airflow loaded
+def child(args) -> dict[str, Any]:
+    import airflow  # noqa: F401 - a triggerer has Airflow loaded
 
-        Path(args.out).write_text(json.dumps(asyncio.run(watch_all(int(args.ns), args.poll, Path(args.jobs_dir), json.loads(args.pids)))))
-        return 0
+    return asyncio.run(watch_all(int(args.ns), args.poll, Path(args.jobs_dir), json.loads(args.pids)))
+
+
+def measure(args) -> dict[str, Any]:
     import psutil
 
     ns = [int(x) for x in args.ns.split(",")]
@@ -146,22 +145,20 @@ def main(argv: list[str] | None = None) -> int:
         a_rss, b_rss, b_uss = [r["end"]["rss_mb"] for r in rs], [n * w["rss_mb"] for w in workers], [n * w["uss_mb"] for w in workers]
         per_n[str(n)] = {"triggerer_rss_mb": summary(a_rss),
                          "marginal_kb_per_pipeline": summary(1000 * (r["end"]["rss_mb"] - r["baseline"]["rss_mb"]) / n for r in rs),
-                         "cpu_percent": summary(100 * r["cpu_cores"] for r in rs),
+                         "cpu_cores": summary(r["cpu_cores"] for r in rs),
                          "cpu_ms_per_pipeline_per_second": summary(1000 * r["cpu_cores"] / n for r in rs),
                          "polls_done_share": summary(r["polls_share"] for r in rs), "loop_lag_p99_ms": summary(r["lag_p99_ms"] for r in rs),
                          "workers_rss_mb": summary(b_rss), "ratio_workers_rss_over_triggerer": ratios(b_rss, a_rss),
                          "ratio_workers_uss_over_triggerer_plus_wrappers": ratios(b_uss, [a + n * wrapper_memory["uss_mb"] for a in a_rss])}
-    write_result("deferral_scale", {"ns": ns, "reps": args.reps, "poll_interval": args.poll, "workers_per_rep": args.workers,
-                                    "detached_wrapper": wrapper_memory, "worker_rss_mb": summary(w["rss_mb"] for w in workers),
-                                    "worker_uss_mb": summary(w["uss_mb"] for w in workers), "per_n": per_n}, args.out)
-    return 0
+    return {"ns": ns, "reps": args.reps, "poll_interval": args.poll, "workers_per_rep": args.workers, "detached_wrapper": wrapper_memory,
+            "worker_rss_mb": summary(w["rss_mb"] for w in workers), "worker_uss_mb": summary(w["uss_mb"] for w in workers), "per_n": per_n}
 
 
 def tables(r: dict[str, Any]) -> list[str]:
     rows = []
     for n in r["ns"]:
         p = r["per_n"][str(n)]
-        cpu = p.get("cpu_percent") or {k: (v * 100 if k != "n" else v) for k, v in p["cpu_cores"].items()}
+        cpu = {k: (v * 100 if k != "n" else v) for k, v in p["cpu_cores"].items()}  # as a share of one core
         rows.append([f"{n:,}", spread(p["triggerer_rss_mb"], 0, " MB"), spread(p["marginal_kb_per_pipeline"], 1, " KB"), spread(cpu, 1, " %"),
                      spread(p["cpu_ms_per_pipeline_per_second"], 3, " ms"), f"{100 * p['polls_done_share']['median']:.0f} %",
                      spread(p["loop_lag_p99_ms"], 1, " ms"), spread(p["workers_rss_mb"], 0, " MB"),
@@ -173,4 +170,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("deferral_scale", __doc__, measure, child, ns="100,500,1000", reps=MIN_PAIRS, poll=5.0, workers=5, jobs_dir="", pids="")

@@ -9,20 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import arguments, iso_epoch, log, setup_environment, spread, summary, table, workdir, write_result
+from bench.common import benchmark, iso_epoch, log, pipeline_yaml, setup_environment, spread, step, summary, table, workdir
 
 TITLE = "2. Reaction time of recovery"
 EVENTS_ENV = "CONDUIT_BENCH_EVENTS"
-SPEC = """
-version: "1"
-pipeline:
-  id: bench-recovery
-  mode: available-now
-  sources:
-    - {id: gen, plugin: generator, settings: {fields: {id: BIGINT, amount: DOUBLE}, records: 1000}}
-  destinations:
-    - {id: out, plugin: file, settings: {path: out, format: json}}
-"""
+SPEC = pipeline_yaml("bench-recovery", [step("gen", "generator", fields={"id": "BIGINT", "amount": "DOUBLE"}, records=1000)],
+                     [step("out", "file", path="out", format="json")])
 DAG_FILE = """
 from datetime import datetime, timezone
 from airflow.sdk import DAG
@@ -140,8 +132,7 @@ def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, polls="1,5", restarts=5, delay=1.0)
+def measure(args) -> dict[str, Any]:
     by_poll = {}
     with workdir("recovery") as work:
         setup_environment(work)
@@ -155,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"no restart measured: events {[m['event'] for m in raw['marks']]}")
             by_poll[f"{poll:g}"] = {"poll": poll, "cycles": measured, "dagrun_state": raw["state"],
                                     "summary": {k: summary(c[k] for c in measured) for k in measured[0]}}
-    write_result("recovery_reaction", {"restarts": args.restarts, "delay": args.delay, "policy": "fixed", "by_poll": by_poll}, args.out)
-    return 0
+    return {"restarts": args.restarts, "delay": args.delay, "policy": "fixed", "by_poll": by_poll}
 
 
 COMPONENTS = {"detection": "detection", "poll_wait": "… waiting for the next poll", "poll_reads": "… the poll's reads and event",
@@ -171,4 +161,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("recovery_reaction", __doc__, measure, polls="1,5", restarts=5, delay=1.0)

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-from bench.common import REPO, alternate, arguments, iso_epoch, setup_environment, spread, summary, table, workdir, write_result
+from bench.common import REPO, alternate, benchmark, iso_epoch, spread, summary, table, workdir
 
 TITLE = "6. A small run, as a new user runs it"
 EXAMPLE = REPO / "examples" / "orders"
@@ -124,23 +124,20 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
     return {"seconds": t_exit - t0, "phases": {name: b - a for name, a, b in marks}, "batches": batches, "totals": report.get("totals")}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, runs=3)
-    setup_environment()
+def measure(args) -> dict[str, Any]:
     with workdir("small") as root:
         os.environ.setdefault("AIRFLOW_HOME", str(root / "airflow-home"))  # the CLI needs no Airflow DB; keep it out of ~
         runs = alternate(["floor", "runner"], args.runs, warmup=0,
                          run=lambda way, rep: (run_floor if way == "floor" else run_cli)(root / f"{way}-{rep}"))
     cli, names = runs["runner"], list(runs["runner"][0]["phases"])
     keys = ("batch_seconds", "foreach_batch_seconds", "planning_seconds", "offsets_and_commit_seconds")
-    write_result("small_run", {
+    return {
         "command": "airflow-conduit run examples/orders/pipeline.yaml --state-dir <new temporary folder>", "records": 15, "runs": cli,
         "wall_seconds": summary(r["seconds"] for r in cli), "phases": {n: summary(r["phases"][n] for r in cli) for n in names}, "phase_order": names,
         "first_batch": {k: summary(r["batches"][0][k] for r in cli if r["batches"]) for k in keys},
         "later_batches": {k: summary(b[k] for r in cli for b in r["batches"][1:]) for k in keys},
         "floor_wall_s": summary(r["seconds"] for r in runs["floor"]),
-        "over_floor": summary(r["seconds"] - f["seconds"] for r, f in zip(cli, runs["floor"]))}, args.out)
-    return 0
+        "over_floor": summary(r["seconds"] - f["seconds"] for r, f in zip(cli, runs["floor"]))}
 
 
 def tables(r: dict[str, Any]) -> list[str]:
@@ -162,4 +159,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("small_run", __doc__, measure, runs=3)
