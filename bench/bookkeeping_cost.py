@@ -3,7 +3,6 @@ Java Flight Recorder (method: docs/benchmarks.md)."""
 
 import datetime
 import json
-import shutil
 import subprocess
 import time
 from collections import Counter
@@ -57,15 +56,14 @@ def child(args) -> dict[str, Any]:
     spark = spark_session("airflow-conduit-bench-bookkeeping", args.driver_memory, java_options=RECORDER_OPTIONS)
     todo, work = eh.ways(), Path(args.work)
 
-    def run(way: str, rep: int) -> dict[str, Any]:
+    def run(way: str, folder: Path) -> dict[str, Any]:
         started = time.time()
-        result = todo[way](spark, work / "data", work / f"{way}{rep}")
+        result = todo[way](spark, work / "data", folder)
         window = (started, time.time())
         rows = result["written"] if way == "a" else spark.read.parquet(str(result["lake"])).count()
-        shutil.rmtree(work / f"{way}{rep}", ignore_errors=True)
         return {"seconds": result["seconds"], "window": window, "rows": rows}
 
-    runs = alternate(list(WAYS), args.reps, run)
+    runs = alternate(list(WAYS), args.reps, run, work=work)
     jvm = spark.sparkContext._jvm
     for recording in jvm.jdk.jfr.FlightRecorder.getFlightRecorder().getRecordings():
         recording.dump(jvm.java.io.File(str(work / "ways.jfr")).toPath())

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -105,18 +106,18 @@ def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> dict[s
     return summary(n / d for n, d in zip(numerators, denominators, strict=True))
 
 
-def rotated(items: Sequence[Any], rep: int) -> list[Any]:
-    k = rep % len(items)
-    return list(items[k:]) + list(items[:k])
-
-
-def alternate(variants: Sequence[str], reps: int, run: Callable[[str, int], dict[str, Any]], warmup: int = 1,
-              label: str = "") -> dict[str, list[dict[str, Any]]]:
-    """Every variant once per repetition in rotated order, after ``warmup`` uncounted rounds (rep < 0)."""
+def alternate(variants: Sequence[str], reps: int, run: Callable[[str, Any], dict[str, Any]], warmup: int = 1, label: str = "",
+              work: Path | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every variant once per repetition in rotated order, after ``warmup`` uncounted rounds (rep < 0). ``run`` gets the
+    variant and the repetition, or with ``work`` a fresh folder there, removed after the run."""
     out: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     for rep in range(-warmup, reps):
-        for variant in rotated(list(variants), max(rep, 0)):
-            result = run(variant, rep)
+        k = max(rep, 0) % len(variants)
+        for variant in [*variants[k:], *variants[:k]]:
+            folder = work / f"{variant}{rep}" if work else None
+            result = run(variant, folder or rep)
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
             shown = {k: round(v, 2) if isinstance(v, float) else v for k, v in result.items() if isinstance(v, (int, float))}
             log(f"{label}{'warm-up' if rep < 0 else f'rep {rep}'} {variant}: {shown}")
             if rep >= 0:
@@ -155,19 +156,14 @@ def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java
     from pyspark.sql import SparkSession
 
     from airflow_conduit.spark.jvm import with_jit_options
-    from airflow_conduit.spark.session import build_session
+    from airflow_conduit.spark.session import SESSION_SETTINGS, build_session
 
     if jit and not java_options:
         spark = build_session(app, master="local[2]", connectors=connectors)
-    else:
-        from airflow_conduit.spark.session import SESSION_SETTINGS
-
-        conf = {**SESSION_SETTINGS, **({"spark.driver.extraJavaOptions": java_options} if java_options else {})}
-        builder = SparkSession.builder.appName(app).master("local[2]").config("spark.ui.enabled", "false")
-        for key, value in {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
-                           **(with_jit_options(conf) if jit else conf)}.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+    else:  # build_session's settings with other JVM options
+        conf = {**SESSION_SETTINGS, "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
+                **({"spark.driver.extraJavaOptions": java_options} if java_options else {})}
+        spark = SparkSession.builder.appName(app).master("local[2]").config(map=with_jit_options(conf) if jit else conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -190,7 +186,7 @@ def seconds_in_jobs(spark, first: int, end: int) -> float:
     return total / 1000
 
 
-def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] = lambda runner: None, **options: Any) -> dict[str, Any]:
+def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] = lambda runner: None) -> dict[str, Any]:
     """The runner in-process (the code spark-submit runs) on a pipeline YAML; its time, batches, counts and Spark jobs."""
     from airflow_conduit.pipeline import load_pipeline_from_string
     from airflow_conduit.spark.runner import execute
@@ -199,15 +195,13 @@ def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] 
     runners: list[Any] = []
     with Stopwatch() as sw:
         code, report = execute(spark, spec, state_dir=root / "state", run_id="bench",
-                             on_runner=lambda r: (runners.append(r), on_runner(r)), **options)
+                             on_runner=lambda r: (runners.append(r), on_runner(r)))
     if code != 0:
         raise RuntimeError(f"runner exited {code}: {report.error}")
     query = getattr(runners[0], "query", None)
-    totals = report.totals
-    return {"seconds": sw.seconds, "batches": len(report.batches), "written": sum((totals.get("written") or {}).values()),
-            "filtered": int(totals.get("filtered", 0)), "bad": int(totals.get("dlq", 0)), "read": int(totals.get("read", 0)),
-            "jobs": len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))) if query else None,
-            "totals": totals}
+    return {"seconds": sw.seconds, "batches": len(report.batches), "written": sum((report.totals.get("written") or {}).values()),
+            "bad": int(report.totals.get("dlq", 0)), "totals": report.totals,
+            "jobs": len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))) if query else None}
 
 
 @contextlib.contextmanager

@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -166,17 +165,16 @@ def cpu_clock(spark) -> Callable[[], float]:
 def measure_ways(spark, work: Path, data: Path, tuned: int, reps: int, warmup: int) -> dict[str, list[dict[str, Any]]]:
     todo, clock = ways(tuned), cpu_clock(spark)
 
-    def run(way: str, rep: int) -> dict[str, Any]:
+    def run(way: str, folder: Path) -> dict[str, Any]:
         first, cpu = next_job_id(spark), clock()
-        result = todo[way](spark, data, work / f"{way}{rep}")
+        result = todo[way](spark, data, folder)
         result.update(cpu=clock() - cpu, in_jobs=seconds_in_jobs(spark, first, next_job_id(spark)))
         if way not in RUNNER_WAYS:  # counted after the timed region
             result.update(written=spark.read.parquet(str(result["lake"])).count(), lake=None,
                           bad=spark.read.parquet(str(result.pop("dlq"))).count() if way == "c" else None)
-        shutil.rmtree(work / f"{way}{rep}", ignore_errors=True)
         return {k: v for k, v in result.items() if k not in ("lake", "totals")}
 
-    return alternate(list(todo), reps, run, warmup)
+    return alternate(list(todo), reps, run, warmup, work=work)
 
 
 def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[str, Any]:

@@ -36,13 +36,13 @@ def spec(data: Path, root: Path, with_rules: bool) -> str:
 def measure(args) -> dict[str, Any]:
     spark = spark_session("bench-expectations")
 
-    def run(kind: str, rep: int) -> dict[str, Any]:
-        result = run_pipeline(spark, spec(root / "in", root / f"{kind}{rep}", kind == "with"), root / f"{kind}{rep}")
+    def run(kind: str, folder: Path) -> dict[str, Any]:
+        result = run_pipeline(spark, spec(root / "in", folder, kind == "with"), folder)
         return {"seconds": result["seconds"], "jobs_per_batch": result["jobs"] / max(1, result["batches"]), "totals": result["totals"]}
 
     with workdir("expect") as root:
         write_input(root / "in", args.records, args.per_file)
-        runs = alternate(["with", "without"], args.pairs, run)
+        runs = alternate(["with", "without"], args.pairs, run, work=root)
     spark.stop()
     times = {k: column(v, "seconds") for k, v in runs.items()}
     return {

@@ -72,18 +72,16 @@ def floor_query(spark, servers: str, topic: str, lake: Path, checkpoint: Path, p
 
 def compare(spark, ctx: dict[str, Any], root: Path, per_batch: int | None, reps: int, warmup: int) -> dict[str, Any]:
     """Runner and floor alternating; ratios and the runner's cost per batch over the floor, per pair."""
-    def run(way: str, rep: int) -> dict[str, Any]:
-        work = root / f"{per_batch}-{way}-{rep}"
+    def run(way: str, work: Path) -> dict[str, Any]:
         if way == "runner":
             result = run_pipeline(spark, runner_spec(ctx["servers"], ctx["topic"], ctx["dlq_topic"], work / "lake", per_batch), work)
         else:
             with Stopwatch() as sw:
                 floor_query(spark, ctx["servers"], ctx["topic"], work / "lake", work / "checkpoint", per_batch).awaitTermination()
             result = {"seconds": sw.seconds, "batches": len([p for p in (work / "checkpoint" / "commits").iterdir() if p.name.isdigit()])}
-        shutil.rmtree(work, ignore_errors=True)
         return {"seconds": result["seconds"], "batches": result["batches"]}
 
-    runs = alternate(["runner", "floor"], reps, run, warmup, label=f"per batch {per_batch}: ")
+    runs = alternate(["runner", "floor"], reps, run, warmup, label=f"per batch {per_batch}: ", work=root)
     runner, floor = column(runs["runner"], "seconds"), column(runs["floor"], "seconds")
     return {"records": ctx["records"], "max_records_per_batch": per_batch, "ratio_runner_over_floor": ratios(runner, floor),
             "runner_records_per_second": summary(ctx["records"] / s for s in runner), "floor_records_per_second": summary(ctx["records"] / s for s in floor),

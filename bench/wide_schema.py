@@ -1,7 +1,6 @@
 """Benchmark 1b: the runner against the streaming floor on records of 25, 50 and 100 fields (method: docs/benchmarks.md)."""
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +47,12 @@ def child(args) -> dict[str, Any]:
     ways = {"a": lambda root: run_pipeline(spark, spec(data, root, fields), root),
             "p": lambda root: streaming_floor(spark, data, root, schema_ddl(fields), lambda df: df.selectExpr(*CENTS), ("id", "name"))}
 
-    def run(way: str, rep: int) -> dict[str, Any]:
+    def run(way: str, folder: Path) -> dict[str, Any]:
         first = next_job_id(spark)
-        result = ways[way](work / f"{way}{rep}")
-        shutil.rmtree(work / f"{way}{rep}", ignore_errors=True)
+        result = ways[way](folder)
         return {"seconds": result["seconds"], "outside": (result["seconds"] - seconds_in_jobs(spark, first, next_job_id(spark))) / max(result["batches"], 1)}
 
-    runs = alternate(["a", "p"], args.reps, run, label=f"{fields} fields ")
+    runs = alternate(["a", "p"], args.reps, run, label=f"{fields} fields ", work=work)
     largest = int(methods.getSnapshot().getMax())
     spark.stop()
     return {"runs": runs, "largest_method_bytes": largest}
