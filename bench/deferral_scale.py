@@ -5,7 +5,6 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -91,23 +90,16 @@ async def watch_all(n: int, poll: float, jobs: Path, pids: list[list[float]]) ->
             "lag_p99_ms": 1000 * lags[int(len(lags) * 0.99)] if lags else None}
 
 
-def measure_triggers(n: int, poll: float, work: Path, pids: list[tuple[int, float]]) -> dict[str, Any]:
-    jobs = work / f"jobs-{n}-{time.time_ns()}"
-    result = run_child("bench.deferral_scale", work / "a.json", ns=n, poll=poll, jobs_dir=jobs, pids=json.dumps(pids))
-    shutil.rmtree(jobs, ignore_errors=True)
-    return result
-
-
 def measure_workers(k: int, window: float, work: Path) -> dict[str, Any]:
     """B: ``k`` stand-in workers sitting in SparkSubmitHook.submit on a fake spark-submit that sleeps."""
     import psutil
 
-    (work / "fakebin").mkdir(exist_ok=True)
+    (work / "fakebin").mkdir(parents=True)
     (work / "fakebin" / "spark-submit").write_text('#!/bin/sh\necho "fake spark-submit $*"\nexec sleep 3600\n')
     (work / "fakebin" / "spark-submit").chmod(0o755)
     env = {**os.environ, "PATH": str(work / "fakebin") + os.pathsep + os.environ["PATH"],
            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"})}
-    ready = [work / f"worker-{i}-{time.time_ns()}.ready" for i in range(k)]
+    ready = [work / f"worker-{i}.ready" for i in range(k)]
     with processes(*[[sys.executable, "-c", WORKER_STAND_IN, str(r)] for r in ready], env=env) as procs:
         deadline = time.monotonic() + 120
         while not all(r.exists() for r in ready) and time.monotonic() < deadline:
@@ -137,8 +129,9 @@ def measure(args) -> dict[str, Any]:
             pids = [(p.pid, psutil.Process(p.pid).create_time()) for p in sleepers]
             time.sleep(1.5)
             wrapper_memory = memory(psutil.Process(wrappers[0].pid))
-            runs = alternate(["workers", *map(str, ns)], args.reps, warmup=0, run=lambda item, rep: (
-                measure_workers(args.workers, args.poll, work) if item == "workers" else measure_triggers(int(item), args.poll, work, pids)))
+            runs = alternate(["workers", *map(str, ns)], args.reps, warmup=0, work=work, run=lambda item, folder: (
+                measure_workers(args.workers, args.poll, folder) if item == "workers" else
+                run_child("bench.deferral_scale", work / "a.json", ns=item, poll=args.poll, jobs_dir=folder, pids=json.dumps(pids))))
     workers, per_n = runs.pop("workers"), {}
     for n in ns:
         rs = runs[str(n)]
