@@ -90,6 +90,14 @@ def file_dlq(path: Path, format: str = "parquet", plugin: str = "builtin:file", 
     return {"plugin": plugin, "settings": {"path": str(path), "format": format}, **dashed(options)}
 
 
+def write_lines(folder: Path, records: int, per_file: int, line: Callable[[int], str]) -> None:
+    """Input files: ``line(i)`` for every record, ``per_file`` lines a file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for start in range(0, records, per_file):
+        text = "\n".join(line(i) for i in range(start, min(start + per_file, records)))
+        (folder / f"part-{start:09d}.jsonl").write_text(text + "\n", encoding="utf-8")
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 

@@ -2,11 +2,12 @@
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
 from bench.common import (MIN_PAIRS, Stopwatch, alternate, benchmark, column, file_dlq, next_job_id, pipeline_yaml, ratios, run_pipeline,
-                          seconds_in_jobs, spark_session, spread, step, summary, table, workdir)
+                          seconds_in_jobs, spark_session, spread, step, summary, table, workdir, write_lines)
 
 TITLE = "1. Cost of error handling on the data path"
 SCHEMA_DDL = "id BIGINT NOT NULL, customer STRING NOT NULL, amount DOUBLE, currency STRING, ts TIMESTAMP"
@@ -15,30 +16,29 @@ RUNNER_WAYS = ("a", "t")
 ENRICH = ["*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date"]
 
 
-def record_line(i: int, bad: bool = True) -> tuple[str, str]:
-    """The i-th line and its kind: 1 % bad (BAD_KINDS in turn), 0.4 % test orders (filtered), the rest good."""
+def kind_of(i: int, bad: bool = True) -> str:
+    """1 % bad (BAD_KINDS in turn), 0.4 % test orders (filtered), the rest good."""
+    return BAD_KINDS[(i // 100) % len(BAD_KINDS)] if bad and i % 100 == 37 else ("test" if i % 250 == 3 else "good")
+
+
+def record_line(i: int, bad: bool = True) -> str:
     customer = "test" if i % 250 == 3 else f"c{i % 50_000:05d}"
     amount, currency = (i * 7919 % 100_000) / 100.0, '"EUR"' if i % 3 else ('"USD"' if i % 2 else "null")
     ts = f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}Z"
     fields = {"id": i, "customer": f'"{customer}"', "amount": amount, "currency": currency, "ts": f'"{ts}"'}
-    kind = BAD_KINDS[(i // 100) % len(BAD_KINDS)] if bad and i % 100 == 37 else ("test" if customer == "test" else "good")
+    kind = kind_of(i, bad)
     if kind == "malformed":
-        return f'{{"id": {i}, "customer": "{customer}", "amount": {amount}, "curr', kind
+        return f'{{"id": {i}, "customer": "{customer}", "amount": {amount}, "curr'
     fields.update({"wrong_type_amount": {"amount": '"twelve"'}, "wrong_type_id": {"id": f'"n{i}"'}}.get(kind, {}))
     if kind == "missing_customer":
         del fields["customer"]
-    return "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}", kind
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}"
 
 
 def generate(folder: Path, records: int, per_file: int, *, bad: bool = True) -> dict[str, int]:
-    folder.mkdir(parents=True, exist_ok=True)
-    counts: dict[str, int] = {}
-    for start in range(0, records, per_file):
-        lines = [record_line(i, bad) for i in range(start, min(start + per_file, records))]
-        for _, kind in lines:
-            counts[kind] = counts.get(kind, 0) + 1
-        (folder / f"orders-{start // per_file:05d}.jsonl").write_text("\n".join(x for x, _ in lines) + "\n", encoding="utf-8")
-    return counts
+    """The orders files; how many records of each kind they hold."""
+    write_lines(folder, records, per_file, lambda i: record_line(i, bad))
+    return dict(Counter(kind_of(i, bad) for i in range(records)))
 
 
 def expected(counts: dict[str, int]) -> dict[str, int]:

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (MIN_PAIRS, alternate, benchmark, column, file_dlq, pipeline_yaml, ratios, run_pipeline, spark_session, spread, step,
-                          summary, table, workdir)
+                          summary, table, workdir, write_lines)
 
 TITLE = "7. Cost of expectations"
 RULES = [{"name": "has-customer", "condition": "customer IS NOT NULL", "action": "warn"},
@@ -17,12 +17,9 @@ RULES = [{"name": "has-customer", "condition": "customer IS NOT NULL", "action":
 
 def write_input(folder: Path, records: int, per_file: int) -> None:
     """0.5 % dropped by ``positive``, 0.5 % a string where a number is expected (a source error: the DLQ in both)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for start in range(0, records, per_file):
-        lines = [json.dumps({"id": i, "customer": f"c{i % 5000}", "currency": "GBP" if i % 50 == 3 else "EUR",
-                             "amount": "n/a" if i % 200 == 11 else -1.0 if i % 200 == 7 else (i * 7919 % 100_000) / 100.0})
-                 for i in range(start, min(start + per_file, records))]
-        (folder / f"part-{start:09d}.json").write_text("\n".join(lines) + "\n")
+    write_lines(folder, records, per_file, lambda i: json.dumps({
+        "id": i, "customer": f"c{i % 5000}", "currency": "GBP" if i % 50 == 3 else "EUR",
+        "amount": "n/a" if i % 200 == 11 else -1.0 if i % 200 == 7 else (i * 7919 % 100_000) / 100.0}))
 
 
 def spec(data: Path, root: Path, with_rules: bool) -> str:

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (MIN_PAIRS, alternate, benchmark, column, file_dlq, next_job_id, pipeline_yaml, ratios, run_child, run_pipeline,
-                          seconds_in_jobs, spark_session, spread, step, summary, table, workdir)
+                          seconds_in_jobs, spark_session, spread, step, summary, table, workdir, write_lines)
 from bench.error_handling import streaming_floor
 
 TITLE = "1b. Wide records"
@@ -61,10 +61,7 @@ def child(args) -> dict[str, Any]:
 def measure_width(args, work: Path, fields: int, jit: bool) -> dict[str, Any]:
     records = max(FILES, args.field_values // fields)
     folder, per_file = work / str(fields), max(1, -(-records // FILES))
-    (folder / "data").mkdir(parents=True, exist_ok=True)
-    for start in range(0, records, per_file):
-        lines = [record_line(i, fields) for i in range(start, min(start + per_file, records))]
-        (folder / "data" / f"part-{start:09d}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_lines(folder / "data", records, per_file, lambda i: record_line(i, fields))
     out = run_child("bench.wide_schema", folder / f"child-{int(jit)}.json", jit=int(jit), fields=fields, work=folder, reps=args.reps,
                     driver_memory=args.driver_memory)
     a, p = out["runs"]["a"], out["runs"]["p"]
