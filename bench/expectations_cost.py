@@ -67,4 +67,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    benchmark("expectations_cost", __doc__, measure, records=500_000, per_file=100_000, pairs=MIN_PAIRS)
+    benchmark("expectations_cost", __doc__, measure, records=200_000, per_file=50_000, pairs=MIN_PAIRS)

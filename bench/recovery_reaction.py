@@ -49,6 +49,11 @@ def timed_classes() -> dict[str, type]:
             mark("poll", run_id=handle["run_id"])
             return await super().aget_job_status(handle)
 
+        def submit_job(self, *args, **kwargs):
+            handle = super().submit_job(*args, **kwargs)
+            mark("submit", run_id=handle["run_id"], submitted_at=handle.get("submitted_at"))
+            return handle
+
     class TimedTrigger(SparkPipelineTrigger):
         async def run(self):
             async for event in super().run():
@@ -71,21 +76,9 @@ def timed_classes() -> dict[str, type]:
             mark("defer", method=method_name, moment=moment.timestamp() if moment is not None else None)
             return super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
 
-        def get_hook(self):
-            hook = super().get_hook()
-            submit = hook.submit_job
-
-            def timed_submit(*args, **kw):
-                mark("submit_begin")
-                handle = submit(*args, **kw)
-                mark("submit_end", run_id=handle["run_id"], submitted_at=handle.get("submitted_at"))
-                return handle
-
-            hook.submit_job = timed_submit
-            return hook
-
+    import airflow_conduit.operators.pipeline as operators
     import airflow_conduit.triggers.pipeline as triggers
-    triggers.SparkPipelineHook = TimedHook  # the trigger's status polls, in this benchmark's process only
+    operators.SparkPipelineHook = triggers.SparkPipelineHook = TimedHook  # submissions and polls, in this benchmark's process only
     for cls in (TimedOperator, TimedTrigger):
         cls.__qualname__ = cls.__name__
     return {"TimedOperator": TimedOperator, "TimedTrigger": TimedTrigger}
@@ -111,7 +104,7 @@ def run_dag(work: Path, poll: float, restarts: int, delay: float) -> dict[str, A
 def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
     """One breakdown per restart: the failed run's driver exit -> the next submission."""
     marks, out = raw["marks"], []
-    submits = [m for m in marks if m["event"] == "submit_end"]
+    submits = [m for m in marks if m["event"] == "submit"]
     for failed, following in zip(submits, submits[1:]):
         exit_t, submitted = raw["exits"].get(failed["run_id"]), iso_epoch(following["submitted_at"]) if following.get("submitted_at") else following["t"]
         between = [m for m in marks if (exit_t or 0) <= m["t"] <= following["t"]]

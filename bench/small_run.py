@@ -152,4 +152,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    benchmark("small_run", __doc__, measure, runs=3)
+    benchmark("small_run", __doc__, measure, runs=2)
