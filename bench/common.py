@@ -38,19 +38,15 @@ def setup_environment(airflow_root: Path | None = None) -> None:
                           AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}))
 
 
-def arguments(argv: list[str] | None, doc: str | None, **defaults: Any) -> argparse.Namespace:
-    """``--name-with-dashes`` for every default (typed as it), and ``--out`` (the result file)."""
-    parser = argparse.ArgumentParser(description=doc)
-    for name, default in {**defaults, "out": None}.items():
-        parser.add_argument("--" + name.replace("_", "-"), default=default, type=str if default is None else type(default))
-    return parser.parse_args(argv)
-
-
 def benchmark(name: str, doc: str | None, measure: Callable[[argparse.Namespace], dict[str, Any]],
               child: Callable[[argparse.Namespace], dict[str, Any]] | None = None, **defaults: Any) -> None:
-    """Every benchmark's command line: its options, the environment, its figures written with the run's metadata.
-    With ``child``, ``--child 1`` runs that part instead in a process (and JVM) of its own and writes its JSON to --out."""
-    args = arguments(None, doc, **defaults, **({"child": 0} if child else {}))
+    """Every benchmark's command line: ``--name-with-dashes`` for every default (typed as it) and ``--out`` (the result
+    file); its figures written with the run's metadata. With ``child``, ``--child 1`` runs that part instead in a process
+    (and JVM) of its own and writes its JSON to --out."""
+    parser = argparse.ArgumentParser(description=doc)
+    for option, default in {**defaults, "out": None, **({"child": 0} if child else {})}.items():
+        parser.add_argument("--" + option.replace("_", "-"), default=default, type=str if default is None else type(default))
+    args = parser.parse_args()
     setup_environment()
     if child and args.child:
         Path(args.out).write_text(json.dumps(child(args)), encoding="utf-8")

@@ -11,6 +11,7 @@ from typing import Any
 
 from bench.common import (REPO, Stopwatch, alternate, benchmark, column, log, pipeline_yaml, ratios, run_pipeline, spark_session, spread,
                           step, summary, table, workdir)
+from bench.error_handling import with_required
 
 sys.path.insert(0, str(REPO / "tests"))  # the broker the tests use
 
@@ -63,10 +64,7 @@ def floor_query(spark, servers: str, topic: str, lake: Path, checkpoint: Path, p
     if per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(per_batch))
     parsed = reader.load().select(F.from_json(F.col("value").cast("string"), schema.replace(" NOT NULL", "")).alias("r")).select("r.*")
-    for field in schema.split(", "):
-        if field.endswith("NOT NULL"):
-            parsed = parsed.where(F.col(field.split()[0]).isNotNull())
-    return parsed.writeStream.foreachBatch(lambda df, _: df.write.format("delta").mode("append").save(str(lake))) \
+    return with_required(parsed, schema).writeStream.foreachBatch(lambda df, _: df.write.format("delta").mode("append").save(str(lake))) \
         .option("checkpointLocation", str(checkpoint)).trigger(**(trigger or {"availableNow": True})).start()
 
 

@@ -54,7 +54,7 @@ def trend(xs: list[float], ys: list[float | None]) -> dict[str, float] | None:
     return {"per_batch": slope, "fitted_change": slope * (pts[-1][0] - pts[0][0]), "noise": noise}
 
 
-def spec(interval: str, rate: int, root: Path) -> str:
+def soak_spec(interval: str, rate: int, root: Path) -> str:
     fields = {"id": "BIGINT", "customer": "STRING", "amount": "DOUBLE", "ts": "TIMESTAMP"}
     source = step("gen", "generator", records=1_000_000_000_000, rate=rate, bad_record_ratio=0.01, seed=1, fields=fields)
     source["processors"] = [step("drop-small", "filter", condition="amount >= 5")]
@@ -103,10 +103,10 @@ def measure(args) -> dict[str, Any]:
         return entries[-1]["batch_id"] + 1 if entries else 0
 
     with workdir("soak") as work:
-        spec = load_pipeline_from_string(spec(args.interval, args.rate, work), str(work / "p.yaml"), base_dir=str(work))
+        pipeline = load_pipeline_from_string(soak_spec(args.interval, args.rate, work), str(work / "p.yaml"), base_dir=str(work))
         spark = build_session("airflow-conduit-bench-soak", master="local[2]")
         spark.sparkContext.setLogLevel("ERROR")
-        thread = threading.Thread(target=lambda: outcome.update(result=execute(spark, spec, state_dir=work / "state", run_id="soak",
+        thread = threading.Thread(target=lambda: outcome.update(result=execute(spark, pipeline, state_dir=work / "state", run_id="soak",
                                                                                on_runner=runners.append)), daemon=True)
         started = time.monotonic()
         thread.start()

@@ -45,7 +45,7 @@ def child(args) -> dict[str, Any]:
     methods = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_GENERATED_METHOD_BYTECODE_SIZE()
     work, data, fields = Path(args.work), Path(args.work) / "data", args.fields
     ways = {"a": lambda root: run_pipeline(spark, spec(data, root, fields), root),
-            "p": lambda root: streaming_floor(spark, data, root, schema_ddl(fields), lambda df: df.selectExpr(*CENTS), ("id", "name"))}
+            "p": lambda root: streaming_floor(spark, data, root, schema_ddl(fields), lambda df: df.selectExpr(*CENTS))}
 
     def run(way: str, folder: Path) -> dict[str, Any]:
         first = next_job_id(spark)
