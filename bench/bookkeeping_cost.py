@@ -4,14 +4,12 @@ Java Flight Recorder (method: docs/benchmarks.md)."""
 import datetime
 import json
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from bench import error_handling as eh
-from bench.common import (MIN_PAIRS, alternate, benchmark, column, log, ratios, run_child, spark_session, spread, summary, table,
-                          workdir)
+from bench.common import MIN_PAIRS, benchmark, column, log, ratios, run_child, spark_session, spread, summary, table, workdir
 
 TITLE = "1c. Where the tasks' CPU goes"
 WAYS = ("a", "p", "b")
@@ -54,16 +52,8 @@ def attribute(samples: list[dict[str, Any]], windows: dict[str, list[tuple[float
 def child(args) -> dict[str, Any]:
     """One JVM with the recorder: the ways alternating; times, windows, rows; the recording dumped before the JVM exits."""
     spark = spark_session("airflow-conduit-bench-bookkeeping", args.driver_memory, java_options=RECORDER_OPTIONS)
-    todo, work = eh.ways(), Path(args.work)
-
-    def run(way: str, folder: Path) -> dict[str, Any]:
-        started = time.time()
-        result = todo[way](spark, work / "data", folder)
-        window = (started, time.time())
-        rows = result["written"] if way == "a" else spark.read.parquet(str(result["lake"])).count()
-        return {"seconds": result["seconds"], "window": window, "rows": rows}
-
-    runs = alternate(list(WAYS), args.reps, run, work=work)
+    work, ways = Path(args.work), eh.ways()
+    runs = eh.measure_ways(spark, work, work / "data", {way: ways[way] for way in WAYS}, args.reps)
     jvm = spark.sparkContext._jvm
     for recording in jvm.jdk.jfr.FlightRecorder.getFlightRecorder().getRecordings():
         recording.dump(jvm.java.io.File(str(work / "ways.jfr")).toPath())
@@ -87,7 +77,7 @@ def measure(args) -> dict[str, Any]:
     times = {w: column(r, "seconds") for w, r in runs.items()}
     return {
         "records": args.records, "per_file": args.per_file, "kinds": kinds, "reps": args.reps,
-        "rows_written": {w: r[-1]["rows"] for w, r in runs.items()}, "seconds": {w: summary(v) for w, v in times.items()},
+        "rows_written": {w: r[-1]["written"] for w, r in runs.items()}, "seconds": {w: summary(v) for w, v in times.items()},
         "ratio_to_b": {w: ratios(v, times["b"]) for w, v in times.items()},
         "steps": {"runner_over_p": summary(x - y for x, y in zip(times["a"], times["p"])),
                   "structured_streaming": summary(x - y for x, y in zip(times["p"], times["b"]))},

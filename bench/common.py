@@ -49,7 +49,7 @@ def benchmark(name: str, doc: str | None, measure: Callable[[argparse.Namespace]
     args = parser.parse_args()
     setup_environment()
     if child and args.child:
-        Path(args.out).write_text(json.dumps(child(args)), encoding="utf-8")
+        Path(args.out).write_text(json.dumps(child(args), default=str), encoding="utf-8")
     else:
         write_result(name, measure(args), args.out)
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
@@ -166,19 +167,22 @@ def cpu_clock(spark) -> Callable[[], float]:
     return lambda: sum(int(x) for x in stat.read_text().rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") + sum(os.times()[:2])
 
 
-def measure_ways(spark, work: Path, data: Path, tuned: int, reps: int, warmup: int) -> dict[str, list[dict[str, Any]]]:
-    todo, clock = ways(tuned), cpu_clock(spark)
+def measure_ways(spark, work: Path, data: Path, todo: dict[str, Callable], reps: int, warmup: int = 1,
+                 label: str = "") -> dict[str, list[dict[str, Any]]]:
+    """``todo``'s ways alternating on ``data``: each run's own figures with its CPU time, its time in Spark jobs, its
+    time window and, for the ways that write files themselves, the rows they wrote (counted after the timed region)."""
+    clock = cpu_clock(spark)
 
     def run(way: str, folder: Path) -> dict[str, Any]:
-        first, cpu = next_job_id(spark), clock()
+        first, cpu, started = next_job_id(spark), clock(), time.time()
         result = todo[way](spark, data, folder)
-        result.update(cpu=clock() - cpu, in_jobs=seconds_in_jobs(spark, first, next_job_id(spark)))
-        if way not in RUNNER_WAYS:  # counted after the timed region
+        result.update(cpu=clock() - cpu, in_jobs=seconds_in_jobs(spark, first, next_job_id(spark)), window=(started, time.time()))
+        if "lake" in result:
             result.update(written=spark.read.parquet(str(result["lake"])).count(),
-                          bad=spark.read.parquet(str(result["dlq"])).count() if way == "c" else None)
+                          bad=spark.read.parquet(str(result["dlq"])).count() if "dlq" in result else None)
         return result
 
-    return alternate(list(todo), reps, run, warmup, work=work)
+    return alternate(list(todo), reps, run, warmup, label, work)
 
 
 def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[str, Any]:
@@ -199,8 +203,8 @@ def measure(args) -> dict[str, Any]:
             generate(warm := work / "warmup", args.warmup_records, max(1, args.warmup_records // 2))
         data_bytes = sum(p.stat().st_size for p in (work / "data").iterdir())
         spark = spark_session("airflow-conduit-bench-error-handling", args.driver_memory)
-        measure_ways(spark, work, warm, args.tuned_files_per_batch, 0, 1)
-        runs = measure_ways(spark, work, work / "data", args.tuned_files_per_batch, args.reps, 0)
+        measure_ways(spark, work, warm, ways(args.tuned_files_per_batch), 0)
+        runs = measure_ways(spark, work, work / "data", ways(args.tuned_files_per_batch), args.reps, 0)
         generate(work / "clean", min(args.records, 3 * args.per_file), args.per_file, bad=False)
         clean = run_pipeline(spark, runner_spec(work / "clean", work / "cl", 1), work / "cl")
         spark.stop()

@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.common import (MIN_PAIRS, alternate, benchmark, column, file_dlq, next_job_id, pipeline_yaml, ratios, run_child, run_pipeline,
-                          seconds_in_jobs, spark_session, spread, step, summary, table, workdir, write_lines)
-from bench.error_handling import streaming_floor
+from bench.common import (MIN_PAIRS, benchmark, column, file_dlq, pipeline_yaml, ratios, run_child, run_pipeline, spark_session, spread,
+                          step, summary, table, workdir, write_lines)
+from bench.error_handling import measure_ways, streaming_floor
 
 TITLE = "1b. Wide records"
 FILES = 10
@@ -43,16 +43,10 @@ def child(args) -> dict[str, Any]:
     """One JVM: a and p alternating; time and driver time outside Spark jobs per batch; the largest generated method."""
     spark = spark_session("airflow-conduit-bench-wide", args.driver_memory, jit=bool(args.jit))
     methods = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_GENERATED_METHOD_BYTECODE_SIZE()
-    work, data, fields = Path(args.work), Path(args.work) / "data", args.fields
-    ways = {"a": lambda root: run_pipeline(spark, spec(data, root, fields), root),
-            "p": lambda root: streaming_floor(spark, data, root, schema_ddl(fields), lambda df: df.selectExpr(*CENTS))}
-
-    def run(way: str, folder: Path) -> dict[str, Any]:
-        first = next_job_id(spark)
-        result = ways[way](folder)
-        return {"seconds": result["seconds"], "outside": (result["seconds"] - seconds_in_jobs(spark, first, next_job_id(spark))) / max(result["batches"], 1)}
-
-    runs = alternate(["a", "p"], args.reps, run, label=f"{fields} fields ", work=work)
+    work, fields = Path(args.work), args.fields
+    ways = {"a": lambda spark, data, root: run_pipeline(spark, spec(data, root, fields), root),
+            "p": lambda spark, data, root: streaming_floor(spark, data, root, schema_ddl(fields), lambda df: df.selectExpr(*CENTS))}
+    runs = measure_ways(spark, work, work / "data", ways, args.reps, label=f"{fields} fields ")
     largest = int(methods.getSnapshot().getMax())
     spark.stop()
     return {"runs": runs, "largest_method_bytes": largest}
@@ -65,11 +59,12 @@ def measure_width(args, work: Path, fields: int, jit: bool) -> dict[str, Any]:
     out = run_child("bench.wide_schema", folder / f"child-{int(jit)}.json", jit=int(jit), fields=fields, work=folder, reps=args.reps,
                     driver_memory=args.driver_memory)
     a, p = out["runs"]["a"], out["runs"]["p"]
+    outside = {way: [(x["seconds"] - x["in_jobs"]) / max(x["batches"], 1) for x in runs] for way, runs in out["runs"].items()}
     return {"fields": fields, "records": records, "largest_method_bytes": out["largest_method_bytes"],
             "seconds": {"a": summary(column(a, "seconds")), "p": summary(column(p, "seconds"))},
             "ratio_a_p": ratios(column(a, "seconds"), column(p, "seconds")),
-            "outside_jobs_per_batch": {"a": summary(column(a, "outside")), "p": summary(column(p, "outside"))},
-            "planning_per_batch_over_p": summary(x["outside"] - y["outside"] for x, y in zip(a, p))}
+            "outside_jobs_per_batch": {way: summary(v) for way, v in outside.items()},
+            "planning_per_batch_over_p": summary(x - y for x, y in zip(outside["a"], outside["p"]))}
 
 
 def measure(args) -> dict[str, Any]:
