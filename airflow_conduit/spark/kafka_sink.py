@@ -210,24 +210,6 @@ class KafkaAdmin:
         return int(config.get("max.message.bytes").value())
 
 
-def end_offsets(spark: SparkSession, options: dict[str, str], topic: str) -> dict[int, int]:
-    """Each partition's end offset, with an admin client of its own (closed after use)."""
-    admin = KafkaAdmin(spark, options)
-    try:
-        return admin.end_offsets(topic)
-    finally:
-        admin.close()
-
-
-def topic_max_message_bytes(spark: SparkSession, options: dict[str, str], topic: str) -> int:
-    """The topic's ``max.message.bytes``, with an admin client of its own (closed after use)."""
-    admin = KafkaAdmin(spark, options)
-    try:
-        return admin.max_message_bytes(topic)
-    finally:
-        admin.close()
-
-
 def produce_in_driver(spark: SparkSession, records: DataFrame, producer_config, topic: str) -> None:
     """Produce ``records`` (``key``, ``value``, ``headers``) to ``topic`` from the driver with Spark's own Kafka
     writer task (the code each task of Spark's Kafka sink runs, on a producer of Spark's producer pool: one per
