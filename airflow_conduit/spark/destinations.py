@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.secrets import redact
+from airflow_conduit.spark import local_batch_files
 from airflow_conduit.spark.destination_base import Destination  # noqa: F401 - re-exported: callers import it here
 
 BATCH_COLUMN = "_conduit_batch_id"
@@ -43,6 +44,14 @@ class FileDestination(Destination):
         if fmt == "csv":
             writer = writer.option("header", str(bool(self.settings.get("header", True))).lower())
         writer.format(fmt).save(self.batch_path(batch_id))
+
+    def write_rows(self, columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple], batch_id: int) -> bool:
+        """A local json or parquet folder: one file written by the driver (``local_batch_files``)."""
+        fmt, path = str(self.settings.get("format", "json")), str(self.settings["path"])
+        if not local_batch_files.can_write(path, fmt, types):
+            return False
+        local_batch_files.write_batch(path, batch_id, fmt, columns, types, rows)
+        return True
 
 
 def _quote_ident(name: str) -> str:
