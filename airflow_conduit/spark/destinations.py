@@ -4,7 +4,9 @@
   re-running a batch replaces its partial output. Written in parallel: one
   file per input partition, records in read order within a file, no order
   across files. Read the folder with Spark and ``batch_id`` appears as a
-  partition column.
+  partition column. Rows already on the driver (a DLQ's) are written by it as
+  one file when the folder is local and the format json or parquet
+  (``write_rows``, ``local_batch_files``).
 - jdbc: Spark writes the batch to a staging table ``<table>__conduit_b<n>``;
   then, in one database transaction, rows of batch n are deleted from the
   target, the staging rows inserted (upserted on ``key`` columns with
