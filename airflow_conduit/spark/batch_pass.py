@@ -313,10 +313,9 @@ class BatchPass:
         return nacked
 
     def _dlq_on_driver(self) -> bool:
-        """Whether the DLQ may be written from the driver (``Destination.write_rows``): a file DLQ whose records'
-        origins need not go to the writer (a Kafka DLQ's do)."""
-        return self._once(("dlq on driver",), lambda: type(self.runner.dlq).write_rows is not Destination.write_rows
-                          and not self.runner.dlq.wants_origins)
+        """Whether the DLQ may be written from the driver (``Destination.write_rows``): a local json or parquet file
+        DLQ (one whose records' origins go to its writer, a Kafka DLQ, is not)."""
+        return self._once(("dlq on driver",), lambda: self.runner.dlq.writes_rows and not self.runner.dlq.wants_origins)
 
     def _write_dlq_from_driver(self, metrics: ObservedMetrics, nacked: int) -> bool:
         """Write the DLQ's rows from the entries the observation brought to the driver, without a Spark job, when

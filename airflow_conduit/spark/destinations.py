@@ -47,6 +47,10 @@ class FileDestination(Destination):
             writer = writer.option("header", str(bool(self.settings.get("header", True))).lower())
         writer.format(fmt).save(self.batch_path(batch_id))
 
+    @property
+    def writes_rows(self) -> bool:
+        return local_batch_files.can_write(str(self.settings["path"]), str(self.settings.get("format", "json")), ())
+
     def write_rows(self, columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple], batch_id: int) -> bool:
         """A local json or parquet folder: one file written by the driver (``local_batch_files``)."""
         fmt, path = str(self.settings.get("format", "json")), str(self.settings["path"])
