@@ -268,7 +268,7 @@ class PipelineRunner:
     def _build_columns_while_the_query_starts(self) -> None:
         """Build the run's columns and the first batch's plan now, on this thread, while Spark's stream thread
         lists the input and writes the first offsets: the first batch then finds its columns built (a thousand
-        JVM round trips or so), its plan's parts analysed and its generated code compiled, instead of doing it
+        JVM round trips or so) and its plan's parts analysed, instead of doing it
         while the executors wait. The plan is built on an empty stand-in of a batch (``_stand_in_batch``): it is
         never executed (no Spark job) and nothing is written. The first batch waits until this is done (it would
         build the same); a failure here is left to the batch, which builds it again and reports it where it
@@ -296,7 +296,7 @@ class PipelineRunner:
         return self.spark.createDataFrame(self.spark.sparkContext.emptyRDD(), self._stream.schema)
 
     def _plan_ahead(self, stand_in: DataFrame) -> None:
-        """The batch plan of ``stand_in``, as ``_process_batch`` builds it, down to its compiled RDD (no job runs)."""
+        """The batch plan of ``stand_in``, as ``_process_batch`` builds it (analysed, never executed: no job runs)."""
         ctx = ProcessorContext(spec=self.spec, built=self.processor_columns)
         try:
             status, branches = self._plan_batch(stand_in, ctx)
