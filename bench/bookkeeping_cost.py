@@ -3,16 +3,13 @@ Java Flight Recorder (method: docs/benchmarks.md)."""
 
 import datetime
 import json
-import shutil
 import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from bench import error_handling as eh
-from bench.common import MIN_PAIRS, alternate, arguments, workdir, column, log, ratios, run_child, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import MIN_PAIRS, benchmark, column, log, ratios, run_child, spark_session, spread, summary, table, workdir
 
 TITLE = "1c. Where the tasks' CPU goes"
 WAYS = ("a", "p", "b")
@@ -52,38 +49,23 @@ def attribute(samples: list[dict[str, Any]], windows: dict[str, list[tuple[float
     return {way: {part: n / max(len(windows[way]), 1) for part, n in counts.items()} for way, counts in per_way.items()}
 
 
-def child(args) -> int:
+def child(args) -> dict[str, Any]:
     """One JVM with the recorder: the ways alternating; times, windows, rows; the recording dumped before the JVM exits."""
     spark = spark_session("airflow-conduit-bench-bookkeeping", args.driver_memory, java_options=RECORDER_OPTIONS)
-    todo, work = eh.ways(), Path(args.work)
-
-    def run(way: str, rep: int) -> dict[str, Any]:
-        started = time.time()
-        result = todo[way](spark, work / "data", work / f"{way}{rep}")
-        window = (started, time.time())
-        rows = result["written"] if way == "a" else spark.read.parquet(str(result["lake"])).count()
-        shutil.rmtree(work / f"{way}{rep}", ignore_errors=True)
-        return {"seconds": result["seconds"], "window": window, "rows": rows}
-
-    runs = alternate(list(WAYS), args.reps, run)
+    work, ways = Path(args.work), eh.ways()
+    runs = eh.measure_ways(spark, work, work / "data", {way: ways[way] for way in WAYS}, args.reps)
     jvm = spark.sparkContext._jvm
     for recording in jvm.jdk.jfr.FlightRecorder.getFlightRecorder().getRecordings():
         recording.dump(jvm.java.io.File(str(work / "ways.jfr")).toPath())
     java_home = str(jvm.java.lang.System.getProperty("java.home"))
     spark.stop()
-    Path(args.out).write_text(json.dumps({"runs": runs, "java_home": java_home}))
-    return 0
+    return {"runs": runs, "java_home": java_home}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, records=2_000_000, per_file=100_000, reps=MIN_PAIRS, driver_memory="4g", child=0, work="")
-    setup_environment()
-    if args.child:
-        return child(args)
+def measure(args) -> dict[str, Any]:
     with workdir("bookkeeping") as work:
         kinds = eh.generate(work / "data", args.records, args.per_file)
-        out = run_child("bench.bookkeeping_cost", work / "child.json", "--work", str(work), "--reps", str(args.reps),
-                        "--driver-memory", args.driver_memory)
+        out = run_child("bench.bookkeeping_cost", work / "child.json", work=work, reps=args.reps, driver_memory=args.driver_memory)
         runs, jfr = out["runs"], Path(out["java_home"]) / "bin" / "jfr"
         try:
             printed = subprocess.run([str(jfr), "print", "--json", "--stack-depth", "32", "--events", "jdk.ExecutionSample",
@@ -93,14 +75,13 @@ def main(argv: list[str] | None = None) -> int:
             log(f"no profile: {jfr} could not read the recording: {getattr(exc, 'stderr', None) or exc}")
             profile = {}
     times = {w: column(r, "seconds") for w, r in runs.items()}
-    write_result("bookkeeping_cost", {
+    return {
         "records": args.records, "per_file": args.per_file, "kinds": kinds, "reps": args.reps,
-        "rows_written": {w: r[-1]["rows"] for w, r in runs.items()}, "seconds": {w: summary(v) for w, v in times.items()},
+        "rows_written": {w: r[-1]["written"] for w, r in runs.items()}, "seconds": {w: summary(v) for w, v in times.items()},
         "ratio_to_b": {w: ratios(v, times["b"]) for w, v in times.items()},
         "steps": {"runner_over_p": summary(x - y for x, y in zip(times["a"], times["p"])),
                   "structured_streaming": summary(x - y for x, y in zip(times["p"], times["b"]))},
-        "task_samples_per_run": profile, "task_parts": [part for part, _ in TASK_PARTS]}, args.out)
-    return 0
+        "task_samples_per_run": profile, "task_parts": [part for part, _ in TASK_PARTS]}
 
 
 PART_LABELS = {"json_reader": "Spark's JSON reader", "line_reader": "reading lines", "parquet_writer": "Spark's Parquet writer",
@@ -125,4 +106,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("bookkeeping_cost", __doc__, measure, child, records=2_000_000, per_file=100_000, reps=MIN_PAIRS, driver_memory="4g", work="")

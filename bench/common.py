@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -37,12 +38,60 @@ def setup_environment(airflow_root: Path | None = None) -> None:
                           AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}))
 
 
-def arguments(argv: list[str] | None, doc: str | None, **defaults: Any) -> argparse.Namespace:
-    """``--name-with-dashes`` for every default (typed as it), and ``--out`` (the result file)."""
+def benchmark(name: str, doc: str | None, measure: Callable[[argparse.Namespace], dict[str, Any]],
+              child: Callable[[argparse.Namespace], dict[str, Any]] | None = None, **defaults: Any) -> None:
+    """Every benchmark's command line: ``--name-with-dashes`` for every default (typed as it) and ``--out`` (the result
+    file); its figures written with the run's metadata. With ``child``, ``--child 1`` runs that part instead in a process
+    (and JVM) of its own and writes its JSON to --out."""
     parser = argparse.ArgumentParser(description=doc)
-    for name, default in {**defaults, "out": None}.items():
-        parser.add_argument("--" + name.replace("_", "-"), default=default, type=str if default is None else type(default))
-    return parser.parse_args(argv)
+    for option, default in {**defaults, "out": None, **({"child": 0} if child else {})}.items():
+        parser.add_argument("--" + option.replace("_", "-"), default=default, type=str if default is None else type(default))
+    args = parser.parse_args()
+    setup_environment()
+    if child and args.child:
+        Path(args.out).write_text(json.dumps(child(args), default=str), encoding="utf-8")
+    else:
+        write_result(name, measure(args), args.out)
+
+
+def run_child(module: str, out: Path, **options: Any) -> dict[str, Any]:
+    """``python -m module --child 1 --name value ... --out out`` (see ``benchmark``); its JSON."""
+    flags = [x for key, value in options.items() for x in ("--" + key.replace("_", "-"), str(value))]
+    subprocess.run([sys.executable, "-m", module, "--child", "1", "--out", str(out), *flags], check=True, cwd=str(REPO))
+    return json.loads(out.read_text())
+
+
+def dashed(settings: dict[str, Any]) -> dict[str, Any]:
+    """Spec keys are written with dashes; paths as text."""
+    return {key.replace("_", "-"): str(value) if isinstance(value, Path) else value for key, value in settings.items()}
+
+
+def step(id: str, plugin: str, **settings: Any) -> dict[str, Any]:
+    """A source, processor or destination of a pipeline spec."""
+    return {"id": id, "plugin": plugin, "settings": dashed(settings)}
+
+
+def pipeline_yaml(id: str, sources: list[dict], destinations: list[dict], processors: list[dict] | None = None,
+                  dlq: dict | None = None, mode: str = "available-now", **options: Any) -> str:
+    """A pipeline spec as YAML, from the parts in which the benchmarks' pipelines differ."""
+    import yaml
+
+    spec = {"id": id, "mode": mode, **dashed(options), "sources": sources, **({"processors": processors} if processors else {}),
+            "destinations": destinations, **({"dead-letter-queue": dlq} if dlq else {})}
+    return yaml.safe_dump({"version": "1", "pipeline": spec}, sort_keys=False, width=1000)
+
+
+def file_dlq(path: Path, format: str = "parquet", plugin: str = "builtin:file", **options: Any) -> dict[str, Any]:
+    """A dead letter queue written to files."""
+    return {"plugin": plugin, "settings": {"path": str(path), "format": format}, **dashed(options)}
+
+
+def write_lines(folder: Path, records: int, per_file: int, line: Callable[[int], str]) -> None:
+    """Input files: ``line(i)`` for every record, ``per_file`` lines a file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for start in range(0, records, per_file):
+        text = "\n".join(line(i) for i in range(start, min(start + per_file, records)))
+        (folder / f"part-{start:09d}.jsonl").write_text(text + "\n", encoding="utf-8")
 
 
 def log(message: str) -> None:
@@ -61,18 +110,18 @@ def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> dict[s
     return summary(n / d for n, d in zip(numerators, denominators, strict=True))
 
 
-def rotated(items: Sequence[Any], rep: int) -> list[Any]:
-    k = rep % len(items)
-    return list(items[k:]) + list(items[:k])
-
-
-def alternate(variants: Sequence[str], reps: int, run: Callable[[str, int], dict[str, Any]], warmup: int = 1,
-              label: str = "") -> dict[str, list[dict[str, Any]]]:
-    """Every variant once per repetition in rotated order, after ``warmup`` uncounted rounds (rep < 0)."""
+def alternate(variants: Sequence[str], reps: int, run: Callable[[str, Any], dict[str, Any]], warmup: int = 1, label: str = "",
+              work: Path | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every variant once per repetition in rotated order, after ``warmup`` uncounted rounds (rep < 0). ``run`` gets the
+    variant and the repetition, or with ``work`` a fresh folder there, removed after the run."""
     out: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     for rep in range(-warmup, reps):
-        for variant in rotated(list(variants), max(rep, 0)):
-            result = run(variant, rep)
+        k = max(rep, 0) % len(variants)
+        for variant in [*variants[k:], *variants[:k]]:
+            folder = work / f"{variant}{rep}" if work else None
+            result = run(variant, folder or rep)
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
             shown = {k: round(v, 2) if isinstance(v, float) else v for k, v in result.items() if isinstance(v, (int, float))}
             log(f"{label}{'warm-up' if rep < 0 else f'rep {rep}'} {variant}: {shown}")
             if rep >= 0:
@@ -111,19 +160,14 @@ def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java
     from pyspark.sql import SparkSession
 
     from airflow_conduit.spark.jvm import with_jit_options
-    from airflow_conduit.spark.session import build_session
+    from airflow_conduit.spark.session import SESSION_SETTINGS, build_session
 
     if jit and not java_options:
         spark = build_session(app, master="local[2]", connectors=connectors)
-    else:
-        from airflow_conduit.spark.session import SESSION_SETTINGS
-
-        conf = {**SESSION_SETTINGS, **({"spark.driver.extraJavaOptions": java_options} if java_options else {})}
-        builder = SparkSession.builder.appName(app).master("local[2]").config("spark.ui.enabled", "false")
-        for key, value in {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
-                           **(with_jit_options(conf) if jit else conf)}.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+    else:  # build_session's settings with other JVM options
+        conf = {**SESSION_SETTINGS, "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
+                **({"spark.driver.extraJavaOptions": java_options} if java_options else {})}
+        spark = SparkSession.builder.appName(app).master("local[2]").config(map=with_jit_options(conf) if jit else conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -146,7 +190,7 @@ def seconds_in_jobs(spark, first: int, end: int) -> float:
     return total / 1000
 
 
-def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] = lambda runner: None, **options: Any) -> dict[str, Any]:
+def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] = lambda runner: None) -> dict[str, Any]:
     """The runner in-process (the code spark-submit runs) on a pipeline YAML; its time, batches, counts and Spark jobs."""
     from airflow_conduit.pipeline import load_pipeline_from_string
     from airflow_conduit.spark.runner import execute
@@ -155,21 +199,13 @@ def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] 
     runners: list[Any] = []
     with Stopwatch() as sw:
         code, report = execute(spark, spec, state_dir=root / "state", run_id="bench",
-                             on_runner=lambda r: (runners.append(r), on_runner(r)), **options)
+                             on_runner=lambda r: (runners.append(r), on_runner(r)))
     if code != 0:
         raise RuntimeError(f"runner exited {code}: {report.error}")
     query = getattr(runners[0], "query", None)
-    totals = report.totals
-    return {"seconds": sw.seconds, "batches": len(report.batches), "written": sum((totals.get("written") or {}).values()),
-            "filtered": int(totals.get("filtered", 0)), "bad": int(totals.get("dlq", 0)), "read": int(totals.get("read", 0)),
-            "jobs": len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))) if query else None,
-            "totals": totals}
-
-
-def run_child(module: str, out: Path, *args: str) -> dict[str, Any]:
-    """``python -m module --child 1 ... --out out`` in a process (and JVM) of its own; its JSON."""
-    subprocess.run([sys.executable, "-m", module, "--child", "1", "--out", str(out), *args], check=True, cwd=str(REPO))
-    return json.loads(out.read_text())
+    return {"seconds": sw.seconds, "batches": len(report.batches), "written": sum((report.totals.get("written") or {}).values()),
+            "bad": int(report.totals.get("dlq", 0)), "totals": report.totals,
+            "jobs": len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))) if query else None}
 
 
 @contextlib.contextmanager

@@ -5,13 +5,12 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import MIN_PAIRS, alternate, arguments, processes, workdir, ratios, run_child, setup_environment, spread, summary, table, write_result
+from bench.common import MIN_PAIRS, alternate, benchmark, processes, ratios, run_child, spread, summary, table, workdir
 
 TITLE = "4. Deferral at scale"
 WORKER_STAND_IN = r"""
@@ -91,23 +90,16 @@ async def watch_all(n: int, poll: float, jobs: Path, pids: list[list[float]]) ->
             "lag_p99_ms": 1000 * lags[int(len(lags) * 0.99)] if lags else None}
 
 
-def measure_triggers(n: int, poll: float, work: Path, pids: list[tuple[int, float]]) -> dict[str, Any]:
-    jobs = work / f"jobs-{n}-{time.time_ns()}"
-    result = run_child("bench.deferral_scale", work / "a.json", "--ns", str(n), "--poll", str(poll), "--jobs-dir", str(jobs), "--pids", json.dumps(pids))
-    shutil.rmtree(jobs, ignore_errors=True)
-    return result
-
-
 def measure_workers(k: int, window: float, work: Path) -> dict[str, Any]:
     """B: ``k`` stand-in workers sitting in SparkSubmitHook.submit on a fake spark-submit that sleeps."""
     import psutil
 
-    (work / "fakebin").mkdir(exist_ok=True)
+    (work / "fakebin").mkdir(parents=True)
     (work / "fakebin" / "spark-submit").write_text('#!/bin/sh\necho "fake spark-submit $*"\nexec sleep 3600\n')
     (work / "fakebin" / "spark-submit").chmod(0o755)
     env = {**os.environ, "PATH": str(work / "fakebin") + os.pathsep + os.environ["PATH"],
            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"})}
-    ready = [work / f"worker-{i}-{time.time_ns()}.ready" for i in range(k)]
+    ready = [work / f"worker-{i}.ready" for i in range(k)]
     with processes(*[[sys.executable, "-c", WORKER_STAND_IN, str(r)] for r in ready], env=env) as procs:
         deadline = time.monotonic() + 120
         while not all(r.exists() for r in ready) and time.monotonic() < deadline:
@@ -120,14 +112,13 @@ def measure_workers(k: int, window: float, work: Path) -> dict[str, Any]:
     return {key: summary(m[key] for m in mem)["median"] for key in ("rss_mb", "uss_mb")}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, ns="100,500,1000", reps=MIN_PAIRS, poll=5.0, workers=5, child=0, jobs_dir="", pids="")
-    setup_environment()
-    if args.child:
-        import airflow  # noqa: F401 - a triggerer has Airflow loaded
+def child(args) -> dict[str, Any]:
+    import airflow  # noqa: F401 - a triggerer has Airflow loaded
 
-        Path(args.out).write_text(json.dumps(asyncio.run(watch_all(int(args.ns), args.poll, Path(args.jobs_dir), json.loads(args.pids)))))
-        return 0
+    return asyncio.run(watch_all(int(args.ns), args.poll, Path(args.jobs_dir), json.loads(args.pids)))
+
+
+def measure(args) -> dict[str, Any]:
     import psutil
 
     ns = [int(x) for x in args.ns.split(",")]
@@ -138,30 +129,29 @@ def main(argv: list[str] | None = None) -> int:
             pids = [(p.pid, psutil.Process(p.pid).create_time()) for p in sleepers]
             time.sleep(1.5)
             wrapper_memory = memory(psutil.Process(wrappers[0].pid))
-            runs = alternate(["workers", *map(str, ns)], args.reps, warmup=0, run=lambda item, rep: (
-                measure_workers(args.workers, args.poll, work) if item == "workers" else measure_triggers(int(item), args.poll, work, pids)))
+            runs = alternate(["workers", *map(str, ns)], args.reps, warmup=0, work=work, run=lambda item, folder: (
+                measure_workers(args.workers, args.poll, folder) if item == "workers" else
+                run_child("bench.deferral_scale", work / "a.json", ns=item, poll=args.poll, jobs_dir=folder, pids=json.dumps(pids))))
     workers, per_n = runs.pop("workers"), {}
     for n in ns:
         rs = runs[str(n)]
         a_rss, b_rss, b_uss = [r["end"]["rss_mb"] for r in rs], [n * w["rss_mb"] for w in workers], [n * w["uss_mb"] for w in workers]
         per_n[str(n)] = {"triggerer_rss_mb": summary(a_rss),
                          "marginal_kb_per_pipeline": summary(1000 * (r["end"]["rss_mb"] - r["baseline"]["rss_mb"]) / n for r in rs),
-                         "cpu_percent": summary(100 * r["cpu_cores"] for r in rs),
+                         "cpu_cores": summary(r["cpu_cores"] for r in rs),
                          "cpu_ms_per_pipeline_per_second": summary(1000 * r["cpu_cores"] / n for r in rs),
                          "polls_done_share": summary(r["polls_share"] for r in rs), "loop_lag_p99_ms": summary(r["lag_p99_ms"] for r in rs),
                          "workers_rss_mb": summary(b_rss), "ratio_workers_rss_over_triggerer": ratios(b_rss, a_rss),
                          "ratio_workers_uss_over_triggerer_plus_wrappers": ratios(b_uss, [a + n * wrapper_memory["uss_mb"] for a in a_rss])}
-    write_result("deferral_scale", {"ns": ns, "reps": args.reps, "poll_interval": args.poll, "workers_per_rep": args.workers,
-                                    "detached_wrapper": wrapper_memory, "worker_rss_mb": summary(w["rss_mb"] for w in workers),
-                                    "worker_uss_mb": summary(w["uss_mb"] for w in workers), "per_n": per_n}, args.out)
-    return 0
+    return {"ns": ns, "reps": args.reps, "poll_interval": args.poll, "workers_per_rep": args.workers, "detached_wrapper": wrapper_memory,
+            "worker_rss_mb": summary(w["rss_mb"] for w in workers), "worker_uss_mb": summary(w["uss_mb"] for w in workers), "per_n": per_n}
 
 
 def tables(r: dict[str, Any]) -> list[str]:
     rows = []
     for n in r["ns"]:
         p = r["per_n"][str(n)]
-        cpu = p.get("cpu_percent") or {k: (v * 100 if k != "n" else v) for k, v in p["cpu_cores"].items()}
+        cpu = {k: (v * 100 if k != "n" else v) for k, v in p["cpu_cores"].items()}  # as a share of one core
         rows.append([f"{n:,}", spread(p["triggerer_rss_mb"], 0, " MB"), spread(p["marginal_kb_per_pipeline"], 1, " KB"), spread(cpu, 1, " %"),
                      spread(p["cpu_ms_per_pipeline_per_second"], 3, " ms"), f"{100 * p['polls_done_share']['median']:.0f} %",
                      spread(p["loop_lag_p99_ms"], 1, " ms"), spread(p["workers_rss_mb"], 0, " MB"),
@@ -173,4 +163,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("deferral_scale", __doc__, measure, child, ns="100,500,1000", reps=MIN_PAIRS, poll=5.0, workers=5, jobs_dir="", pids="")

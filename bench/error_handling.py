@@ -2,74 +2,58 @@
 
 import json
 import os
-import shutil
-import sys
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import (MIN_PAIRS, Stopwatch, alternate, arguments, column, next_job_id, ratios, run_pipeline, seconds_in_jobs,
-                          setup_environment, spark_session, spread, summary, table, workdir, write_result)
+from bench.common import (MIN_PAIRS, Stopwatch, alternate, benchmark, column, file_dlq, next_job_id, pipeline_yaml, ratios, run_pipeline,
+                          seconds_in_jobs, spark_session, spread, step, summary, table, workdir, write_lines)
 
 TITLE = "1. Cost of error handling on the data path"
 SCHEMA_DDL = "id BIGINT NOT NULL, customer STRING NOT NULL, amount DOUBLE, currency STRING, ts TIMESTAMP"
 BAD_KINDS = ("malformed", "wrong_type_amount", "wrong_type_id", "missing_customer")
 RUNNER_WAYS = ("a", "t")
+ENRICH = ["*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date"]
 
 
-def record_line(i: int, bad: bool = True) -> tuple[str, str]:
-    """The i-th line and its kind: 1 % bad (BAD_KINDS in turn), 0.4 % test orders (filtered), the rest good."""
+def kind_of(i: int, bad: bool = True) -> str:
+    """1 % bad (BAD_KINDS in turn), 0.4 % test orders (filtered), the rest good."""
+    return BAD_KINDS[(i // 100) % len(BAD_KINDS)] if bad and i % 100 == 37 else ("test" if i % 250 == 3 else "good")
+
+
+def record_line(i: int, bad: bool = True) -> str:
     customer = "test" if i % 250 == 3 else f"c{i % 50_000:05d}"
     amount, currency = (i * 7919 % 100_000) / 100.0, '"EUR"' if i % 3 else ('"USD"' if i % 2 else "null")
     ts = f"2026-11-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i * 7) % 60:02d}Z"
     fields = {"id": i, "customer": f'"{customer}"', "amount": amount, "currency": currency, "ts": f'"{ts}"'}
-    kind = BAD_KINDS[(i // 100) % len(BAD_KINDS)] if bad and i % 100 == 37 else ("test" if customer == "test" else "good")
+    kind = kind_of(i, bad)
     if kind == "malformed":
-        return f'{{"id": {i}, "customer": "{customer}", "amount": {amount}, "curr', kind
+        return f'{{"id": {i}, "customer": "{customer}", "amount": {amount}, "curr'
     fields.update({"wrong_type_amount": {"amount": '"twelve"'}, "wrong_type_id": {"id": f'"n{i}"'}}.get(kind, {}))
     if kind == "missing_customer":
         del fields["customer"]
-    return "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}", kind
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}"
 
 
 def generate(folder: Path, records: int, per_file: int, *, bad: bool = True) -> dict[str, int]:
-    folder.mkdir(parents=True, exist_ok=True)
-    counts: dict[str, int] = {}
-    for start in range(0, records, per_file):
-        lines = [record_line(i, bad) for i in range(start, min(start + per_file, records))]
-        for _, kind in lines:
-            counts[kind] = counts.get(kind, 0) + 1
-        (folder / f"orders-{start // per_file:05d}.jsonl").write_text("\n".join(x for x, _ in lines) + "\n", encoding="utf-8")
-    return counts
+    """The orders files; how many records of each kind they hold."""
+    write_lines(folder, records, per_file, lambda i: record_line(i, bad))
+    return dict(Counter(kind_of(i, bad) for i in range(records)))
 
 
 def expected(counts: dict[str, int]) -> dict[str, int]:
     return {"written": counts.get("good", 0), "filtered": counts.get("test", 0), "bad": sum(counts.get(k, 0) for k in BAD_KINDS)}
 
 
-def runner_spec(data: Path, out: Path, dlq: Path, files_per_batch: int, window_size: int = 10_000, threshold: int = 1_000) -> str:
-    max_files = f", max-files-per-trigger: {files_per_batch}" if files_per_batch else ""
-    return f"""
-version: "1"
-pipeline:
-  id: bench-orders
-  mode: available-now
-  sources:
-    - id: orders-in
-      plugin: builtin:file
-      settings: {{path: {json.dumps(str(data))}, format: json, schema: "{SCHEMA_DDL}"{max_files}}}
-      processors:
-        - {{id: default-currency, plugin: field.set, settings: {{field: currency, value: "coalesce(currency, 'EUR')"}}}}
-  processors:
-    - {{id: drop-test-orders, plugin: filter, settings: {{condition: "customer <> 'test'"}}}}
-    - {{id: enrich, plugin: sql, settings: {{select: ["*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date"]}}}}
-  destinations:
-    - {{id: lake, plugin: builtin:file, settings: {{path: {json.dumps(str(out))}, format: parquet}}}}
-  dead-letter-queue:
-    plugin: builtin:file
-    settings: {{path: {json.dumps(str(dlq))}, format: parquet}}
-    window-size: {window_size}
-    window-nack-threshold: {threshold}
-"""
+def runner_spec(data: Path, root: Path, files_per_batch: int = 0) -> str:
+    """The orders pipeline, its lake and DLQ under ``root``."""
+    source = step("orders-in", "builtin:file", path=data, format="json", schema=SCHEMA_DDL,
+                  **({"max_files_per_trigger": files_per_batch} if files_per_batch else {}))
+    source["processors"] = [step("default-currency", "field.set", field="currency", value="coalesce(currency, 'EUR')")]
+    return pipeline_yaml("bench-orders", [source], [step("lake", "builtin:file", path=root / "lake", format="parquet")],
+                         [step("drop-test-orders", "filter", condition="customer <> 'test'"), step("enrich", "sql", select=ENRICH)],
+                         file_dlq(root / "dlq", window_size=10_000, window_nack_threshold=1_000))
 
 
 def nullable(ddl: str):
@@ -78,15 +62,23 @@ def nullable(ddl: str):
     return T.StructType([T.StructField(f.name, f.dataType, True) for f in T.StructType.fromDDL(ddl).fields])
 
 
+def with_required(df, ddl: str):
+    """The rows that have every NOT NULL field of ``ddl`` (Spark's readers read such fields as nullable)."""
+    from pyspark.sql import functions as F
+
+    for name in (field.split()[0] for field in ddl.split(", ") if field.endswith(" NOT NULL")):
+        df = df.where(F.col(name).isNotNull())
+    return df
+
+
 def transforms(df):
     from pyspark.sql import functions as F
 
     df = df.withColumn("currency", F.coalesce(F.col("currency"), F.lit("EUR"))).where(F.col("customer") != F.lit("test"))
-    return df.selectExpr("*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date")
+    return df.selectExpr(*ENRICH)
 
 
-def streaming_floor(spark, data: Path, root: Path, ddl: str, transform: Callable, required: tuple[str, ...], *,
-                    as_runner: bool = True, files_per_trigger: int = 0) -> dict[str, Any]:
+def streaming_floor(spark, data: Path, root: Path, ddl: str, transform: Callable, *, as_runner: bool = True, files_per_trigger: int = 0) -> dict[str, Any]:
     """Spark's streaming JSON source, one foreachBatch writing the good rows to Parquet; no DLQ, no bookkeeping.
     ``as_runner``: each file its own partition and the batch in one task per core, as the runner reads."""
     import contextlib
@@ -101,9 +93,7 @@ def streaming_floor(spark, data: Path, root: Path, ddl: str, transform: Callable
 
     def write_good(batch, batch_id: int) -> None:
         batch_ids.append(batch_id)
-        good = (in_tasks_per_core(batch) if as_runner else batch).where(F.col("_corrupt").isNull())
-        for name in required:
-            good = good.where(F.col(name).isNotNull())
+        good = with_required((in_tasks_per_core(batch) if as_runner else batch).where(F.col("_corrupt").isNull()), ddl)
         transform(good.drop("_corrupt")).write.mode("overwrite").parquet(str(root / "lake" / f"batch={batch_id}"))
 
     with files_read_one_per_partition(spark) if as_runner else contextlib.nullcontext(), Stopwatch() as sw:
@@ -118,11 +108,9 @@ def streaming_floor(spark, data: Path, root: Path, ddl: str, transform: Callable
 
 def run_b(spark, data: Path, root: Path) -> dict[str, Any]:
     """Plain PySpark: bad rows dropped by the reader or the NOT NULL filter."""
-    from pyspark.sql import functions as F
-
     with Stopwatch() as sw:
         df = spark.read.schema(nullable(SCHEMA_DDL)).option("mode", "DROPMALFORMED").json(str(data))
-        transforms(df.where(F.col("id").isNotNull() & F.col("customer").isNotNull())).write.mode("overwrite").parquet(str(root / "lake"))
+        transforms(with_required(df, SCHEMA_DDL)).write.mode("overwrite").parquet(str(root / "lake"))
     return {"seconds": sw.seconds, "lake": root / "lake"}
 
 
@@ -161,19 +149,16 @@ def run_c(spark, data: Path, root: Path) -> dict[str, Any]:
     return {"seconds": sw.seconds, "lake": root / "lake", "dlq": root / "dlq"}
 
 
-def ways(files_per_batch: int = 0, tuned: int = -1) -> dict[str, Callable[[Any, Path, Path], dict[str, Any]]]:
-    """The ways by letter: a and p at the default batch size, b, c, f, and t and pt at ``tuned`` files per batch."""
+def ways(tuned: int = 0) -> dict[str, Callable[[Any, Path, Path], dict[str, Any]]]:
+    """The ways by letter: a and p at the default batch size, b, c, f, and with ``tuned``, t and pt at that many files per batch."""
     def runner(n: int):
-        return lambda spark, data, root: run_pipeline(spark, runner_spec(data, root / "lake", root / "dlq", n), root)
+        return lambda spark, data, root: run_pipeline(spark, runner_spec(data, root, n), root)
 
     def floor(n: int, as_runner: bool = True):
-        return lambda spark, data, root: streaming_floor(spark, data, root, SCHEMA_DDL, transforms, ("id", "customer"),
-                                                         as_runner=as_runner, files_per_trigger=n)
+        return lambda spark, data, root: streaming_floor(spark, data, root, SCHEMA_DDL, transforms, as_runner=as_runner,
+                                                         files_per_trigger=n)
 
-    todo = {"a": runner(files_per_batch), "b": run_b, "c": run_c, "f": floor(files_per_batch, False), "p": floor(files_per_batch)}
-    if tuned >= 0 and tuned != files_per_batch:
-        todo.update(t=runner(tuned), pt=floor(tuned))
-    return todo
+    return {"a": runner(0), "b": run_b, "c": run_c, "f": floor(0, False), "p": floor(0), **({"t": runner(tuned), "pt": floor(tuned)} if tuned else {})}
 
 
 def cpu_clock(spark) -> Callable[[], float]:
@@ -182,20 +167,22 @@ def cpu_clock(spark) -> Callable[[], float]:
     return lambda: sum(int(x) for x in stat.read_text().rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") + sum(os.times()[:2])
 
 
-def measure(spark, work: Path, data: Path, args, reps: int, warmup: int) -> dict[str, list[dict[str, Any]]]:
-    todo, clock = ways(args.files_per_batch, args.tuned_files_per_batch), cpu_clock(spark)
+def measure_ways(spark, work: Path, data: Path, todo: dict[str, Callable], reps: int, warmup: int = 1,
+                 label: str = "") -> dict[str, list[dict[str, Any]]]:
+    """``todo``'s ways alternating on ``data``: each run's own figures with its CPU time, its time in Spark jobs, its
+    time window and, for the ways that write files themselves, the rows they wrote (counted after the timed region)."""
+    clock = cpu_clock(spark)
 
-    def run(way: str, rep: int) -> dict[str, Any]:
-        first, cpu = next_job_id(spark), clock()
-        result = todo[way](spark, data, work / f"{way}{rep}")
-        result.update(cpu=clock() - cpu, in_jobs=seconds_in_jobs(spark, first, next_job_id(spark)))
-        if way not in RUNNER_WAYS:  # counted after the timed region
-            result.update(written=spark.read.parquet(str(result["lake"])).count(), lake=None,
-                          bad=spark.read.parquet(str(result.pop("dlq"))).count() if way == "c" else None)
-        shutil.rmtree(work / f"{way}{rep}", ignore_errors=True)
-        return {k: v for k, v in result.items() if k not in ("lake", "totals")}
+    def run(way: str, folder: Path) -> dict[str, Any]:
+        first, cpu, started = next_job_id(spark), clock(), time.time()
+        result = todo[way](spark, data, folder)
+        result.update(cpu=clock() - cpu, in_jobs=seconds_in_jobs(spark, first, next_job_id(spark)), window=(started, time.time()))
+        if "lake" in result:
+            result.update(written=spark.read.parquet(str(result["lake"])).count(),
+                          bad=spark.read.parquet(str(result["dlq"])).count() if "dlq" in result else None)
+        return result
 
-    return alternate(list(todo), reps, run, warmup)
+    return alternate(list(todo), reps, run, warmup, label, work)
 
 
 def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[str, Any]:
@@ -208,10 +195,7 @@ def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[s
             "fixed_cost_upper_ms": summary(1000 * xt / batches["t"] for xt in excess_t)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, records=2_000_000, per_file=100_000, files_per_batch=0, tuned_files_per_batch=5, reps=MIN_PAIRS,
-                     warmup_records=0, driver_memory="4g")
-    setup_environment()
+def measure(args) -> dict[str, Any]:
     with workdir("eh") as work:
         counts = generate(work / "data", args.records, args.per_file)
         warm = work / "data"
@@ -219,17 +203,17 @@ def main(argv: list[str] | None = None) -> int:
             generate(warm := work / "warmup", args.warmup_records, max(1, args.warmup_records // 2))
         data_bytes = sum(p.stat().st_size for p in (work / "data").iterdir())
         spark = spark_session("airflow-conduit-bench-error-handling", args.driver_memory)
-        measure(spark, work, warm, args, 0, 1)
-        runs = measure(spark, work, work / "data", args, args.reps, 0)
+        measure_ways(spark, work, warm, ways(args.tuned_files_per_batch), 0)
+        runs = measure_ways(spark, work, work / "data", ways(args.tuned_files_per_batch), args.reps, 0)
         generate(work / "clean", min(args.records, 3 * args.per_file), args.per_file, bad=False)
-        clean = run_pipeline(spark, runner_spec(work / "clean", work / "cl" / "lake", work / "cl" / "dlq", 1), work / "cl")
+        clean = run_pipeline(spark, runner_spec(work / "clean", work / "cl", 1), work / "cl")
         spark.stop()
     times = {w: column(r, "seconds") for w, r in runs.items()}
     cpu = {w: column(r, "cpu") for w, r in runs.items()}
     batches = {w: r[-1]["batches"] for w, r in runs.items() if "batches" in r[-1]}
     figures: dict[str, Any] = {
         "records": args.records, "per_file": args.per_file, "files": -(-args.records // args.per_file), "data_bytes": data_bytes,
-        "kinds": counts, "expected": expected(counts), "reps": args.reps, "batches": batches,
+        "kinds": counts, "reps": args.reps, "batches": batches,
         "tuned_files_per_batch": args.tuned_files_per_batch if "t" in runs else None,
         "counts": {w: [{"written": x["written"], "bad": x["bad"]} for x in r] for w, r in runs.items()},
         "seconds": {w: summary(v) for w, v in times.items()},
@@ -240,23 +224,21 @@ def main(argv: list[str] | None = None) -> int:
                            "without_bad": summary([clean["jobs"] / clean["batches"]] if clean["batches"] and not clean["bad"] else [])},
         **fixed_cost(times, batches),
     }
-    for num, den in (("a", "p"), ("t", "pt"), ("a", "c"), ("a", "b"), ("p", "b"), ("p", "f"), ("f", "b"), ("c", "b"), ("t", "a")):
+    for num, den in (pair.split("/") for pair in RATIOS):
         if num in times and den in times:
             figures[f"ratio_{num}_{den}"] = ratios(times[num], times[den])
-    write_result("error_handling", figures, args.out)
-    return 0
+    return figures
 
 
 WAY_NAMES = {"a": "a: runner, default batch size", "t": "t: runner, max-files-per-trigger {t}", "p": "p: streaming floor, default batch size",
              "pt": "pt: streaming floor, max-files-per-trigger {t}", "f": "f: streaming floor, Spark's file packing",
              "b": "b: plain PySpark batch job", "c": "c: Python UDF with try/except"}
-RATIOS = {"ratio_a_p": "a/p", "ratio_t_pt": "t/pt", "ratio_a_c": "a/c", "ratio_a_b": "a/b", "ratio_p_b": "p/b", "ratio_p_f": "p/f",
-          "ratio_f_b": "f/b", "ratio_c_b": "c/b", "ratio_t_a": "t/a", "cpu_ratio_a_p": "a/p in CPU time (driver JVM and Python)",
-          "cpu_ratio_a_b": "a/b in CPU time"}
+RATIOS = ("a/p", "t/pt", "a/c", "a/b", "p/b", "p/f", "f/b", "c/b", "t/a")  # figure ratio_<num>_<den>
+CPU_RATIOS = {"cpu_ratio_a_p": "a/p in CPU time (driver JVM and Python)", "cpu_ratio_a_b": "a/b in CPU time"}
 
 
 def tables(r: dict[str, Any]) -> list[str]:
-    tuned = r.get("tuned_files_per_batch") or (r.get("runner", {}).get("t") or {}).get("max_files_per_trigger")
+    tuned = r["tuned_files_per_batch"]
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(r["kinds"].items()))
 
     def rows_out(counts: list[dict[str, Any]]) -> str:
@@ -272,7 +254,8 @@ def tables(r: dict[str, Any]) -> list[str]:
               [[name.format(t=tuned), spread(r["seconds"][w], 1), spread(r["seconds_in_jobs"].get(w), 1),
                 spread(r["seconds_outside_jobs"].get(w), 1), r["batches"].get(w, "–"), rows_out(r["counts"][w])]
                for w, name in WAY_NAMES.items() if w in r["seconds"]]),
-        table(["ratio", "median (min–max)"], [[label, spread(r[key])] for key, label in RATIOS.items() if key in r]),
+        table(["ratio", "median (min–max)"], [[label, spread(r[key])] for key, label in
+                                              [*(("ratio_" + p.replace("/", "_"), p) for p in RATIOS), *CPU_RATIOS.items()] if key in r]),
         table(["per micro-batch", "value"], [["fixed cost over p (regression on batch count)", spread(r.get("fixed_cost_ms"), 0, " ms")],
                                              ["(t − pt) ÷ t's batches (upper bound)", spread(r.get("fixed_cost_upper_ms"), 0, " ms")],
                                              ["Spark jobs, batches with bad records", spread(jobs.get("with_bad"), 1)],
@@ -281,4 +264,5 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("error_handling", __doc__, measure, records=2_000_000, per_file=100_000, tuned_files_per_batch=5, reps=MIN_PAIRS,
+              warmup_records=0, driver_memory="4g")

@@ -1,11 +1,11 @@
 """Benchmark 7: what the ``expect`` processor costs on the data path, A with rules against B without (method: docs/benchmarks.md)."""
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import MIN_PAIRS, alternate, arguments, workdir, column, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import (MIN_PAIRS, alternate, benchmark, column, file_dlq, pipeline_yaml, ratios, run_pipeline, spark_session, spread, step,
+                          summary, table, workdir, write_lines)
 
 TITLE = "7. Cost of expectations"
 RULES = [{"name": "has-customer", "condition": "customer IS NOT NULL", "action": "warn"},
@@ -17,52 +17,37 @@ RULES = [{"name": "has-customer", "condition": "customer IS NOT NULL", "action":
 
 def write_input(folder: Path, records: int, per_file: int) -> None:
     """0.5 % dropped by ``positive``, 0.5 % a string where a number is expected (a source error: the DLQ in both)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for start in range(0, records, per_file):
-        lines = [json.dumps({"id": i, "customer": f"c{i % 5000}", "currency": "GBP" if i % 50 == 3 else "EUR",
-                             "amount": "n/a" if i % 200 == 11 else -1.0 if i % 200 == 7 else (i * 7919 % 100_000) / 100.0})
-                 for i in range(start, min(start + per_file, records))]
-        (folder / f"part-{start:09d}.json").write_text("\n".join(lines) + "\n")
+    write_lines(folder, records, per_file, lambda i: json.dumps({
+        "id": i, "customer": f"c{i % 5000}", "currency": "GBP" if i % 50 == 3 else "EUR",
+        "amount": "n/a" if i % 200 == 11 else -1.0 if i % 200 == 7 else (i * 7919 % 100_000) / 100.0}))
 
 
 def spec(data: Path, root: Path, with_rules: bool) -> str:
-    rules = f"\n    - {{id: quality, plugin: expect, settings: {{rules: {json.dumps(RULES)}}}}}" if with_rules else ""
-    return f"""
-version: "1"
-pipeline:
-  id: expectations-bench
-  mode: available-now
-  sources:
-    - {{id: in, plugin: file, settings: {{path: "{data}", format: json, schema: "id BIGINT NOT NULL, customer STRING, amount DOUBLE, currency STRING"}}}}
-  processors:
-    - {{id: eur, plugin: field.set, settings: {{field: currency, value: "coalesce(currency, 'EUR')"}}}}{rules}
-  destinations:
-    - {{id: lake, plugin: file, settings: {{path: "{root / 'out'}", format: parquet}}}}
-  dead-letter-queue: {{plugin: file, settings: {{path: "{root / 'dlq'}", format: json}}, window-size: 0}}
-"""
+    processors = [step("eur", "field.set", field="currency", value="coalesce(currency, 'EUR')"),
+                  *([step("quality", "expect", rules=RULES)] if with_rules else [])]
+    source = step("in", "file", path=data, format="json", schema="id BIGINT NOT NULL, customer STRING, amount DOUBLE, currency STRING")
+    return pipeline_yaml("expectations-bench", [source], [step("lake", "file", path=root / "out", format="parquet")], processors,
+                         file_dlq(root / "dlq", "json", "file", window_size=0))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, records=500_000, per_file=100_000, pairs=MIN_PAIRS)
-    setup_environment()
+def measure(args) -> dict[str, Any]:
     spark = spark_session("bench-expectations")
 
-    def run(kind: str, rep: int) -> dict[str, Any]:
-        result = run_pipeline(spark, spec(root / "in", root / f"{kind}{rep}", kind == "with"), root / f"{kind}{rep}")
+    def run(kind: str, folder: Path) -> dict[str, Any]:
+        result = run_pipeline(spark, spec(root / "in", folder, kind == "with"), folder)
         return {"seconds": result["seconds"], "jobs_per_batch": result["jobs"] / max(1, result["batches"]), "totals": result["totals"]}
 
     with workdir("expect") as root:
         write_input(root / "in", args.records, args.per_file)
-        runs = alternate(["with", "without"], args.pairs, run)
+        runs = alternate(["with", "without"], args.pairs, run, work=root)
     spark.stop()
     times = {k: column(v, "seconds") for k, v in runs.items()}
-    write_result("expectations_cost", {
+    return {
         "records": args.records, "per_file": args.per_file, "rules": RULES, "seconds_with": summary(times["with"]),
         "seconds_without": summary(times["without"]), "ratio_with_over_without": ratios(times["with"], times["without"]),
         "jobs_per_batch_with": column(runs["with"], "jobs_per_batch"), "jobs_per_batch_without": column(runs["without"], "jobs_per_batch"),
         "totals_with": runs["with"][-1]["totals"], "totals_without": runs["without"][-1]["totals"],
-        "expectation_totals": runs["with"][-1]["totals"].get("expectations")}, args.out)
-    return 0
+        "expectation_totals": runs["with"][-1]["totals"].get("expectations")}
 
 
 def tables(r: dict[str, Any]) -> list[str]:
@@ -82,4 +67,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("expectations_cost", __doc__, measure, records=200_000, per_file=50_000, pairs=MIN_PAIRS)

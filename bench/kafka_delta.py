@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, Stopwatch, alternate, arguments, workdir, column, log, next_job_id, ratios, run_pipeline, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import (REPO, Stopwatch, alternate, benchmark, column, log, pipeline_yaml, ratios, run_pipeline, spark_session, spread,
+                          step, summary, table, workdir)
+from bench.error_handling import with_required
 
 sys.path.insert(0, str(REPO / "tests"))  # the broker the tests use
 
@@ -44,20 +46,12 @@ def produce(broker, topic: str, n: int, value=record, **config: Any) -> None:
         raise RuntimeError(f"records not delivered to {topic}")
 
 
-def runner_spec(servers: str, topic: str, dlq_topic: str, lake: Path, per_batch: int | None, mode: str = "available-now", schema: str = SCHEMA) -> str:
-    batch = f", max-records-per-batch: {per_batch}" if per_batch else ""
-    return f"""
-version: "1"
-pipeline:
-  id: bench-kafka-delta
-  mode: {mode}
-  trigger-interval: 1s
-  sources:
-    - {{id: events, plugin: kafka, settings: {{servers: "{servers}", topics: [{topic}], starting-offsets: earliest, format: json, schema: "{schema}"{batch}}}}}
-  destinations:
-    - {{id: lake, plugin: delta, settings: {{path: "{lake}"}}}}
-  dead-letter-queue: {{plugin: kafka, settings: {{servers: "{servers}", topic: {dlq_topic}}}, window-size: 0}}
-"""
+def runner_spec(servers: str, topic: str, dlq_topic: str, lake: Path, per_batch: int | None, mode: str = "available-now",
+                schema: str = SCHEMA) -> str:
+    source = step("events", "kafka", servers=servers, topics=[topic], starting_offsets="earliest", format="json", schema=schema,
+                  **({"max_records_per_batch": per_batch} if per_batch else {}))
+    dlq = {"plugin": "kafka", "settings": {"servers": servers, "topic": dlq_topic}, "window-size": 0}
+    return pipeline_yaml("bench-kafka-delta", [source], [step("lake", "delta", path=lake)], dlq=dlq, mode=mode, trigger_interval="1s")
 
 
 def floor_query(spark, servers: str, topic: str, lake: Path, checkpoint: Path, per_batch: int | None, schema: str = SCHEMA,
@@ -70,40 +64,39 @@ def floor_query(spark, servers: str, topic: str, lake: Path, checkpoint: Path, p
     if per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(per_batch))
     parsed = reader.load().select(F.from_json(F.col("value").cast("string"), schema.replace(" NOT NULL", "")).alias("r")).select("r.*")
-    for field in schema.split(", "):
-        if field.endswith("NOT NULL"):
-            parsed = parsed.where(F.col(field.split()[0]).isNotNull())
-    return parsed.writeStream.foreachBatch(lambda df, _: df.write.format("delta").mode("append").save(str(lake))) \
+    return with_required(parsed, schema).writeStream.foreachBatch(lambda df, _: df.write.format("delta").mode("append").save(str(lake))) \
         .option("checkpointLocation", str(checkpoint)).trigger(**(trigger or {"availableNow": True})).start()
 
 
 def compare(spark, ctx: dict[str, Any], root: Path, per_batch: int | None, reps: int, warmup: int) -> dict[str, Any]:
     """Runner and floor alternating; ratios and the runner's cost per batch over the floor, per pair."""
-    def run(way: str, rep: int) -> dict[str, Any]:
-        work, jobs = root / f"{per_batch}-{way}-{rep}", next_job_id(spark)
+    def run(way: str, work: Path) -> dict[str, Any]:
         if way == "runner":
             result = run_pipeline(spark, runner_spec(ctx["servers"], ctx["topic"], ctx["dlq_topic"], work / "lake", per_batch), work)
         else:
             with Stopwatch() as sw:
                 floor_query(spark, ctx["servers"], ctx["topic"], work / "lake", work / "checkpoint", per_batch).awaitTermination()
             result = {"seconds": sw.seconds, "batches": len([p for p in (work / "checkpoint" / "commits").iterdir() if p.name.isdigit()])}
-        shutil.rmtree(work, ignore_errors=True)
-        return {"seconds": result["seconds"], "batches": result["batches"], "jobs": next_job_id(spark) - jobs}
+        return {"seconds": result["seconds"], "batches": result["batches"]}
 
-    runs = alternate(["runner", "floor"], reps, run, warmup, label=f"per batch {per_batch}: ")
+    runs = alternate(["runner", "floor"], reps, run, warmup, label=f"per batch {per_batch}: ", work=root)
     runner, floor = column(runs["runner"], "seconds"), column(runs["floor"], "seconds")
     return {"records": ctx["records"], "max_records_per_batch": per_batch, "ratio_runner_over_floor": ratios(runner, floor),
             "runner_records_per_second": summary(ctx["records"] / s for s in runner), "floor_records_per_second": summary(ctx["records"] / s for s in floor),
             "batches_runner": column(runs["runner"], "batches"), "batches_floor": column(runs["floor"], "batches"),
-            "ms_per_batch_over_floor": summary((r - f) / b * 1000 for r, f, b in zip(runner, floor, column(runs["runner"], "batches"))),
-            "jobs_per_batch": {w: summary(s["jobs"] / max(s["batches"], 1) for s in r) for w, r in runs.items()}}
+            "ms_per_batch_over_floor": summary((r - f) / b * 1000 for r, f, b in zip(runner, floor, column(runs["runner"], "batches")))}
+
+
+def delta_log(lake: Path) -> list[tuple[Path, list[dict[str, Any]]]]:
+    """The Delta table's commits so far, each with its actions (read from the log; no Spark)."""
+    entries = sorted((lake / "_delta_log").glob("*.json")) if (lake / "_delta_log").exists() else []
+    return [(entry, [json.loads(line) for line in entry.read_text().splitlines() if line.strip()]) for entry in entries]
 
 
 def visible_count(lake: Path) -> int:
-    """Rows the Delta table's log has added so far (commit stats; no Spark)."""
-    entries = sorted((lake / "_delta_log").glob("*.json")) if (lake / "_delta_log").exists() else []
-    actions = [json.loads(line) for entry in entries for line in entry.read_text().splitlines() if line.strip()]
-    return sum(json.loads(a["add"]["stats"]).get("numRecords", 0) for a in actions if "add" in a and a["add"].get("stats"))
+    """Rows the Delta table's log has added so far (commit stats)."""
+    return sum(json.loads(a["add"]["stats"]).get("numRecords", 0) for _, actions in delta_log(lake) for a in actions
+               if "add" in a and a["add"].get("stats"))
 
 
 def latency(spark, broker, root: Path, way: str, rate: int, seconds: float, warmup: float) -> dict[str, Any]:
@@ -133,8 +126,7 @@ def latency(spark, broker, root: Path, way: str, rate: int, seconds: float, warm
         feed(query.stop)
         query.awaitTermination(120)
     pairs = []
-    for entry in sorted((lake / "_delta_log").glob("*.json")):
-        actions = [json.loads(line) for line in entry.read_text().splitlines() if line.strip()]
+    for _, actions in delta_log(lake):
         committed = next((a["commitInfo"]["timestamp"] / 1000 for a in actions if "commitInfo" in a), None)
         for a in actions if committed else []:
             if "add" in a:
@@ -145,10 +137,7 @@ def latency(spark, broker, root: Path, way: str, rate: int, seconds: float, warm
     return {"rate": rate, "measured": len(lat), **{f"p{q}": lat[min(len(lat) - 1, int(q / 100 * len(lat)))] for q in (50, 95, 99)}, "max": lat[-1]}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, records=1_000_000, small_records=1_000_000, per_batch=10_000, reps=5, default_reps=0, warmup_pairs=1,
-                     latency_rate=100, latency_seconds=40.0, latency_warmup=15.0)
-    setup_environment()
+def measure(args) -> dict[str, Any]:
     import psutil
     from kafka_broker import HEAP, KafkaBroker
 
@@ -176,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
         finally:
             broker.stop()
-    write_result("kafka_delta", figures, args.out)
-    return 0
+    return figures
 
 
 def tables(r: dict[str, Any]) -> list[str]:
@@ -201,4 +189,5 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("kafka_delta", __doc__, measure, records=1_000_000, small_records=1_000_000, per_batch=10_000, reps=5, default_reps=0,
+              warmup_pairs=1, latency_rate=100, latency_seconds=40.0, latency_warmup=15.0)

@@ -9,20 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import arguments, iso_epoch, log, setup_environment, spread, summary, table, workdir, write_result
+from bench.common import benchmark, iso_epoch, log, pipeline_yaml, setup_environment, spread, step, summary, table, workdir
 
 TITLE = "2. Reaction time of recovery"
 EVENTS_ENV = "CONDUIT_BENCH_EVENTS"
-SPEC = """
-version: "1"
-pipeline:
-  id: bench-recovery
-  mode: available-now
-  sources:
-    - {id: gen, plugin: generator, settings: {fields: {id: BIGINT, amount: DOUBLE}, records: 1000}}
-  destinations:
-    - {id: out, plugin: file, settings: {path: out, format: json}}
-"""
+SPEC = pipeline_yaml("bench-recovery", [step("gen", "generator", fields={"id": "BIGINT", "amount": "DOUBLE"}, records=1000)],
+                     [step("out", "file", path="out", format="json")])
 DAG_FILE = """
 from datetime import datetime, timezone
 from airflow.sdk import DAG
@@ -57,6 +49,11 @@ def timed_classes() -> dict[str, type]:
             mark("poll", run_id=handle["run_id"])
             return await super().aget_job_status(handle)
 
+        def submit_job(self, *args, **kwargs):
+            handle = super().submit_job(*args, **kwargs)
+            mark("submit", run_id=handle["run_id"], submitted_at=handle.get("submitted_at"))
+            return handle
+
     class TimedTrigger(SparkPipelineTrigger):
         async def run(self):
             async for event in super().run():
@@ -79,21 +76,9 @@ def timed_classes() -> dict[str, type]:
             mark("defer", method=method_name, moment=moment.timestamp() if moment is not None else None)
             return super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
 
-        def get_hook(self):
-            hook = super().get_hook()
-            submit = hook.submit_job
-
-            def timed_submit(*args, **kw):
-                mark("submit_begin")
-                handle = submit(*args, **kw)
-                mark("submit_end", run_id=handle["run_id"], submitted_at=handle.get("submitted_at"))
-                return handle
-
-            hook.submit_job = timed_submit
-            return hook
-
+    import airflow_conduit.operators.pipeline as operators
     import airflow_conduit.triggers.pipeline as triggers
-    triggers.SparkPipelineHook = TimedHook  # the trigger's status polls, in this benchmark's process only
+    operators.SparkPipelineHook = triggers.SparkPipelineHook = TimedHook  # submissions and polls, in this benchmark's process only
     for cls in (TimedOperator, TimedTrigger):
         cls.__qualname__ = cls.__name__
     return {"TimedOperator": TimedOperator, "TimedTrigger": TimedTrigger}
@@ -119,7 +104,7 @@ def run_dag(work: Path, poll: float, restarts: int, delay: float) -> dict[str, A
 def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
     """One breakdown per restart: the failed run's driver exit -> the next submission."""
     marks, out = raw["marks"], []
-    submits = [m for m in marks if m["event"] == "submit_end"]
+    submits = [m for m in marks if m["event"] == "submit"]
     for failed, following in zip(submits, submits[1:]):
         exit_t, submitted = raw["exits"].get(failed["run_id"]), iso_epoch(following["submitted_at"]) if following.get("submitted_at") else following["t"]
         between = [m for m in marks if (exit_t or 0) <= m["t"] <= following["t"]]
@@ -140,8 +125,7 @@ def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, polls="1,5", restarts=5, delay=1.0)
+def measure(args) -> dict[str, Any]:
     by_poll = {}
     with workdir("recovery") as work:
         setup_environment(work)
@@ -155,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"no restart measured: events {[m['event'] for m in raw['marks']]}")
             by_poll[f"{poll:g}"] = {"poll": poll, "cycles": measured, "dagrun_state": raw["state"],
                                     "summary": {k: summary(c[k] for c in measured) for k in measured[0]}}
-    write_result("recovery_reaction", {"restarts": args.restarts, "delay": args.delay, "policy": "fixed", "by_poll": by_poll}, args.out)
-    return 0
+    return {"restarts": args.restarts, "delay": args.delay, "policy": "fixed", "by_poll": by_poll}
 
 
 COMPONENTS = {"detection": "detection", "poll_wait": "… waiting for the next poll", "poll_reads": "… the poll's reads and event",
@@ -171,4 +154,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("recovery_reaction", __doc__, measure, polls="1,5", restarts=5, delay=1.0)

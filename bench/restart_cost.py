@@ -2,12 +2,11 @@
 
 import json
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import arguments, iso_epoch, workdir, log, setup_environment, spark_session, spread, summary, table, write_result
+from bench.common import benchmark, iso_epoch, log, setup_environment, spark_session, spread, summary, table, workdir
 from bench.error_handling import expected, generate, runner_spec
 
 TITLE = "3. Restart cost"
@@ -58,15 +57,14 @@ def verify(root: Path, exp: dict[str, int]) -> dict[str, int]:
             "dlq_written_twice": counts["dlq_rows"] - counts["dlq_distinct"], "dlq_missing": exp["bad"] - counts["dlq_distinct"]}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, kills=5, records=200_000, per_file=10_000, timeout=240.0)
+def measure(args) -> dict[str, Any]:
     with workdir("restart") as work:
         setup_environment(work)
         from airflow_conduit.hooks.backends.local import LocalBackend
 
         rng, launcher, state, kills = random.Random(7), LocalBackend("spark_default"), work / "state", []
         exp = expected(generate(work / "data", args.records, args.per_file))
-        (work / "pipeline.yaml").write_text(runner_spec(work / "data", work / "lake", work / "dlq", 1), encoding="utf-8")
+        (work / "pipeline.yaml").write_text(runner_spec(work / "data", work, 1), encoding="utf-8")
         handle = launcher.submit(str(work / "pipeline.yaml"), "run-01", str(state))
         watch(handle, launcher, lambda r: bool(r.get("batches")), args.timeout)
         for k in range(args.kills):
@@ -94,14 +92,13 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         outputs, exit_code = verify(work, exp), launcher.status(handle).exit_code
     ats = [b["at"] for b in final.get("batches") or [] if b.get("at")]
-    write_result("restart_cost", {
+    return {
         "records": args.records, "per_batch": args.per_file, "kills": kills, "outputs": outputs,
         "final_status": final.get("status"), "final_exit_code": exit_code,
         "steady_batch_seconds": summary(iso_epoch(b) - iso_epoch(a) for a, b in zip(ats, ats[1:])),
         "summary": {key: summary(c[key] for c in kills) for key in ("to_running", "first_batch_seconds", "to_processing_again", "read_twice")},
         "written_twice": outputs["lake_written_twice"] + outputs["dlq_written_twice"],
-        "missing": outputs["lake_missing"] + outputs["dlq_missing"]}, args.out)
-    return 0
+        "missing": outputs["lake_missing"] + outputs["dlq_missing"]}
 
 
 def tables(r: dict[str, Any]) -> list[str]:
@@ -124,4 +121,4 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("restart_cost", __doc__, measure, kills=5, records=200_000, per_file=10_000, timeout=240.0)

@@ -30,7 +30,6 @@ QUICK = {
     "deferral_scale": "--ns 10,50 --reps 2 --poll 2 --workers 2",
     "kafka_delta": "--records 20000 --small-records 20000 --reps 1 --warmup-pairs 0 --latency-rate 20 --latency-seconds 15 --latency-warmup 5",
 }
-FULL = {"expectations_cost": "--records 200000 --per-file 50000", "small_run": "--runs 2"}
 
 
 def run_one(name: str, args: list[str], results: Path) -> int:
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         setup_environment()
         os.environ["CONDUIT_BENCH_NOTE"] = args.note
-        failed = [n for n in names if run_one(n, (QUICK if args.quick else FULL).get(n, "").split(), results) != 0]
+        failed = [n for n in names if run_one(n, (QUICK.get(n, "") if args.quick else "").split(), results) != 0]
     docs = Path(tempfile.mkdtemp(prefix="conduit-bench-docs-")) if args.quick else REPO / "docs"
     if args.quick:
         shutil.copy(REPO / "docs" / "benchmarks.md", docs)

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-from bench.common import REPO, alternate, arguments, iso_epoch, setup_environment, spread, summary, table, workdir, write_result
+from bench.common import REPO, alternate, benchmark, iso_epoch, spread, summary, table, workdir
 
 TITLE = "6. A small run, as a new user runs it"
 EXAMPLE = REPO / "examples" / "orders"
@@ -21,18 +21,15 @@ PY_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ (\S+): (.*)$"
 SPARK_EVENTS = {("SparkContext", "Running Spark version"): "spark_context_starting", ("BlockManager", "Initialized BlockManager"): "spark_context_ready",
                 ("MicroBatchExecution", "Starting ["): "query_starting"}
 FLOOR_SCRIPT = """
-import json, sys, time
-started = time.time()
+import sys
 from pyspark.sql import SparkSession
-imported = time.time()
 spark = SparkSession.builder.master("local[*]").appName("small-run-floor").getOrCreate()
-session = time.time()
 schema = "id INT, customer STRING, amount DOUBLE, currency STRING, ts TIMESTAMP, payload STRING"
 spark.read.schema(schema).json(sys.argv[1]).write.mode("overwrite").parquet(sys.argv[2])
-written = time.time()
 spark.stop()
-print(json.dumps({"imported": imported, "session": session, "written": written, "stopped": time.time()}), flush=True)
 """
+BATCH_FIGURES = {"batch_seconds": "trigger start → commit", "foreach_batch_seconds": "… in foreachBatch (the runner)",
+                 "planning_seconds": "… query planning", "offsets_and_commit_seconds": "… offsets and commit logs"}
 
 
 def parse_driver_log(text: str) -> dict[str, Any]:
@@ -62,9 +59,9 @@ def parse_driver_log(text: str) -> dict[str, Any]:
 def run_floor(work: Path) -> dict[str, Any]:
     shutil.copytree(EXAMPLE / "data" / "in", work / "in")
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(work / "in"), str(work / "out")], capture_output=True, text=True,
-                          timeout=600, cwd=str(work), check=True)
-    return {"seconds": time.time() - t0, "marks": json.loads(proc.stdout.strip().splitlines()[-1])}
+    subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(work / "in"), str(work / "out")], capture_output=True, timeout=600, cwd=str(work),
+                   check=True)
+    return {"seconds": time.time() - t0}
 
 
 def run_cli(work: Path) -> dict[str, Any]:
@@ -124,23 +121,18 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
     return {"seconds": t_exit - t0, "phases": {name: b - a for name, a, b in marks}, "batches": batches, "totals": report.get("totals")}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, runs=3)
-    setup_environment()
+def measure(args) -> dict[str, Any]:
     with workdir("small") as root:
         os.environ.setdefault("AIRFLOW_HOME", str(root / "airflow-home"))  # the CLI needs no Airflow DB; keep it out of ~
-        runs = alternate(["floor", "runner"], args.runs, warmup=0,
-                         run=lambda way, rep: (run_floor if way == "floor" else run_cli)(root / f"{way}-{rep}"))
+        runs = alternate(["floor", "runner"], args.runs, warmup=0, work=root,
+                         run=lambda way, folder: (run_floor if way == "floor" else run_cli)(folder))
     cli, names = runs["runner"], list(runs["runner"][0]["phases"])
-    keys = ("batch_seconds", "foreach_batch_seconds", "planning_seconds", "offsets_and_commit_seconds")
-    write_result("small_run", {
+    return {
         "command": "airflow-conduit run examples/orders/pipeline.yaml --state-dir <new temporary folder>", "records": 15, "runs": cli,
         "wall_seconds": summary(r["seconds"] for r in cli), "phases": {n: summary(r["phases"][n] for r in cli) for n in names}, "phase_order": names,
-        "first_batch": {k: summary(r["batches"][0][k] for r in cli if r["batches"]) for k in keys},
-        "later_batches": {k: summary(b[k] for r in cli for b in r["batches"][1:]) for k in keys},
-        "floor_wall_s": summary(r["seconds"] for r in runs["floor"]),
-        "over_floor": summary(r["seconds"] - f["seconds"] for r, f in zip(cli, runs["floor"]))}, args.out)
-    return 0
+        "first_batch": {k: summary(r["batches"][0][k] for r in cli if r["batches"]) for k in BATCH_FIGURES},
+        "later_batches": {k: summary(b[k] for r in cli for b in r["batches"][1:]) for k in BATCH_FIGURES},
+        "floor_wall_s": summary(r["seconds"] for r in runs["floor"])}
 
 
 def tables(r: dict[str, Any]) -> list[str]:
@@ -152,14 +144,12 @@ def tables(r: dict[str, Any]) -> list[str]:
     head = [["wall time, `airflow-conduit run` → exit", spread(wall, 1, " s")]]
     if r.get("floor_wall_s") is not None:
         head.append(["plain PySpark script (SparkSession, read, write)", spread(r["floor_wall_s"], 1, " s")])
-    labels = {"batch_seconds": "trigger start → commit", "foreach_batch_seconds": "… in foreachBatch (the runner)",
-              "planning_seconds": "… query planning", "offsets_and_commit_seconds": "… offsets and commit logs"}
     return [f"`{r.get('command', '?')}`, {len(r.get('runs') or [])} run(s).", table(["measure", "seconds"], head),
             table(["phase", "seconds", "share"], [[name, spread(phases_[name], 1, " s"), f"{100 * seconds(phases_[name]) / (seconds(wall) or 1):.0f} %"]
                                                   for name in r.get("phase_order") or list(phases_)]),
             table(["per micro-batch", "first batch", "later batches"],
-                  [[label, spread(first[k], 2, " s"), spread(later.get(k), 2, " s")] for k, label in labels.items() if k in first])]
+                  [[label, spread(first[k], 2, " s"), spread(later.get(k), 2, " s")] for k, label in BATCH_FIGURES.items() if k in first])]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("small_run", __doc__, measure, runs=2)

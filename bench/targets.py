@@ -15,12 +15,9 @@ Result = Mapping[str, Any]
 def at(*path: str) -> Callable[[Result], Any]:
     """The value at ``path`` in a result (nested keys), or None when a key is missing."""
 
-    def get(result: Result) -> Any:
-        value: Any = result
+    def get(value: Any) -> Any:
         for key in path:
-            if not isinstance(value, Mapping) or key not in value:
-                return None
-            value = value[key]
+            value = value.get(key) if isinstance(value, Mapping) else None
         return value
 
     return get

@@ -1,18 +1,17 @@
 """Benchmark 1b: the runner against the streaming floor on records of 25, 50 and 100 fields (method: docs/benchmarks.md)."""
 
 import json
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import (MIN_PAIRS, alternate, arguments, column, next_job_id, ratios, run_child, run_pipeline, seconds_in_jobs,
-                          setup_environment, spark_session, spread, summary, table, workdir, write_result)
-from bench.error_handling import streaming_floor
+from bench.common import (MIN_PAIRS, benchmark, column, file_dlq, pipeline_yaml, ratios, run_child, run_pipeline, spark_session, spread,
+                          step, summary, table, workdir, write_lines)
+from bench.error_handling import measure_ways, streaming_floor
 
 TITLE = "1b. Wide records"
 FILES = 10
 LEADING = ["id BIGINT NOT NULL", "name STRING NOT NULL", "ts TIMESTAMP", "addr STRUCT<street: STRING, city: STRING, zip: STRING>"]
+CENTS = ["*", "round(f00 * 100) AS f00_cents"]
 CYCLE = ("DOUBLE", "STRING", "BIGINT", "TIMESTAMP")  # the types of f00, f01, ... in turn
 
 
@@ -35,79 +34,45 @@ def record_line(i: int, fields: int) -> str:
 
 
 def spec(data: Path, root: Path, fields: int) -> str:
-    return f"""
-version: "1"
-pipeline:
-  id: bench-wide
-  mode: available-now
-  sources:
-    - {{id: wide-in, plugin: builtin:file, settings: {{path: {json.dumps(str(data))}, format: json, schema: "{schema_ddl(fields)}"}}}}
-  processors:
-    - {{id: cents, plugin: sql, settings: {{select: ["*", "round(f00 * 100) AS f00_cents"]}}}}
-  destinations:
-    - {{id: lake, plugin: builtin:file, settings: {{path: {json.dumps(str(root / 'lake'))}, format: parquet}}}}
-  dead-letter-queue:
-    plugin: builtin:file
-    settings: {{path: {json.dumps(str(root / 'dlq'))}, format: parquet}}
-    window-size: 10000
-    window-nack-threshold: 1000
-"""
+    return pipeline_yaml("bench-wide", [step("wide-in", "builtin:file", path=data, format="json", schema=schema_ddl(fields))],
+                         [step("lake", "builtin:file", path=root / "lake", format="parquet")], [step("cents", "sql", select=CENTS)],
+                         file_dlq(root / "dlq", window_size=10000, window_nack_threshold=1000))
 
 
-def child(args) -> int:
-    """One JVM: a and p alternating; time, driver time outside Spark jobs per batch, the largest generated method."""
+def child(args) -> dict[str, Any]:
+    """One JVM: a and p alternating; time and driver time outside Spark jobs per batch; the largest generated method."""
     spark = spark_session("airflow-conduit-bench-wide", args.driver_memory, jit=bool(args.jit))
     methods = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_GENERATED_METHOD_BYTECODE_SIZE()
-    work, data, fields = Path(args.work), Path(args.work) / "data", args.fields
-    ways = {"a": lambda root: run_pipeline(spark, spec(data, root, fields), root),
-            "p": lambda root: streaming_floor(spark, data, root, schema_ddl(fields), lambda df: df.selectExpr("*", "round(f00 * 100) AS f00_cents"),
-                                              ("id", "name"))}
-
-    def run(way: str, rep: int) -> dict[str, Any]:
-        first = next_job_id(spark)
-        result = ways[way](work / f"{way}{rep}")
-        outside = (result["seconds"] - seconds_in_jobs(spark, first, next_job_id(spark))) / max(result["batches"], 1)
-        written = result["written"] if way == "a" else spark.read.parquet(str(result["lake"])).count()
-        shutil.rmtree(work / f"{way}{rep}", ignore_errors=True)
-        return {"seconds": result["seconds"], "outside": outside, "batches": result["batches"], "written": written}
-
-    runs = alternate(["a", "p"], args.reps, run, label=f"{fields} fields ")
+    work, fields = Path(args.work), args.fields
+    ways = {"a": lambda spark, data, root: run_pipeline(spark, spec(data, root, fields), root),
+            "p": lambda spark, data, root: streaming_floor(spark, data, root, schema_ddl(fields), lambda df: df.selectExpr(*CENTS))}
+    runs = measure_ways(spark, work, work / "data", ways, args.reps, label=f"{fields} fields ")
     largest = int(methods.getSnapshot().getMax())
     spark.stop()
-    Path(args.out).write_text(json.dumps({"runs": runs, "largest_method_bytes": largest}))
-    return 0
+    return {"runs": runs, "largest_method_bytes": largest}
 
 
 def measure_width(args, work: Path, fields: int, jit: bool) -> dict[str, Any]:
     records = max(FILES, args.field_values // fields)
     folder, per_file = work / str(fields), max(1, -(-records // FILES))
-    (folder / "data").mkdir(parents=True, exist_ok=True)
-    for start in range(0, records, per_file):
-        lines = [record_line(i, fields) for i in range(start, min(start + per_file, records))]
-        (folder / "data" / f"part-{start:09d}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = run_child("bench.wide_schema", folder / f"child-{int(jit)}.json", "--jit", str(int(jit)), "--fields", str(fields),
-                    "--work", str(folder), "--reps", str(args.reps), "--driver-memory", args.driver_memory)
+    write_lines(folder / "data", records, per_file, lambda i: record_line(i, fields))
+    out = run_child("bench.wide_schema", folder / f"child-{int(jit)}.json", jit=int(jit), fields=fields, work=folder, reps=args.reps,
+                    driver_memory=args.driver_memory)
     a, p = out["runs"]["a"], out["runs"]["p"]
-    return {"fields": fields, "records": records, "per_file": per_file, "jit_options": jit, "largest_method_bytes": out["largest_method_bytes"],
-            "batches": {"a": a[-1]["batches"], "p": p[-1]["batches"]}, "written": {"a": a[-1]["written"], "p": p[-1]["written"]},
+    outside = {way: [(x["seconds"] - x["in_jobs"]) / max(x["batches"], 1) for x in runs] for way, runs in out["runs"].items()}
+    return {"fields": fields, "records": records, "largest_method_bytes": out["largest_method_bytes"],
             "seconds": {"a": summary(column(a, "seconds")), "p": summary(column(p, "seconds"))},
             "ratio_a_p": ratios(column(a, "seconds"), column(p, "seconds")),
-            "outside_jobs_per_batch": {"a": summary(column(a, "outside")), "p": summary(column(p, "outside"))},
-            "planning_per_batch_over_p": summary(x["outside"] - y["outside"] for x, y in zip(a, p))}
+            "outside_jobs_per_batch": {way: summary(v) for way, v in outside.items()},
+            "planning_per_batch_over_p": summary(x - y for x, y in zip(outside["a"], outside["p"]))}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__, widths="25,50,100", field_values=10_000_000, jvm_defaults_at=25, reps=MIN_PAIRS, driver_memory="4g",
-                     child=0, work="", fields=25, jit=1)
-    setup_environment()
-    if args.child:
-        return child(args)
+def measure(args) -> dict[str, Any]:
     widths = [int(w) for w in args.widths.split(",")]
     with workdir("wide") as work:
         by_width = {str(w): measure_width(args, work, w, jit=True) for w in widths}
         defaults = measure_width(args, work, args.jvm_defaults_at, jit=False) if args.jvm_defaults_at else None
-    write_result("wide_schema", {"widths": by_width, "jvm_defaults": defaults, "reps": args.reps, "field_values": args.field_values}, args.out)
-    return 0
+    return {"widths": by_width, "jvm_defaults": defaults, "reps": args.reps, "field_values": args.field_values}
 
 
 def tables(r: dict[str, Any]) -> list[str]:
@@ -125,4 +90,5 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    benchmark("wide_schema", __doc__, measure, child, widths="25,50,100", field_values=10_000_000, jvm_defaults_at=25, reps=MIN_PAIRS,
+              driver_memory="4g", work="", fields=25, jit=1)

@@ -219,6 +219,19 @@ class BatchPass:
 
     # -- the pass ---------------------------------------------------------------------------------------
 
+    def prepare(self) -> None:
+        """Build what the run's first pass builds (its columns, the observation's, the writes' and the DLQ's select
+        lists), on an empty stand-in of a batch while the query starts; nothing runs, nothing is written, nothing
+        is observed. A first pass has no DLQ commit and no saved window yet."""
+        r = self.runner
+        shape = (True, self._window_enabled(True), len(self.branches))
+        inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(True, window_needed=True)))
+        status = self._in_tasks_per_core(C.with_columns(self.status, inputs) if inputs else self.status)
+        self._once(("metrics", *shape), lambda: C.JvmColumns(self._metrics(True, window_needed=True)))
+        for dest, branch in zip(r.destinations, self.branches):
+            rows_for(dest, branch, status, r.fates)  # the select lists it keeps (no observation: that is the batch's)
+        r.pending_reasons  # noqa: B018 - cached_property: the DLQ rows' columns
+
     def run(self) -> PassResult:
         r = self.runner
         b = self.batch_id
