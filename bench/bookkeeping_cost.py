@@ -64,7 +64,7 @@ def child(args) -> dict[str, Any]:
 
 def measure(args) -> dict[str, Any]:
     with workdir("bookkeeping") as work:
-        kinds = eh.generate(work / "data", args.records, args.per_file)
+        eh.generate(work / "data", args.records, args.per_file)
         out = run_child("bench.bookkeeping_cost", work / "child.json", work=work, reps=args.reps, driver_memory=args.driver_memory)
         runs, jfr = out["runs"], Path(out["java_home"]) / "bin" / "jfr"
         try:
@@ -76,7 +76,6 @@ def measure(args) -> dict[str, Any]:
             profile = {}
     times = {w: column(r, "seconds") for w, r in runs.items()}
     return {
-        "records": args.records, "per_file": args.per_file, "kinds": kinds, "reps": args.reps,
         "rows_written": {w: r[-1]["written"] for w, r in runs.items()}, "seconds": {w: summary(v) for w, v in times.items()},
         "ratio_to_b": {w: ratios(v, times["b"]) for w, v in times.items()},
         "steps": {"runner_over_p": summary(x - y for x, y in zip(times["a"], times["p"])),

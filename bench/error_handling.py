@@ -12,6 +12,7 @@ from bench.common import (MIN_PAIRS, Stopwatch, alternate, benchmark, column, fi
 
 TITLE = "1. Cost of error handling on the data path"
 SCHEMA_DDL = "id BIGINT NOT NULL, customer STRING NOT NULL, amount DOUBLE, currency STRING, ts TIMESTAMP"
+NULLABLE_DDL = SCHEMA_DDL.replace(" NOT NULL", "")  # how the floors read it (with_required drops the rows without those fields)
 BAD_KINDS = ("malformed", "wrong_type_amount", "wrong_type_id", "missing_customer")
 RUNNER_WAYS = ("a", "t")
 ENRICH = ["*", "round(amount * 100) AS amount_cents", "to_date(ts) AS order_date"]
@@ -56,14 +57,8 @@ def runner_spec(data: Path, root: Path, files_per_batch: int = 0) -> str:
                          file_dlq(root / "dlq", window_size=10_000, window_nack_threshold=1_000))
 
 
-def nullable(ddl: str):
-    from pyspark.sql import types as T
-
-    return T.StructType([T.StructField(f.name, f.dataType, True) for f in T.StructType.fromDDL(ddl).fields])
-
-
 def with_required(df, ddl: str):
-    """The rows that have every NOT NULL field of ``ddl`` (Spark's readers read such fields as nullable)."""
+    """The rows that have every NOT NULL field of ``ddl`` (Spark's readers take a schema without NOT NULL)."""
     from pyspark.sql import functions as F
 
     for name in (field.split()[0] for field in ddl.split(", ") if field.endswith(" NOT NULL")):
@@ -84,7 +79,6 @@ def streaming_floor(spark, data: Path, root: Path, ddl: str, transform: Callable
     import contextlib
 
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     from airflow_conduit.spark.batch_pass import in_tasks_per_core
     from airflow_conduit.spark.runner import files_read_one_per_partition
@@ -97,8 +91,8 @@ def streaming_floor(spark, data: Path, root: Path, ddl: str, transform: Callable
         transform(good.drop("_corrupt")).write.mode("overwrite").parquet(str(root / "lake" / f"batch={batch_id}"))
 
     with files_read_one_per_partition(spark) if as_runner else contextlib.nullcontext(), Stopwatch() as sw:
-        reader = spark.readStream.schema(nullable(ddl).add("_corrupt", T.StringType(), True)).option("mode", "PERMISSIVE")
-        reader = reader.option("columnNameOfCorruptRecord", "_corrupt")
+        reader = spark.readStream.schema(ddl.replace(" NOT NULL", "") + ", _corrupt STRING").option("mode", "PERMISSIVE") \
+            .option("columnNameOfCorruptRecord", "_corrupt")
         if files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", files_per_trigger)
         reader.json(str(data)).writeStream.foreachBatch(write_good).option("checkpointLocation", str(root / "checkpoint")) \
@@ -109,7 +103,7 @@ def streaming_floor(spark, data: Path, root: Path, ddl: str, transform: Callable
 def run_b(spark, data: Path, root: Path) -> dict[str, Any]:
     """Plain PySpark: bad rows dropped by the reader or the NOT NULL filter."""
     with Stopwatch() as sw:
-        df = spark.read.schema(nullable(SCHEMA_DDL)).option("mode", "DROPMALFORMED").json(str(data))
+        df = spark.read.schema(NULLABLE_DDL).option("mode", "DROPMALFORMED").json(str(data))
         transforms(with_required(df, SCHEMA_DDL)).write.mode("overwrite").parquet(str(root / "lake"))
     return {"seconds": sw.seconds, "lake": root / "lake"}
 
@@ -136,9 +130,8 @@ def run_c(spark, data: Path, root: Path) -> dict[str, Any]:
     """A Python UDF with try/except; parsed rows persisted so the UDF runs once for both writes."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    parse = F.udf(parse_with_try, T.StructType([T.StructField("value", nullable(SCHEMA_DDL)), T.StructField("error", T.StringType())]))
+    parse = F.udf(parse_with_try, f"value STRUCT<{NULLABLE_DDL}>, error STRING")
     with Stopwatch() as sw:
         lines = spark.read.text(str(data)).where(F.trim(F.col("value")) != F.lit(""))
         parsed = lines.select(F.col("value").alias("raw"), parse(F.col("value")).alias("r")).persist(StorageLevel.MEMORY_AND_DISK)

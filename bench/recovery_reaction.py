@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_conduit.runs.report import read_json
 from bench.common import benchmark, iso_epoch, log, pipeline_yaml, setup_environment, spread, step, summary, table, workdir
 
 TITLE = "2. Reaction time of recovery"
@@ -51,7 +52,7 @@ def timed_classes() -> dict[str, type]:
 
         def submit_job(self, *args, **kwargs):
             handle = super().submit_job(*args, **kwargs)
-            mark("submit", run_id=handle["run_id"], submitted_at=handle.get("submitted_at"))
+            mark("submit", run_id=handle["run_id"], submitted_at=handle["submitted_at"])
             return handle
 
     class TimedTrigger(SparkPipelineTrigger):
@@ -97,31 +98,29 @@ def run_dag(work: Path, poll: float, restarts: int, delay: float) -> dict[str, A
     module = importlib.import_module(name)  # dag.test() syncs the DAG's file to the metadata DB
     dagrun = module.dag.test()
     marks = [json.loads(line) for line in Path(os.environ[EVENTS_ENV]).read_text().splitlines()]
-    exits = {run.name: json.loads((run / "exit.json").read_text()) for run in (state / "runs").iterdir() if (run / "exit.json").exists()}
-    return {"marks": marks, "exits": {r: iso_epoch(e["ended_at"]) for r, e in exits.items()}, "state": str(getattr(dagrun, "state", None))}
+    exits = {run.name: iso_epoch(read_json(run / "exit.json")["ended_at"])
+             for run in (state / "runs").iterdir() if (run / "exit.json").exists()}
+    return {"marks": marks, "exits": exits, "state": str(getattr(dagrun, "state", None))}
 
 
 def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
-    """One breakdown per restart: the failed run's driver exit -> the next submission."""
+    """One breakdown per restart: the failed run's driver exit -> the next submission (its handle's submitted_at)."""
     marks, out = raw["marks"], []
     submits = [m for m in marks if m["event"] == "submit"]
     for failed, following in zip(submits, submits[1:]):
-        exit_t, submitted = raw["exits"].get(failed["run_id"]), iso_epoch(following["submitted_at"]) if following.get("submitted_at") else following["t"]
-        between = [m for m in marks if (exit_t or 0) <= m["t"] <= following["t"]]
-        first = {}
-        for m in between:
-            if m.get("run_id") in (None, failed["run_id"]) and (m["event"] != "defer" or m.get("method") == "resubmit"):
+        exit_t, submitted, first = raw["exits"].get(failed["run_id"]), iso_epoch(following["submitted_at"]), {}
+        for m in marks:  # the first of each step after the exit; of the defers, the one that waits to resubmit
+            if (exit_t or 0) <= m["t"] <= following["t"] and m.get("run_id") in (None, failed["run_id"]) \
+                    and m.get("method", "resubmit") == "resubmit":
                 first.setdefault(m["event"], m)
         if exit_t is None or not {"poll", "trigger_event", "execute_complete", "defer", "resubmit"} <= set(first):
             continue
-        delay = first["defer"]["moment"] - first["defer"]["t"]
-        total = submitted - exit_t
-        out.append({"configured_delay": delay, "detection": first["trigger_event"]["t"] - exit_t, "poll_wait": first["poll"]["t"] - exit_t,
-                    "poll_reads": first["trigger_event"]["t"] - first["poll"]["t"],
-                    "resume": first["execute_complete"]["t"] - first["trigger_event"]["t"],
-                    "decide": first["defer"]["t"] - first["execute_complete"]["t"],
-                    "timer_overshoot": first["resubmit"]["t"] - first["defer"]["t"] - delay, "submit": submitted - first["resubmit"]["t"],
-                    "total": total, "overhead": total - delay})
+        t = {event: m["t"] for event, m in first.items()}
+        delay, total = first["defer"]["moment"] - t["defer"], submitted - exit_t
+        out.append({"configured_delay": delay, "detection": t["trigger_event"] - exit_t, "poll_wait": t["poll"] - exit_t,
+                    "poll_reads": t["trigger_event"] - t["poll"], "resume": t["execute_complete"] - t["trigger_event"],
+                    "decide": t["defer"] - t["execute_complete"], "timer_overshoot": t["resubmit"] - t["defer"] - delay,
+                    "submit": submitted - t["resubmit"], "total": total, "overhead": total - delay})
     return out
 
 
@@ -139,7 +138,7 @@ def measure(args) -> dict[str, Any]:
                 raise SystemExit(f"no restart measured: events {[m['event'] for m in raw['marks']]}")
             by_poll[f"{poll:g}"] = {"poll": poll, "cycles": measured, "dagrun_state": raw["state"],
                                     "summary": {k: summary(c[k] for c in measured) for k in measured[0]}}
-    return {"restarts": args.restarts, "delay": args.delay, "policy": "fixed", "by_poll": by_poll}
+    return {"by_poll": by_poll}
 
 
 COMPONENTS = {"detection": "detection", "poll_wait": "… waiting for the next poll", "poll_reads": "… the poll's reads and event",

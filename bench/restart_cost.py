@@ -1,11 +1,11 @@
 """Benchmark 3: restart cost after a SIGKILL of a batch in flight, through real spark-submit (method: docs/benchmarks.md)."""
 
-import json
 import random
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from airflow_conduit.runs.report import read_json
 from bench.common import benchmark, iso_epoch, log, setup_environment, spark_session, spread, summary, table, workdir
 from bench.error_handling import expected, generate, runner_spec
 
@@ -20,10 +20,7 @@ def in_flight(state: Path) -> list[int]:
 
 
 def report_of(handle: dict) -> dict[str, Any]:
-    try:
-        return json.loads(Path(handle["report_path"]).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return {}
+    return read_json(handle["report_path"]) or {}  # written atomically: absent or whole
 
 
 def watch(handle: dict, launcher, until: Callable[[dict], bool], timeout: float) -> dict[str, float]:
@@ -68,9 +65,7 @@ def measure(args) -> dict[str, Any]:
         handle = launcher.submit(str(work / "pipeline.yaml"), "run-01", str(state))
         watch(handle, launcher, lambda r: bool(r.get("batches")), args.timeout)
         for k in range(args.kills):
-            deadline = time.monotonic() + args.timeout
-            while not in_flight(state) and not launcher.status(handle).finished and time.monotonic() < deadline:
-                time.sleep(0.05)
+            watch(handle, launcher, lambda r: bool(in_flight(state)), args.timeout)
             if not in_flight(state):
                 log("the pipeline finished before all kills were done (use more records)")
                 break
@@ -86,17 +81,15 @@ def measure(args) -> dict[str, Any]:
                           "first_batch_already_committed": batches[0].get("already_committed", []),
                           "read_twice": sum(int(b.get("read", 0)) for b in batches if b.get("batch_id") in pending), "batch_size": args.per_file})
             log(f"kill {k + 1}: {kills[-1]}")
-        watch(handle, launcher, lambda r: r.get("status") in ("succeeded", "failed"), args.timeout * 4)
-        final, deadline = report_of(handle), time.monotonic() + 60
-        while not launcher.status(handle).finished and time.monotonic() < deadline:  # the JVM shuts down after the report
-            time.sleep(0.2)
+        watch(handle, launcher, lambda r: False, args.timeout * 4)  # until the driver exits (after its final report)
+        final = report_of(handle)
         outputs, exit_code = verify(work, exp), launcher.status(handle).exit_code
     ats = [b["at"] for b in final.get("batches") or [] if b.get("at")]
     return {
         "records": args.records, "per_batch": args.per_file, "kills": kills, "outputs": outputs,
         "final_status": final.get("status"), "final_exit_code": exit_code,
         "steady_batch_seconds": summary(iso_epoch(b) - iso_epoch(a) for a, b in zip(ats, ats[1:])),
-        "summary": {key: summary(c[key] for c in kills) for key in ("to_running", "first_batch_seconds", "to_processing_again", "read_twice")},
+        "summary": {key: summary(c[key] for c in kills) for key in ("first_batch_seconds", "to_processing_again")},
         "written_twice": outputs["lake_written_twice"] + outputs["dlq_written_twice"],
         "missing": outputs["lake_missing"] + outputs["dlq_missing"]}
 

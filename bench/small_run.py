@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
+from airflow_conduit.runs.report import read_json
 from bench.common import REPO, alternate, benchmark, iso_epoch, spread, summary, table, workdir
 
 TITLE = "6. A small run, as a new user runs it"
@@ -76,19 +77,16 @@ def run_cli(work: Path) -> dict[str, Any]:
             if time.time() - t0 > 600:
                 proc.kill()
                 raise TimeoutError("airflow-conduit run did not finish within 600 s")
-            for log_file in (state / "runs").glob("*/driver.log") if (state / "runs").exists() else []:
+            for log_file in state.glob("runs/*/driver.log"):
                 seen.setdefault("driver_log_created", time.time())
-                try:
-                    seen.setdefault(f"status:{json.loads((log_file.parent / 'report.json').read_text())['status']}", time.time())
-                except (OSError, ValueError, KeyError):
-                    pass
+                if report := read_json(log_file.parent / "report.json"):  # written atomically: absent or whole
+                    seen.setdefault(f"status:{report['status']}", time.time())
             time.sleep(0.05)
     t_exit = time.time()
     if proc.returncode != 0:
         raise RuntimeError(f"airflow-conduit run exited {proc.returncode}:\n{(work / 'cli.out').read_text()[-3000:]}")
     run_dir = next((state / "runs").iterdir())
-    report = json.loads((run_dir / "report.json").read_text())
-    return phases(t0, t_exit, seen, report, json.loads((run_dir / "exit.json").read_text()),
+    return phases(t0, t_exit, seen, read_json(run_dir / "report.json"), read_json(run_dir / "exit.json"),
                   parse_driver_log((run_dir / "driver.log").read_text(errors="replace")))
 
 
@@ -128,7 +126,7 @@ def measure(args) -> dict[str, Any]:
                          run=lambda way, folder: (run_floor if way == "floor" else run_cli)(folder))
     cli, names = runs["runner"], list(runs["runner"][0]["phases"])
     return {
-        "command": "airflow-conduit run examples/orders/pipeline.yaml --state-dir <new temporary folder>", "records": 15, "runs": cli,
+        "command": "airflow-conduit run examples/orders/pipeline.yaml --state-dir <new temporary folder>", "runs": cli,
         "wall_seconds": summary(r["seconds"] for r in cli), "phases": {n: summary(r["phases"][n] for r in cli) for n in names}, "phase_order": names,
         "first_batch": {k: summary(r["batches"][0][k] for r in cli if r["batches"]) for k in BATCH_FIGURES},
         "later_batches": {k: summary(b[k] for r in cli for b in r["batches"][1:]) for k in BATCH_FIGURES},

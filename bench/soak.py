@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.error_handling import ENRICH
-from bench.common import benchmark, file_dlq, log, pipeline_yaml, step, table, workdir
+from bench.common import benchmark, file_dlq, log, pipeline_yaml, run_pipeline, step, table, workdir
 
 TITLE = "5. Continuous soak: memory and STATE_DIR"
 LATE_FROM = 110  # after the longest retention window in STATE_DIR (100 batches) is full
@@ -90,8 +90,6 @@ def verdicts(r: dict[str, Any]) -> dict[str, bool | None]:
 def measure(args) -> dict[str, Any]:
     confs = ("spark.ui.retainedJobs", "spark.ui.retainedStages", "spark.sql.ui.retainedExecutions")
     os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(f"--conf {c}={args.spark_retention}" for c in confs) + " pyspark-shell"
-    from airflow_conduit.pipeline import load_pipeline_from_string
-    from airflow_conduit.spark.runner import execute
     from airflow_conduit.spark.session import build_session
 
     samples, runners, outcome = [], [], {}
@@ -103,27 +101,26 @@ def measure(args) -> dict[str, Any]:
         return entries[-1]["batch_id"] + 1 if entries else 0
 
     with workdir("soak") as work:
-        pipeline = load_pipeline_from_string(soak_spec(args.interval, args.rate, work), str(work / "p.yaml"), base_dir=str(work))
         spark = build_session("airflow-conduit-bench-soak", master="local[2]")
         spark.sparkContext.setLogLevel("ERROR")
-        thread = threading.Thread(target=lambda: outcome.update(result=execute(spark, pipeline, state_dir=work / "state", run_id="soak",
-                                                                               on_runner=runners.append)), daemon=True)
+        thread = threading.Thread(daemon=True, target=lambda: outcome.update(
+            run_pipeline(spark, soak_spec(args.interval, args.rate, work), work, on_runner=runners.append)))
         started = time.monotonic()
         thread.start()
         for point in points:
             while done() < point:
                 if not thread.is_alive() or time.monotonic() > started + args.timeout:
-                    raise RuntimeError(f"{point} batches not reached (the pipeline ended or the timeout passed): {outcome}")
+                    raise RuntimeError(f"{point} batches not reached (the pipeline ended or the timeout passed)")
                 time.sleep(0.05)
             samples.append(sample(spark, work / "state", done(), started))
             log(f"sample {samples[-1]}")
         runners[0].request_stop("soak finished")
         thread.join(timeout=300)
-        code, report = outcome["result"]
         spark.stop()
-    return {"batches": done(), "rate": args.rate, "interval": args.interval, "exit_code": code, "status": report.status,
-                          "totals": report.totals, "samples": samples, "analysis": analyse(samples),
-            "rows_per_batch": round(report.totals["read"] / max(done(), 1))}
+    if not outcome:  # run_pipeline returns only when the runner exits 0
+        raise RuntimeError("the runner failed after the last sample (its error is in the log above)")
+    return {"batches": done(), "exit_code": 0, "status": runners[0].report.status, "totals": outcome["totals"],
+            "samples": samples, "analysis": analyse(samples), "rows_per_batch": round(outcome["totals"]["read"] / max(done(), 1))}
 
 
 def tables(r: dict[str, Any]) -> list[str]:

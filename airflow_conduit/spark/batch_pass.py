@@ -30,7 +30,7 @@ from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations, source_lines
 from airflow_conduit.spark.destinations import Destination
-from airflow_conduit.spark.dlq import dlq_entry
+from airflow_conduit.spark.dlq import BATCH_COLUMN_TYPES, DLQ_COLUMNS, ENTRY_FIELDS, dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics, observe
 from airflow_conduit.spark.parsing import PENDING_REASON
@@ -223,6 +223,19 @@ class BatchPass:
 
     # -- the pass ---------------------------------------------------------------------------------------
 
+    def prepare(self) -> None:
+        """Build what the run's first pass builds (its columns, the observation's, the writes' and the DLQ's select
+        lists), on an empty stand-in of a batch while the query starts; nothing runs, nothing is written, nothing
+        is observed. A first pass has no DLQ commit and no saved window yet."""
+        r = self.runner
+        shape = (True, self._window_enabled(True), len(self.branches))
+        inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(True, window_needed=True)))
+        status = self._in_tasks_per_core(C.with_columns(self.status, inputs) if inputs else self.status)
+        self._once(("metrics", *shape), lambda: C.JvmColumns(self._metrics(True, window_needed=True)))
+        for dest, branch in zip(r.destinations, self.branches):
+            rows_for(dest, branch, status, r.fates)  # the select lists it keeps (no observation: that is the batch's)
+        r.pending_reasons  # noqa: B018 - cached_property: the DLQ rows' columns
+
     def run(self) -> PassResult:
         r = self.runner
         b = self.batch_id
@@ -263,6 +276,8 @@ class BatchPass:
             observed.write.format("noop").mode("overwrite").save()
         origins = dlq_needed and (r.source_lines.needed or r.dlq.wants_origins)
         read = ((*source_lines.KEYS,) if origins else ()) + (("seq",) if shape[1] else ())
+        if dlq_needed and self._dlq_on_driver():  # the whole entries, to write the DLQ from the driver
+            read += tuple(f for f in ENTRY_FIELDS if f not in read)
         # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
         metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
                                   selects=self._once(("observed",), dict))
@@ -304,7 +319,7 @@ class BatchPass:
         """Write the batch's nacked records to the DLQ and commit it; returns the rows written."""
         r = self.runner
         try:
-            if nacked:
+            if nacked and not self._write_dlq_from_driver(metrics, nacked):
                 r.dlq.write(self._dlq_frame(metrics, nacked), self.batch_id)
         except BaseException:
             r.report.add_counters(deadletterqueue_produce_failures=nacked)
@@ -313,6 +328,35 @@ class BatchPass:
         r.mark_committed(r.dlq, self.batch_id, nacked)
         r.crash_hook(DEAD_LETTER_QUEUE_ID, self.batch_id)
         return nacked
+
+    def _dlq_on_driver(self) -> bool:
+        """Whether the DLQ may be written from the driver (``Destination.write_rows``): a local json or parquet file
+        DLQ (one whose records' origins go to its writer, a Kafka DLQ, is not)."""
+        return self._once(("dlq on driver",), lambda: self.runner.dlq.writes_rows and not self.runner.dlq.wants_origins)
+
+    def _write_dlq_from_driver(self, metrics: ObservedMetrics, nacked: int) -> bool:
+        """Write the DLQ's rows from the entries the observation brought to the driver, without a Spark job, when
+        every nacked record is among them and none has a reason still to work out (``PendingReasons``); False
+        when it cannot (then ``_dlq_frame`` and a Spark write)."""
+        r = self.runner
+        if not self._dlq_on_driver() or metrics.size("dlq") != nacked or metrics.get("pending", 0):
+            return False
+        types = self._dlq_types(metrics)
+        if types is None:
+            return False
+        entries = metrics.fields("dlq", ENTRY_FIELDS)
+        lines = r.source_lines.lines_of(r.spark, metrics.fields("dlq", source_lines.KEYS)) if r.source_lines.needed else None
+        rows = r.pending_reasons.driver_rows(entries, lines, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at)
+        return r.dlq.write_rows(DLQ_COLUMNS, types, rows, self.batch_id)
+
+    def _dlq_types(self, metrics: ObservedMetrics) -> tuple[str, ...] | None:
+        """The DLQ columns' Spark type names (the entries' from the observed array's type), built once per run."""
+        def build():
+            element = metrics.frame.schema["dlq"].dataType.elementType
+            types = {**{f.name: f.dataType.typeName() for f in element.fields}, **BATCH_COLUMN_TYPES}
+            return tuple(types[name] for name in DLQ_COLUMNS) if all(name in types for name in DLQ_COLUMNS) else None
+
+        return self._once(("dlq types",), build)
 
     def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
         r = self.runner

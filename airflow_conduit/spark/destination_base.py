@@ -38,6 +38,16 @@ class Destination:
     def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @property
+    def writes_rows(self) -> bool:
+        """Whether ``write_rows`` may write a batch's rows that are on the driver (its format and place allow it)."""
+        return False
+
+    def write_rows(self, columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple], batch_id: int) -> bool:
+        """Write a batch's rows that are on the driver (``types``: Spark's type names) without a Spark job, as
+        ``write`` would; False when this destination cannot (then the caller uses ``write``)."""
+        return False
+
     def write_in_pass(self, df: DataFrame, batch_id: int) -> None:
         """The write that carries the batch's pass; what it writes is committed by ``commit``, after the DLQ's."""
         self.write(df, batch_id)

@@ -4,7 +4,9 @@
   re-running a batch replaces its partial output. Written in parallel: one
   file per input partition, records in read order within a file, no order
   across files. Read the folder with Spark and ``batch_id`` appears as a
-  partition column.
+  partition column. Rows already on the driver (a DLQ's) are written by it as
+  one file when the folder is local and the format json or parquet
+  (``write_rows``, ``local_batch_files``).
 - jdbc: Spark writes the batch to a staging table ``<table>__conduit_b<n>``;
   then, in one database transaction, rows of batch n are deleted from the
   target, the staging rows inserted (upserted on ``key`` columns with
@@ -27,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.secrets import redact
+from airflow_conduit.spark import local_batch_files
 from airflow_conduit.spark.destination_base import Destination  # noqa: F401 - re-exported: callers import it here
 
 BATCH_COLUMN = "_conduit_batch_id"
@@ -43,6 +46,18 @@ class FileDestination(Destination):
         if fmt == "csv":
             writer = writer.option("header", str(bool(self.settings.get("header", True))).lower())
         writer.format(fmt).save(self.batch_path(batch_id))
+
+    @property
+    def writes_rows(self) -> bool:
+        return local_batch_files.can_write(str(self.settings["path"]), str(self.settings.get("format", "json")), ())
+
+    def write_rows(self, columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple], batch_id: int) -> bool:
+        """A local json or parquet folder: one file written by the driver (``local_batch_files``)."""
+        fmt, path = str(self.settings.get("format", "json")), str(self.settings["path"])
+        if not local_batch_files.can_write(path, fmt, types):
+            return False
+        local_batch_files.write_batch(path, batch_id, fmt, columns, types, rows)
+        return True
 
 
 def _quote_ident(name: str) -> str:

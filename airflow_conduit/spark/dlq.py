@@ -64,8 +64,16 @@ DLQ_COLUMNS = (
     "component_id", "component_type", "exception_class", "exception_message", "exception_stacktrace", "attempt",
     "time_of_error", "record", "configs",
 )
-BATCH_VALUES = "__ac_batch_values"  # the batch's own DLQ values (batch id, time of error) as one struct
 ORIGINAL = "original"  # the entry's text of the record: see dlq_entry
+# The fields of a DLQ entry (``dlq_entry``), in order.
+ENTRY_FIELDS = (
+    "source_id", "source_file", "source_position", "source_split_start", "stage", "component_id", "component_type",
+    "exception_class", "exception_message", "exception_stacktrace", "attempt", ORIGINAL,
+)
+# The types (``DataType.typeName``) of the DLQ columns that are not an entry's field.
+BATCH_COLUMN_TYPES = {"pipeline_id": "string", "run_id": "string", "batch_id": "long", "time_of_error": "string",
+                      "record": "string", "configs": "string"}
+BATCH_VALUES = "__ac_batch_values"  # the batch's own DLQ values (batch id, time of error) as one struct
 
 
 def _kept_original(spec: PipelineSpec, plans: list[SourcePlan], keep_originals: bool) -> Column:
@@ -84,20 +92,21 @@ def dlq_entry(spec: PipelineSpec, plans: list[SourcePlan], *, keep_originals: bo
     a line whose reason is pending (a rejected line's text is also its ``record``).
     """
     err = F.col(C.ERROR)
-    return [
-        F.col(C.SOURCE_ID).alias("source_id"),
-        origin_file(plans).alias("source_file"),
-        origin_position(plans).alias("source_position"),
-        origin_split(plans).alias("source_split_start"),
-        err["stage"].alias("stage"),
-        err["component_id"].alias("component_id"),
-        err["component_type"].alias("component_type"),
-        err["exception_class"].alias("exception_class"),
-        err["message"].alias("exception_message"),
-        err["stacktrace"].alias("exception_stacktrace"),
-        F.coalesce(err["attempt"], F.lit(1)).alias("attempt"),
-        _kept_original(spec, plans, keep_originals).alias(ORIGINAL),
+    columns = [
+        F.col(C.SOURCE_ID),
+        origin_file(plans),
+        origin_position(plans),
+        origin_split(plans),
+        err["stage"],
+        err["component_id"],
+        err["component_type"],
+        err["exception_class"],
+        err["message"],
+        err["stacktrace"],
+        F.coalesce(err["attempt"], F.lit(1)),
+        _kept_original(spec, plans, keep_originals),
     ]
+    return [column.alias(name) for column, name in zip(columns, ENTRY_FIELDS, strict=True)]
 
 
 # -- reasons worked out after the pass (parsing.PENDING_REASON) ---------------------------------------------
@@ -198,6 +207,28 @@ class PendingReasons:
         pending_text, parses, reason, per_record = self._reasons
         entries = entries.select("*", pending_text, *parses).select("*", reason)
         return entries.select(*_select_list(batch, per_record, keep))
+
+    def driver_rows(
+        self, entries: list[tuple], lines: list[tuple[int, str] | None] | None, *, run_id: str, batch_id: int, time_of_error: str,
+    ) -> list[tuple]:
+        """What ``rows`` and ``source_lines.SourceLines.apply`` make of gathered entries without a pending reason,
+        made on the driver: one tuple (``DLQ_COLUMNS``) per entry (``ENTRY_FIELDS``); ``lines``: each entry's
+        line in its file (number, text) or None (not found, or not looked up)."""
+        dlq = self.spec.dead_letter_queue
+        configs = component_configs(self.spec) if dlq.include_configs else {}
+        out = []
+        for i, values in enumerate(entries):
+            e = dict(zip(ENTRY_FIELDS, values, strict=True))
+            line = lines[i] if lines is not None else None
+            record = e[ORIGINAL] if dlq.include_messages else None
+            if line is not None:
+                e["source_position"] = line[0]
+                if dlq.include_messages:
+                    record = line[1]
+            e.update(pipeline_id=self.spec.id, run_id=run_id, batch_id=batch_id, time_of_error=time_of_error, record=record,
+                     configs=configs.get(e["component_id"]))
+            out.append(tuple(e[name] for name in DLQ_COLUMNS))
+        return out
 
     def _batch_columns(self, run_id: str) -> dict[str, Column]:
         """The columns that are the same for a whole batch; the batch's own two as typed placeholders."""

@@ -154,6 +154,8 @@ class PipelineRunner:
         self.fates = Fates()  # the fate columns, built at the first batch
         self.pass_columns: dict = {}  # what every batch pass builds the same, built at the first (batch_pass.BatchPass)
         self.processor_columns: dict = {}  # what the processors build the same at every batch (ProcessorContext.once)
+        self._stream: DataFrame | None = None  # the streaming query's input (its schema is every batch's)
+        self._planning_ahead = threading.Lock()  # held while the first batch's plan is built ahead of it
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -264,14 +266,43 @@ class PipelineRunner:
         return PendingReasons(self.spec, self.plans)
 
     def _build_columns_while_the_query_starts(self) -> None:
-        """Build the run's record columns now, on this thread, while Spark's stream thread lists the input and
-        writes the first offsets: the first batch then finds them built instead of building them (a few
-        hundred JVM round trips) while the executors wait. A failure here is left to the batch, which builds
-        them again and reports it where it happens."""
+        """Build the run's columns and the first batch's plan now, on this thread, while Spark's stream thread
+        lists the input and writes the first offsets: the first batch then finds its columns built (a thousand
+        JVM round trips or so) and its plan's parts analysed, instead of doing it
+        while the executors wait. The plan is built on an empty stand-in of a batch (``_stand_in_batch``): it is
+        never executed (no Spark job) and nothing is written. The first batch waits until this is done (it would
+        build the same); a failure here is left to the batch, which builds it again and reports it where it
+        happens."""
+        with self._planning_ahead:
+            try:
+                self.source_records  # noqa: B018 - cached_property
+                stand_in = self._stand_in_batch()
+                if stand_in is not None:
+                    self._plan_ahead(stand_in)
+            except Exception:  # noqa: BLE001 - see the docstring
+                log.debug("the first batch's plan not built ahead of it", exc_info=True)
+            finally:
+                self.stage.reset()
+
+    def _stand_in_batch(self) -> DataFrame | None:
+        """An empty batch as ``foreachBatch`` hands it over (rows of an RDD, the stream's columns), or None where
+        planning a batch can run Spark jobs (custom processors cache their input; a destination that fits records
+        to its table reads the table)."""
+        stages = [*(s.processors for s in self.spec.sources), self.spec.processors, *(d.processors for d in self.spec.destinations)]
+        if self._stream is None or self._fitting_destinations():
+            return None
+        if any(p.plugin.removeprefix("builtin:") == "custom" for procs in stages for p in procs):
+            return None
+        return self.spark.createDataFrame(self.spark.sparkContext.emptyRDD(), self._stream.schema)
+
+    def _plan_ahead(self, stand_in: DataFrame) -> None:
+        """The batch plan of ``stand_in``, as ``_process_batch`` builds it (analysed, never executed: no job runs)."""
+        ctx = ProcessorContext(spec=self.spec, built=self.processor_columns)
         try:
-            self.source_records  # noqa: B018 - cached_property (thread-safe in Python 3.11: the batch waits for it)
-        except Exception:  # noqa: BLE001 - see the docstring
-            log.debug("columns not built ahead of the first batch", exc_info=True)
+            status, branches = self._plan_batch(stand_in, ctx)
+            BatchPass(self, status, branches, 0, utc_now_iso()).prepare()
+        finally:
+            ctx.release()
 
     @functools.cached_property
     def input_files(self) -> InputFiles:
@@ -305,7 +336,7 @@ class PipelineRunner:
 
     def _start_query(self):
         streams = [read_stream(self.spark, plan) for plan in self.plans]
-        union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), streams)  # fields are per source
+        union = self._stream = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), streams)  # fields are per source
         checkpoint = self.checkpoint
         writer = union.writeStream.foreachBatch(self._foreach_batch).option("checkpointLocation", str(checkpoint))
         if self.spec.mode == "continuous":
@@ -341,6 +372,8 @@ class PipelineRunner:
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Batch number ``batch_id`` (numbered on across checkpoints: ``batch_numbers.py``; a replay's is negative)."""
         started = time.monotonic()
+        with self._planning_ahead:  # the first batch waits for its plan built ahead (_build_columns_while_the_query_starts)
+            pass
         ctx = self._ctx = ProcessorContext(spec=self.spec, built=self.processor_columns)
         try:
             status, branches = self._plan_batch(batch, ctx)

@@ -382,6 +382,11 @@ class SourceLines:
                 out.append((source_id, file, split, position, number, as_record(line)))
         return out
 
+    def lines_of(self, spark: SparkSession, keys: list[tuple]) -> list[tuple[int, str] | None]:
+        """Each key's line (number, text), or None when it is not found (a key with a NULL part matches nothing)."""
+        found = {tuple(r[:4]): r[4:] for r in (self.resolve(spark, keys) if self.needed else [])}
+        return [found.get(tuple(key)) for key in keys]
+
     def apply(self, spark: SparkSession, rows: DataFrame, keys: list[tuple], *, ordinal: str | None = None) -> DataFrame:
         """``rows`` (the DLQ's columns) with ``source_position`` = the line number and ``record`` = the line.
 

@@ -3,10 +3,10 @@
 Every job of a streaming query runs in the job group of the query's run id,
 so Spark's status tracker counts them. The reference pipeline (1 source with
 2 processors, 1 pipeline processor, 1 file destination, file DLQ) runs one
-job per destination write plus one for the DLQ only when a batch holds bad
-records: exactly 2 per batch with bad records, exactly 1 without, whatever
-the number of built-in processors, and with an ``expect`` processor whose
-rules are counted by the same pass (no job per rule).
+job per destination write and none for its file DLQ, whose rows the pass
+brings to the driver and the driver writes: exactly 1 per batch, with bad
+records or without, whatever the number of built-in processors, and with an
+``expect`` processor whose rules are counted by the same pass (no job per rule).
 
 Kafka -> Delta with a Kafka DLQ: 1 job per batch (the Delta write is the pass), with bad records too (the
 Kafka DLQ's records are computed and produced in the driver from what the pass gathered); into a new table,
@@ -78,10 +78,10 @@ def _jobs_per_batch(spark, tmp_path, extra_processors: int = 0, rules=(), *, bad
     return len(jobs) / len(report.batches)
 
 
-def test_a_batch_with_bad_records_runs_2_jobs_its_write_and_the_dlq_write(spark, tmp_path):
-    assert _jobs_per_batch(spark, tmp_path / "a") == 2
-    assert _jobs_per_batch(spark, tmp_path / "b", extra_processors=8) == 2, "built-in processors must add no Spark job"
-    assert _jobs_per_batch(spark, tmp_path / "c", rules=RULES) == 2, "expectation rules must add no Spark job"
+def test_a_batch_with_bad_records_runs_1_job_its_write_the_file_dlq_written_by_the_driver(spark, tmp_path):
+    assert _jobs_per_batch(spark, tmp_path / "a") == 1
+    assert _jobs_per_batch(spark, tmp_path / "b", extra_processors=8) == 1, "built-in processors must add no Spark job"
+    assert _jobs_per_batch(spark, tmp_path / "c", rules=RULES) == 1, "expectation rules must add no Spark job"
 
 
 def test_a_batch_without_bad_records_runs_1_job_its_write(spark, tmp_path):

@@ -1,0 +1,85 @@
+"""The first micro-batch of a run, as counts (deterministic), never times: what it does that later batches do not.
+
+A run builds its columns once (each Column call is a JVM round trip) and keeps them for its batches. They are
+built while Spark's stream thread starts the query (lists the input, writes the first offsets), on an empty
+stand-in of a batch: the first batch's thread then makes about as many JVM round trips as any later batch,
+and nothing before the first batch runs a Spark job.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from py4j.protocol import MEMORY_COMMAND_NAME, MEMORY_DEL_SUBCOMMAND_NAME
+
+from airflow_conduit.pipeline import load_pipeline
+from airflow_conduit.spark.runner import execute
+
+pytestmark = pytest.mark.spark
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders"
+RELEASE = MEMORY_COMMAND_NAME + MEMORY_DEL_SUBCOMMAND_NAME  # py4j's GC releases: not the runner's calls
+# What a first batch still builds: what is read from its observation's result (the observed row's selects,
+# the DLQ rows gathered by it, their source lines), about 260 round trips for the example. Without the columns
+# built ahead of it, it made over 800 more than a later batch.
+FIRST_BATCH_EXTRA_CALLS = 300
+
+
+class FirstBatchProbe:
+    """Py4J calls of each batch on the batch's own thread, and the Spark jobs run before the first batch."""
+
+    def __init__(self, spark, monkeypatch) -> None:
+        self.spark = spark
+        self.calls: list[int] = []
+        self.jobs_before_first_batch: int | None = None
+        self._now: Counter | None = None
+        self._thread: int | None = None
+        self._jobs_at_start = self._jobs()
+        client = spark.sparkContext._gateway._gateway_client
+        send = client.send_command
+
+        def counted(command, *args, **kwargs):
+            if self._now is not None and threading.get_ident() == self._thread and not command.startswith(RELEASE):
+                self._now["py4j"] += 1
+            return send(command, *args, **kwargs)
+
+        monkeypatch.setattr(client, "send_command", counted)
+
+    def _jobs(self) -> int:
+        return self.spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs()
+
+    def wrap(self, runner) -> None:
+        run_batch = runner._foreach_batch
+
+        def counted(batch, batch_id):
+            if self.jobs_before_first_batch is None:
+                self.jobs_before_first_batch = self._jobs() - self._jobs_at_start
+            self._now, self._thread = Counter(), threading.get_ident()
+            try:
+                return run_batch(batch, batch_id)
+            finally:
+                self.calls.append(self._now["py4j"])
+                self._now = None
+
+        runner._foreach_batch = counted
+
+
+@pytest.mark.skipif(not (EXAMPLE / "pipeline.yaml").exists(), reason="examples/orders not present")
+def test_the_first_batch_of_the_example_makes_about_as_many_jvm_round_trips_as_a_later_one(spark, tmp_path, monkeypatch):
+    folder = tmp_path / "orders"
+    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("out", "state"))
+    spec = load_pipeline(str(folder / "pipeline.yaml"))
+    probe = FirstBatchProbe(spark, monkeypatch)
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1", on_runner=probe.wrap)
+    monkeypatch.undo()
+    assert code == 0, report.error
+    # two input files, and the example's own max-files-per-trigger: 1: one batch per file
+    assert len(report.batches) == len(list((folder / "data" / "in").iterdir())) == len(probe.calls) == 2
+    assert report.totals["read"] == report.totals["dlq"] + report.totals["filtered"] + report.totals["written"]["lake"]
+    assert probe.jobs_before_first_batch == 0, "building ahead runs no Spark job"
+    first, later = probe.calls
+    assert first <= later + FIRST_BATCH_EXTRA_CALLS, probe.calls
