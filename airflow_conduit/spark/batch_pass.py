@@ -372,7 +372,7 @@ class BatchPass:
         pending = bool(metrics.get("pending", 1))  # any reason still to work out (the pass works out most)
         rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending,
                                       keep=((ordinal,) if ordinal else ()) + self.dlq_carried)
-        if r.dlq.wants_origins:  # read with the counts: no Spark job (a Kafka DLQ reads its Kafka records back by them)
+        if r.dlq.wants_origins:  # read with the counts: no Spark job (a Kafka DLQ: how many, and a replay's read-back)
             r.dlq.nacked_origins = self._origins(metrics, entries, gathered)
         if not lines:
             return rows
