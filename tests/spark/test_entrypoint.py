@@ -165,8 +165,9 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _python_driver_pid(run_id: str) -> int:
-    """The Python driver process spark-submit started for this run (it handles SIGTERM gracefully)."""
+def _python_driver_pid(run_id: str, state_dir: Path) -> int:
+    """The Python driver process spark-submit started for this run in ``state_dir`` (it handles SIGTERM gracefully);
+    the state dir tells it from another test's driver with the same run id on the same machine."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -175,7 +176,7 @@ def _python_driver_pid(run_id: str) -> int:
         except OSError:
             continue
         args = [a.decode(errors="replace") for a in cmdline]
-        if any(a.endswith("entrypoint.py") for a in args) and run_id in args and "java" not in args[0]:
+        if any(a.endswith("entrypoint.py") for a in args) and run_id in args and str(state_dir) in args and "java" not in args[0]:
             return int(proc.name)
     raise AssertionError(f"no python driver for {run_id}")
 
@@ -223,7 +224,7 @@ def test_spark_submit_survives_three_driver_kills_and_stops_gracefully_on_sigter
             # takes depends on where kill 3 landed, so wait on the data, not on a batch number
             _wait_for(lambda: _report(tmp_path, "r4").get("status") == "running"
                       and _ids_committed(tmp_path, "b") >= set(good_ids), 600, "every record in destination b")
-            os.kill(_python_driver_pid("r4"), signal.SIGTERM)
+            os.kill(_python_driver_pid("r4", tmp_path / "state"), signal.SIGTERM)
             proc.wait(timeout=120)
         finally:
             if proc.poll() is None:
