@@ -215,7 +215,8 @@ def produce_in_driver(spark: SparkSession, records: DataFrame, producer_config, 
     writer task (the code each task of Spark's Kafka sink runs, on a producer of Spark's producer pool: one per
     configuration, kept across batches), on rows computed in the driver: for a local relation, no Spark job.
     Returns once every record is acknowledged (the task's ``close`` flushes and raises the first failed send).
-    Its contract (the Spark classes it names) is tested in tests/spark/test_kafka_sink.py."""
+    Its contract (the Spark internals it names) is pinned by tests/spark/test_kafka_sink.py::
+    test_produce_in_driver_sends_a_local_relation_through_spark_kafka_writer_task_without_a_spark_job."""
     jvm = spark.sparkContext._jvm
     execution = records._jdf.queryExecution()
     rows = execution.executedPlan().executeCollect()  # a local relation's rows, without a Spark job

@@ -225,3 +225,37 @@ def test_a_destination_topic_that_does_not_exist_is_a_fatal_error_naming_it(spar
     assert code == 70 and report.error["fatal"] is True, report.error
     assert report.error["stage"] == "destination" and report.error["component_id"] == "out"
     assert "no-such-topic" in report.error["message"] or "UnknownTopicOrPartition" in report.error["message"]
+
+
+def test_produce_in_driver_sends_a_local_relation_through_spark_kafka_writer_task_without_a_spark_job(spark, kafka):
+    """Contract of the one use of Spark's internal Kafka writer (``kafka_sink.produce_in_driver`` builds
+    ``org.apache.spark.sql.kafka010.KafkaWriteTask`` and collects a local relation's rows with ``executeCollect``):
+    a Spark upgrade that changes either fails here, not in a pipeline."""
+    from pyspark.sql import types as T
+
+    from airflow_conduit.spark.kafka_sink import in_driver, is_local, produce_in_driver
+
+    topic = kafka.create_topic()
+    schema = T.StructType([
+        T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
+        T.StructField("headers", T.ArrayType(T.StructType([
+            T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]))),
+    ])
+    rows = [(b"k%d" % i, b"\xff\x00value-%d" % i, [("h", b"\x01%d" % i)]) for i in range(3)]
+    records = in_driver(spark.createDataFrame(rows, schema).repartition(2))
+    assert is_local(records)
+    config = spark.sparkContext._jvm.java.util.HashMap()
+    config.put("bootstrap.servers", kafka.bootstrap)
+    for name in ("key.serializer", "value.serializer"):
+        config.put(name, "org.apache.kafka.common.serialization.ByteArraySerializer")
+
+    group = "produce-in-driver-contract"
+    spark.sparkContext.setJobGroup(group, "the contract test's produce")
+    try:
+        produce_in_driver(spark, records, config, topic)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == []
+
+    got = sorted((m.key(), m.value(), m.headers()) for m in kafka.read_all(topic))
+    assert got == sorted((k, v, [("h", hv) for _, hv in h]) for k, v, h in rows)
