@@ -72,7 +72,7 @@ TARGETS: tuple[Target, ...] = (
     Target("1. t/p: runner ÷ streaming floor, both with `max-files-per-trigger` (5 in `make bench`)", "error_handling", at("ratio_t_pt"), "<=", 1.3),
     Target("1. fixed cost per micro-batch over p (method in section 1)", "error_handling", at("fixed_cost_ms"), "<=", 150, unit=" ms", digits=0),
     Target("1. a/c: runner ÷ Python UDF", "error_handling", at("ratio_a_c"), "<=", 0.5),
-    Target("1. Spark jobs per micro-batch with bad records", "error_handling", at("jobs_per_batch", "with_bad"), "<=", 2, digits=1),
+    Target("1. Spark jobs per micro-batch with bad records", "error_handling", at("jobs_per_batch", "with_bad"), "<=", 2, stat="max", digits=1),
     Target("1. Spark jobs per micro-batch without bad records", "error_handling", at("jobs_per_batch", "without_bad"), "==", 1, digits=1),
     *(Target(f"1b. a/p at {width} fields", "wide_schema", at("widths", str(width), "ratio_a_p"), "<=", 1.3) for width in (25, 50, 100)),
     Target("2. recovery overhead, poll 1 s", "recovery_reaction", at("by_poll", "1", "summary", "overhead"), "<=", 2.0, stat="max", unit=" s"),
