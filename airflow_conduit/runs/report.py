@@ -2,7 +2,7 @@
 
 Pure Python (no airflow, no pyspark). The Spark job rewrites the report at
 least once per batch with ``write_atomic`` (temp file in the same folder,
-fsync, ``os.replace``), so a reader never sees a half-written report, even
+``os.replace``), so a reader never sees a half-written report, even
 after the driver was killed. Format: docs/architecture.md, "The run report".
 """
 
@@ -226,9 +226,10 @@ class RunReport:
             input_files_changed=list(data.get("input_files_changed") or []),
         )
 
-    def write_atomic(self, path: str | os.PathLike[str]) -> None:
-        """Write to a temp file in the same folder, fsync, then os.replace: readers see old or new, never half."""
-        write_json_atomic(path, self.to_dict())
+    def write_atomic(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:
+        """Write to a temp file in the same folder, then os.replace: readers see old or new, never half
+        (``durable``: fsync'd as well, see ``write_json_atomic``)."""
+        write_json_atomic(path, self.to_dict(), durable=durable)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> "RunReport | None":
@@ -246,16 +247,24 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         return None
 
 
-def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
-    """Atomically replace ``path`` with ``data`` as JSON (also used for the Spark job's small state files)."""
+def write_json_atomic(path: str | os.PathLike[str], data: Any, *, durable: bool = True) -> None:
+    """Atomically replace ``path`` with ``data`` as JSON (also used for the Spark job's small state files).
+
+    A reader, and a process started after this one was killed, sees the old content or the new, never half:
+    the rename is atomic and the page cache outlives a killed process. ``durable`` also fsyncs the file and its
+    folder, so the new content outlives a crash of the machine too. The per-batch state files pass False: their
+    guarantees are across a killed process, and a crash of the machine is not survived by what they vouch for
+    either (Spark's checkpoint and the data files Spark writes to a local disk are not fsync'd: docs/architecture.md,
+    state directory)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2, sort_keys=False, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -263,6 +272,8 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
         except FileNotFoundError:
             pass
         raise
+    if not durable:
+        return
     try:  # make the rename itself durable
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:

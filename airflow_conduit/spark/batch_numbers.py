@@ -68,7 +68,7 @@ class BatchNumbers:
         if number > int(data["last"]):
             data, changed = {**data, "last": number}, True
         if changed:
-            write_json_atomic(self.path, data)
+            write_json_atomic(self.path, data, durable=False)  # per batch: see write_json_atomic
         self._data = data
         return number
 

@@ -48,5 +48,6 @@ class CommitLog:
         write_json_atomic(
             self.path(destination_id, batch_id),
             {"destination": destination_id, "batch_id": batch_id, "rows": rows, "run_id": run_id, "at": utc_now_iso()},
+            durable=False,  # per batch: see write_json_atomic
         )
         self.path(destination_id, batch_id - KEEP_BATCHES).unlink(missing_ok=True)

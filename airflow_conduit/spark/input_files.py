@@ -198,7 +198,7 @@ class InputFiles:
     def save(self) -> None:
         """Rewrite the ledger files whose content changed since they were read or last saved."""
         if "read.json" in self._dirty:
-            write_json_atomic(self.folder / "read.json", self.read)
+            write_json_atomic(self.folder / "read.json", self.read, durable=False)  # per batch: see write_json_atomic
         if "changed.json" in self._dirty:
-            write_json_atomic(self.folder / "changed.json", self.changed)
+            write_json_atomic(self.folder / "changed.json", self.changed, durable=False)
         self._dirty.clear()

@@ -132,6 +132,7 @@ class IntentLog:
             self.path(batch_id),
             {"query_id": query_id, "batch_id": batch_id, "topic": topic, "offsets": {str(p): o for p, o in offsets.items()},
              "at": utc_now_iso()},
+            durable=False,  # per batch: see write_json_atomic
         )
         if batch_id >= 0:
             self.path(batch_id - KEEP_INTENTS).unlink(missing_ok=True)
@@ -461,7 +462,7 @@ class KafkaDeadLetterQueue(KafkaWriter):
         """A Kafka source's record as read (key, value bytes, headers), carried by the pass into the DLQ entry."""
         from airflow_conduit.spark import kafka_source
 
-        return kafka_source.original_record() if self.kafka_sources and kafka_source._TOPIC in columns else {}
+        return kafka_source.original_record() if self.kafka_sources and kafka_source.TOPIC_COLUMN in columns else {}
 
     def _from_kafka(self) -> Column:
         """The DLQ row is of a record a Kafka source read (its ``source_file`` is ``topic/partition/offset``)."""

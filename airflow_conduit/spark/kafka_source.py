@@ -52,7 +52,7 @@ METADATA: dict[str, T.DataType] = {
 # As read (internal): the key's and the headers' bytes, until the record's columns are built.
 _KEY_BYTES = "__ac_kkey"
 _HEADER_BYTES = "__ac_kheaders"
-_TOPIC = "__ac_ktopic"
+TOPIC_COLUMN = "__ac_ktopic"  # a Kafka source's rows have it: the Kafka DLQ carries their records as read
 _PARTITION = "__ac_kpartition"
 _TIMESTAMP = "__ac_kts"
 _VALUE_BYTES = "__ac_kvalue"  # the value as read (a string holding its bytes unchanged), kept for the Kafka DLQ
@@ -111,7 +111,7 @@ def read_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
         F.col("value").cast("string").alias(C.RAW),  # the bytes unchanged (a cast, no decoding)
         F.col("key").alias(_KEY_BYTES),
         F.col("headers").alias(_HEADER_BYTES),
-        F.col("topic").alias(_TOPIC),
+        F.col("topic").alias(TOPIC_COLUMN),
         F.col("partition").alias(_PARTITION),
         F.col("timestamp").alias(_TIMESTAMP),
     )
@@ -122,7 +122,7 @@ def read_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
 
 def origin_file() -> Column:
     """``topic/partition/offset`` (a topic name holds no '/')."""
-    return F.concat_ws("/", F.col(_TOPIC), F.col(_PARTITION).cast("string"), F.col(C.POSITION).cast("string"))
+    return F.concat_ws("/", F.col(TOPIC_COLUMN), F.col(_PARTITION).cast("string"), F.col(C.POSITION).cast("string"))
 
 
 def origin_split() -> Column:
@@ -140,7 +140,7 @@ def original_record() -> dict[str, Column]:
     """The Kafka record as it was read: key, value bytes and headers (NULLs for a record of another source; the
     headers are an array, empty when none, for every Kafka record). Referenced only by the Kafka DLQ's entry,
     evaluated only for nacked records: Spark prunes the columns when nothing reads them."""
-    kafka = F.col(_TOPIC).isNotNull()
+    kafka = F.col(TOPIC_COLUMN).isNotNull()
     return {
         ORIGINAL_KEY: F.col(_KEY_BYTES),
         ORIGINAL_VALUE: F.col(_VALUE_BYTES).cast("binary"),
@@ -242,7 +242,7 @@ def record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
     key = F.col(_KEY_BYTES)
     metadata = [
         F.when(_valid_utf8(key), key.cast("string")).alias(KEY),
-        F.col(_TOPIC).alias(TOPIC),
+        F.col(TOPIC_COLUMN).alias(TOPIC),
         F.col(_PARTITION).alias(PARTITION),
         F.col(C.POSITION).alias(OFFSET),
         F.col(_TIMESTAMP).alias(TIMESTAMP),
@@ -256,7 +256,7 @@ def record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
         kept.alias(C.RAW),
         error.alias(C.ERROR),
         F.lit(False).alias(C.FILTERED),
-        F.col(_TOPIC),
+        F.col(TOPIC_COLUMN),
         F.col(_PARTITION),
         F.col(_KEY_BYTES),
         F.col(_HEADER_BYTES),

@@ -446,7 +446,7 @@ class PipelineRunner:
         if nacked:
             self.report.counters["last-failure-timestamp"] = at
         self.report.status = RunStatus.RUNNING
-        self._save_report()
+        self._save_report(durable=False)  # per batch: see write_json_atomic
 
     def _first_time_failed(self, batch_id: int, error: Exception) -> bool:
         """True the first time a fail rule stops the run at this batch (recorded, so a re-run of the batch goes on).
@@ -475,8 +475,8 @@ class PipelineRunner:
 
     # -- report --------------------------------------------------------------------------------------
 
-    def _save_report(self) -> None:
-        self.report.write_atomic(self.report_file)
+    def _save_report(self, *, durable: bool = True) -> None:
+        self.report.write_atomic(self.report_file, durable=durable)
 
     def _fail(self, error: StructuredError) -> None:
         self.report.fail(error.to_dict())

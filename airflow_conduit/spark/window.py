@@ -111,6 +111,7 @@ class WindowStore:
 
     def __init__(self, state_dir: str | Path):
         self.root = Path(state_dir) / "dlq-window"
+        self._cleared = False  # a disabled window's files removed (once per run)
 
     def _batches(self) -> list[int]:
         if not self.root.exists():
@@ -121,7 +122,9 @@ class WindowStore:
         return read_json(self.root / f"{batch_id}.json")
 
     def before(self, batch_id: int, size: int, threshold: int) -> NackWindow:
-        """The window as it was after the last batch before ``batch_id`` (a fresh one when none)."""
+        """The window as it was after the last batch before ``batch_id`` (a fresh one when none, or when disabled)."""
+        if size == 0:
+            return NackWindow(size, threshold)
         earlier = [b for b in self._batches() if b < batch_id]
         if not earlier:
             return NackWindow(size, threshold)
@@ -129,9 +132,18 @@ class WindowStore:
         return NackWindow.from_dict(data.get("window", {}), size, threshold)
 
     def save(self, batch_id: int, window: NackWindow, crossed_at: int | None) -> None:
+        """Keep the window after batch ``batch_id``. A disabled window (size 0) keeps nothing and never stops
+        the run: its batches write no file, and a window enabled later starts fresh (older files are removed)."""
+        if window.size == 0:
+            if not self._cleared:
+                for old in self._batches():
+                    (self.root / f"{old}.json").unlink(missing_ok=True)
+                self._cleared = True
+            return
         write_json_atomic(
             self.root / f"{batch_id}.json",
             {"batch_id": batch_id, "window": window.to_dict(), "crossed_at_record": crossed_at},
+            durable=False,  # per batch: see write_json_atomic
         )
         for old in self._batches()[:-KEEP_FILES]:
             (self.root / f"{old}.json").unlink(missing_ok=True)
