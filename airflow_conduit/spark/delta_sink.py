@@ -203,9 +203,7 @@ class DeltaDestination(Destination):
         """
         if not self.is_delta_table():
             return None
-        jvm = self.spark.sparkContext._jvm
-        empty = jvm.scala.Option.empty()
-        snapshot = delta_txn.delta_log(self.spark, self.location()).update(False, empty, empty)
+        snapshot = delta_txn.latest_snapshot(self.spark, self.location())
         app = self.app_id()
         known = delta_txn.checksum_versions(snapshot)  # Snapshot.transactions would rebuild the state: read the file's
         if known is not None:
@@ -355,8 +353,7 @@ class DeltaDestination(Destination):
 
     def _schema_now(self) -> T.StructType | None:
         """The table's schema from its latest snapshot (kept for the batch's transaction); None while it does not exist."""
-        empty = self.spark.sparkContext._jvm.scala.Option.empty()
-        snapshot = delta_txn.delta_log(self.spark, self.location()).update(False, empty, empty)
+        snapshot = delta_txn.latest_snapshot(self.spark, self.location())
         if int(snapshot.version()) < 0:
             return None
         self._snapshot = snapshot

@@ -29,17 +29,20 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from airflow_conduit.spark.jvm_refs import jvm_ref, none, some
+
 # Field metadata of a column Delta fills itself: such a table is written by the DataFrameWriter.
 _FILLED_BY_DELTA = ("delta.generationExpression", "delta.identity.start", "CURRENT_DEFAULT")
 
 
-def _jvm(spark: SparkSession):
-    return spark.sparkContext._jvm
-
-
 def delta_log(spark: SparkSession, location: str):
     """The table's ``DeltaLog`` (Delta caches one per path)."""
-    return _jvm(spark).org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, location)
+    return jvm_ref(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, location)
+
+
+def latest_snapshot(spark: SparkSession, location: str):
+    """The table's latest snapshot (one listing of its ``_delta_log``)."""
+    return delta_log(spark, location).update(False, none(spark), none(spark))
 
 
 def checksum_versions(snapshot) -> dict[str, int] | None:
@@ -112,9 +115,7 @@ class Transaction:
     def __init__(self, spark: SparkSession, location: str, app: str, snapshot: Any = None):
         """``snapshot``: the table's snapshot to start from (the one the batch's records were fitted to), else the latest."""
         self.spark = spark
-        jvm = _jvm(spark)
-        none = jvm.scala.Option.empty()
-        self.txn = delta_log(spark, location).startTransaction(none, none if snapshot is None else jvm.scala.Some(snapshot))
+        self.txn = delta_log(spark, location).startTransaction(none(spark), none(spark) if snapshot is None else some(spark, snapshot))
         self.app = app
         known = checksum_versions(self.txn.snapshot())
         if known is None:
@@ -137,12 +138,12 @@ class Transaction:
         """Commit the files with the app id's new version; the table version made, None when there were no files."""
         if staged.empty:
             return None
-        jvm = _jvm(spark)
-        delta = jvm.org.apache.spark.sql.delta
-        marker = delta.actions.SetTransaction(staged.app, staged.version, jvm.scala.Some(int(time.time() * 1000)))
-        none = jvm.scala.Option.empty()
-        no_partitions = jvm.scala.Some(staged.files.take(0))  # an empty Seq: the table is not partitioned by the write
-        operation = getattr(delta, "DeltaOperations$Write")(
-            jvm.org.apache.spark.sql.SaveMode.Append, no_partitions, none, none, none, none, none, none, none
+        marker = jvm_ref(spark, "org.apache.spark.sql.delta.actions.SetTransaction")(
+            staged.app, staged.version, some(spark, int(time.time() * 1000)))
+        empty = none(spark)
+        no_partitions = some(spark, staged.files.take(0))  # an empty Seq: the table is not partitioned by the write
+        append = jvm_ref(spark, "SaveMode.Append", lambda jvm: jvm.org.apache.spark.sql.SaveMode.Append)
+        operation = jvm_ref(spark, "org.apache.spark.sql.delta.DeltaOperations$Write")(
+            append, no_partitions, empty, empty, empty, empty, empty, empty, empty
         )
         return int(staged.txn.commit(staged.files.appended(marker), operation))

@@ -56,6 +56,7 @@ from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.batch_numbers import checkpoint_query_id
 from airflow_conduit.spark.destination_base import Destination
+from airflow_conduit.spark.jvm_refs import jvm_ref, some
 from airflow_conduit.spark.kafka_options import client_options
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ class KafkaAdmin:
 
     @property
     def _seconds(self):
-        return self.spark.sparkContext._jvm.java.util.concurrent.TimeUnit.SECONDS
+        return jvm_ref(self.spark, "TimeUnit.SECONDS", lambda jvm: jvm.java.util.concurrent.TimeUnit.SECONDS)
 
     def end_offsets(self, topic: str, *, partitions_now: bool = False) -> dict[int, int]:
         """Each partition's end offset (the next record's offset). The topic's partitions are listed once per run
@@ -218,11 +219,10 @@ def produce_in_driver(spark: SparkSession, records: DataFrame, producer_config, 
     Returns once every record is acknowledged (the task's ``close`` flushes and raises the first failed send).
     Its contract (the Spark internals it names) is pinned by tests/spark/test_kafka_sink.py::
     test_produce_in_driver_sends_a_local_relation_through_spark_kafka_writer_task_without_a_spark_job."""
-    jvm = spark.sparkContext._jvm
     execution = records._jdf.queryExecution()
     rows = execution.executedPlan().executeCollect()  # a local relation's rows, without a Spark job
-    iterator = jvm.scala.collection.immutable.ArraySeq.unsafeWrapArray(rows).iterator()
-    task = jvm.org.apache.spark.sql.kafka010.KafkaWriteTask(producer_config, execution.analyzed().output(), jvm.scala.Some(topic))
+    iterator = jvm_ref(spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(rows).iterator()
+    task = jvm_ref(spark, "org.apache.spark.sql.kafka010.KafkaWriteTask")(producer_config, execution.analyzed().output(), some(spark, topic))
     try:
         task.execute(iterator)
     finally:
@@ -329,7 +329,8 @@ class KafkaWriter(Destination):
         intents = IntentLog(self.state_dir, self.id)
         records = self.records(df, batch_id, query_id)
         recorded = intents.get(batch_id, query_id, self.topic)
-        few = self.measures_sizes and (is_local(df) or (self.nacked_origins is not None and len(self.nacked_origins) <= IN_DRIVER_LIMIT))
+        told_few = self.nacked_origins is not None and len(self.nacked_origins) <= IN_DRIVER_LIMIT  # by the pass: no plan asked
+        few = self.measures_sizes and (told_few or is_local(df))
         if recorded is None:
             intents.record(batch_id, query_id, self.topic, self.admin.end_offsets(self.topic))
         else:
