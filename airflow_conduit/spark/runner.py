@@ -156,6 +156,7 @@ class PipelineRunner:
         self.processor_columns: dict = {}  # what the processors build the same at every batch (ProcessorContext.once)
         self._stream: DataFrame | None = None  # the streaming query's input (its schema is every batch's)
         self._planning_ahead = threading.Lock()  # held while the first batch's plan is built ahead of it
+        self._query_log_restore: Callable[[], None] | None = None  # the query's own log, quieted for a graceful stop
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -352,7 +353,9 @@ class PipelineRunner:
     def _foreach_batch(self, batch: DataFrame, batch_id: int) -> None:
         if self._stopping():
             # Graceful stop: the batch that was running has finished; this one is not started (not
-            # committed either), so the next run processes it. Raising is how a query ends from here.
+            # committed either), so the next run processes it. Raising is how a query ends from here;
+            # Spark would log it as the query's failure, with a stack trace: not on a stop asked for.
+            self._query_log_restore = self._query_log_restore or quiet_query_errors(self.spark, self.query)
             raise StopRequested(f"stop requested before batch {batch_id}; it runs on the next start")
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
@@ -500,6 +503,8 @@ class PipelineRunner:
                 return self._run()
             finally:
                 self.close_destinations()
+                if self._query_log_restore is not None:
+                    self._query_log_restore()
 
     def close_destinations(self) -> None:
         """Release what the destinations and the DLQ kept for the run (a Kafka admin client)."""
@@ -563,6 +568,31 @@ class PipelineRunner:
                 break
             time.sleep(0.1)
         query.stop()
+
+
+def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:
+    """Turn off the ERROR log of the streaming query's own class (Spark logs a query ended from foreachBatch as
+    "terminated with error", with the stack trace) until the returned function puts its level back; None when
+    there is no query yet or the JVM's logging cannot be reached (the log line is then left as it is)."""
+    if query is None:
+        return None
+    try:
+        jvm = spark.sparkContext._jvm
+        name = query._jsq.streamingQuery().getClass().getName()
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        previous = jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel()
+        configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+    except Exception:  # noqa: BLE001 - a log line is not worth failing a graceful stop for
+        log.debug("the query's log could not be quieted for the stop", exc_info=True)
+        return None
+
+    def restore() -> None:
+        try:
+            configurator.setLevel(name, previous)
+        except Exception:  # noqa: BLE001 - the JVM may be gone at the end
+            log.debug("the query's log level could not be restored", exc_info=True)
+
+    return restore
 
 
 @contextlib.contextmanager
