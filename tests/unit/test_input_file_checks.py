@@ -56,7 +56,7 @@ def _counting():
 def _writes(monkeypatch) -> list[str]:
     written: list[str] = []
     real = inf.write_json_atomic
-    monkeypatch.setattr(inf, "write_json_atomic", lambda path, data: (written.append(Path(path).name), real(path, data)))
+    monkeypatch.setattr(inf, "write_json_atomic", lambda path, data, **kw: (written.append(Path(path).name), real(path, data, **kw)))
     return written
 
 
