@@ -79,6 +79,16 @@ class StopRequested(Exception):
     """Raised in foreachBatch to end the query between batches (graceful stop)."""
 
 
+class _StopIsNoError(logging.Filter):
+    """Drops Py4J's ERROR with a traceback for a ``StopRequested`` raised in foreachBatch (a stop asked for)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], StopRequested))
+
+
+PY4J_CALLBACK_LOG = logging.getLogger("py4j.clientserver")  # logs every exception a Python callback raises
+
+
 class RunFailed(Exception):
     """The run failed; ``error`` is what the report and the ERROR line say."""
 
@@ -356,6 +366,7 @@ class PipelineRunner:
             # committed either), so the next run processes it. Raising is how a query ends from here;
             # Spark would log it as the query's failure, with a stack trace: not on a stop asked for.
             self._query_log_restore = self._query_log_restore or quiet_query_errors(self.spark, self.query)
+            PY4J_CALLBACK_LOG.addFilter(_STOP_IS_NO_ERROR)  # once: the same filter is not added twice
             raise StopRequested(f"stop requested before batch {batch_id}; it runs on the next start")
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
@@ -568,6 +579,9 @@ class PipelineRunner:
                 break
             time.sleep(0.1)
         query.stop()
+
+
+_STOP_IS_NO_ERROR = _StopIsNoError()
 
 
 def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:
