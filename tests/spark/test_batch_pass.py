@@ -298,11 +298,12 @@ def test_a_short_rejected_line_gets_its_reason_in_the_pass_without_a_parse(spark
 
 
 def test_a_long_rejected_line_is_parsed_once_after_the_pass(spark, tmp_path, monkeypatch):
-    """A rejected line over ``parsing.short_line_limit`` keeps its reason pending through the pass. The reader's
+    """A rejected line that may be over a size limit (a run of 1,200 digits: ``parsing.within_size_limits``) keeps
+    its reason pending through the pass. The reader's
     typed result of it rides in its pending error (which fields came out NULL), so working out the reason
     needs no typed parse: the DLQ write parses it into a map only (one ``from_json``, plus the two size-limit
     checks, which parse only lines over a limit), and the reason still names the field of the wrong type."""
-    long_wrong = '{"id": 2, "name": "' + "b" * 1200 + '", "amount": "lots"}'
+    long_wrong = '{"id": 2, "name": "' + "1" * 1200 + '", "amount": "lots"}'
     write_lines(tmp_path / "in", "a.json", [good(1), "{bad", long_wrong])
     spec = pipeline("once", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
     parses = _parses_per_write(monkeypatch)

@@ -17,7 +17,7 @@ from spark_helpers import dlq_file, file_dest, file_source, pipeline, proc, read
 
 pytestmark = pytest.mark.spark
 
-PAD = "x" * 1200  # a string value that makes a line longer than parsing.short_line_limit: its reason is pending
+PAD = "0" * 1200  # a string value that may be a number over the parser's limit (parsing.within_size_limits): its reason is pending
 
 
 class Py4JCalls:
