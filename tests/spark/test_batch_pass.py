@@ -304,7 +304,7 @@ def test_a_short_rejected_line_gets_its_reason_in_the_pass_without_a_parse(spark
 
 
 def test_a_long_rejected_line_is_parsed_once_after_the_pass(spark, tmp_path, monkeypatch):
-    """A rejected line that may be over a size limit (a run of 1,200 digits: ``parsing.within_size_limits``) keeps
+    """A rejected line that may be over a size limit (a run of 1,200 digits: ``parsing.decidable_in_the_pass``) keeps
     its reason pending through the pass. The reader's
     typed result of it rides in its pending error (which fields came out NULL), so working out the reason
     needs no typed parse: the DLQ write parses it into a map only (one ``from_json``, plus the two size-limit

@@ -105,7 +105,7 @@ def _wide_line(i: int, **override) -> str:
 def test_a_wide_batch_with_long_bad_lines_runs_1_job_their_reasons_worked_out_in_the_pass(spark, tmp_path):
     """Records of 100 fields: a rejected line is longer than ``parsing.short_line_limit``, but holds no run of number
     characters over the number limit, so it cannot be over a size limit and its reason is worked out in the pass
-    (``parsing.within_size_limits``): no reason is pending, the parquet DLQ is written by the driver, 1 job a batch."""
+    (``parsing.decidable_in_the_pass``): no reason is pending, the parquet DLQ is written by the driver, 1 job a batch."""
     schema = ", ".join(["id BIGINT NOT NULL", "name STRING NOT NULL", "addr STRUCT<street: STRING, city: STRING>",
                         *(f"f{j:02d} {WIDE_KINDS[j % 4]}" for j in range(WIDE - 3))])
     for f in range(FILES):
