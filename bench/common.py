@@ -350,7 +350,7 @@ def figure_table(items: Iterable[Any], spec: Sequence[tuple]) -> str:
 
 def facts_table(result: Mapping[str, Any], spec: Sequence[tuple], header: Sequence[str] = ("measure", "value")) -> str:
     """A two-column table: a row per (label, getter, digits, unit) of ``spec``, its figure from ``result``."""
-    return table(header, [[label, *cells(result, [(label, *rest)])] for label, *rest in spec])
+    return table(header, [[row[0], *cells(result, [row])] for row in spec])
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
