@@ -55,7 +55,6 @@ DLQ_ENTRY = "__ac_dlq_entry"
 # below it: an observation evaluates its aggregates' inputs interpreted, record by record (see _metrics).
 NACKED_SEQ = "__ac_nacked_seq"
 READ_PARTITION = "__ac_read_partition"
-NACKED_PENDING = "__ac_nacked_pending"  # 1 for a nacked record whose reason is worked out after the pass
 
 
 def in_tasks_per_core(status: DataFrame) -> DataFrame:
@@ -183,8 +182,6 @@ class BatchPass:
         if dlq_needed:  # built before the observation: only this (NULL for good records) crosses into it
             entry = F.struct(F.col(C.SEQ).alias("seq"), *self.dlq_entry)
             columns[DLQ_ENTRY] = F.when(F.col(NACKED), entry)
-            if self.runner.dlq_may_hold_pending_reasons:
-                columns[NACKED_PENDING] = F.when(F.col(NACKED) & (F.col(C.ERROR)["exception_class"] == F.lit(PENDING_REASON)), F.lit(1))
         window = self._window_enabled(window_needed)
         if dlq_needed or window:
             columns[NACKED_SEQ] = F.when(F.col(NACKED), F.col(C.SEQ))
@@ -199,17 +196,18 @@ class BatchPass:
         return C.JvmColumns(list(columns.values()), list(columns))
 
     def _metrics(self, dlq_needed: bool, *, window_needed: bool) -> list:
+        """The observation's aggregates. With one destination its written count is not one of them: every record has
+        exactly one fate (``fates``), so it is read − nacked − filtered (``_counts``). Whether a nacked record's reason
+        is pending is read from its entry, not counted (``_pending``)."""
         nacked_seq = F.col(NACKED_SEQ)
         metrics = [
             F.count(F.lit(1)).alias("read"),
             F.count_if(F.col(NACKED)).alias("nacked"),
             F.count_if(F.col(FILTERED_ALL)).alias("filtered"),
-            *[F.count_if(F.col(written(b.index))).alias(f"w{b.index}") for b in self.branches],
+            *[F.count_if(F.col(written(b.index))).alias(f"w{b.index}") for b in self.branches if len(self.branches) > 1],
         ]
         if dlq_needed:
             metrics.append(F.min_by(F.col(DLQ_ENTRY), nacked_seq, DLQ_COLLECT_LIMIT).alias("dlq"))
-            if self.runner.dlq_may_hold_pending_reasons:
-                metrics.append(F.count(F.col(NACKED_PENDING)).alias("pending"))
         if self._window_enabled(window_needed):
             if not dlq_needed:
                 metrics.append(F.min_by(nacked_seq, nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
@@ -276,14 +274,14 @@ class BatchPass:
             observed.write.format("noop").mode("overwrite").save()
         origins = dlq_needed and (r.source_lines.needed or r.dlq.wants_origins)
         read = ((*source_lines.KEYS,) if origins else ()) + (("seq",) if shape[1] else ())
+        if dlq_needed and r.dlq_may_hold_pending_reasons:  # whether a reason is pending (_pending)
+            read += ("exception_class",)
         if dlq_needed and self._dlq_on_driver():  # the whole entries, to write the DLQ from the driver
             read += tuple(f for f in ENTRY_FIELDS if f not in read)
         # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
         metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
                                   selects=self._once(("observed",), dict))
-        counts = {"read": int(metrics["read"]), "nacked": int(metrics["nacked"]), "filtered": int(metrics["filtered"])}
-        counts.update({f"w{br.index}": int(metrics[f"w{br.index}"]) for br in self.branches})
-        result.counts = counts
+        result.counts = counts = self._counts(metrics)
         result.generator_done = self._generator_done(metrics)
         if r.rules:
             result.expectations = expectations.counts(r.rules, metrics)
@@ -313,6 +311,15 @@ class BatchPass:
             r.windows.save(b, window, result.crossed)
         return result
 
+    def _counts(self, metrics: ObservedMetrics) -> dict[str, int]:
+        """The batch's counts: read, nacked, filtered and per destination written (``w<index>``)."""
+        counts = {"read": int(metrics["read"]), "nacked": int(metrics["nacked"]), "filtered": int(metrics["filtered"])}
+        if len(self.branches) == 1:  # its one fate left (see _metrics)
+            counts[f"w{self.branches[0].index}"] = counts["read"] - counts["nacked"] - counts["filtered"]
+        else:
+            counts.update({f"w{br.index}": int(metrics[f"w{br.index}"]) for br in self.branches})
+        return counts
+
     # -- DLQ --------------------------------------------------------------------------------------------
 
     def _write_dlq(self, metrics: ObservedMetrics, nacked: int) -> int:
@@ -339,7 +346,7 @@ class BatchPass:
         every nacked record is among them and none has a reason still to work out (``PendingReasons``); False
         when it cannot (then ``_dlq_frame`` and a Spark write)."""
         r = self.runner
-        if not self._dlq_on_driver() or metrics.size("dlq") != nacked or metrics.get("pending", 0):
+        if not self._dlq_on_driver() or metrics.size("dlq") != nacked or self._pending(metrics, nacked):
             return False
         types = self._dlq_types(metrics)
         if types is None:
@@ -348,6 +355,15 @@ class BatchPass:
         lines = r.source_lines.lines_of(r.spark, metrics.fields("dlq", source_lines.KEYS)) if r.source_lines.needed else None
         rows = r.pending_reasons.driver_rows(entries, lines, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at)
         return r.dlq.write_rows(DLQ_COLUMNS, types, rows, self.batch_id)
+
+    def _pending(self, metrics: ObservedMetrics, nacked: int) -> bool:
+        """Whether a nacked record's reason is still to be worked out (``PendingReasons``; the pass works out most):
+        read from the gathered entries' classes, which come with the counts; assumed when not all were gathered."""
+        if not self.runner.dlq_may_hold_pending_reasons:
+            return False
+        if metrics.size("dlq") != nacked:
+            return True
+        return PENDING_REASON in metrics.field("dlq", "exception_class")
 
     def _dlq_types(self, metrics: ObservedMetrics) -> tuple[str, ...] | None:
         """The DLQ columns' Spark type names (the entries' from the observed array's type), built once per run."""
@@ -369,7 +385,7 @@ class BatchPass:
             entries = metrics.elements("dlq", ordinal=ordinal)
         else:  # more nacked records than the first pass gathers: a second pass reads just them
             entries = self.status.where(F.col(NACKED)).select(*self.dlq_entry)
-        pending = bool(metrics.get("pending", 1))  # any reason still to work out (the pass works out most)
+        pending = self._pending(metrics, nacked)
         rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending,
                                       keep=((ordinal,) if ordinal else ()) + self.dlq_carried)
         if r.dlq.wants_origins:  # read with the counts: no Spark job (a Kafka DLQ: how many, and a replay's read-back)

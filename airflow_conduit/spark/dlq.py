@@ -159,8 +159,8 @@ class PendingReasons:
     """DLQ rows from the entries the pass gathered (``rows``): every pending reason worked out, the batch's own
     columns added. Its columns are built once per run, the reasons' only when a batch first has a pending one.
 
-    The reason expression is a few hundred Column calls, each a round trip to the JVM. Only a rejected line over ``parsing.short_line_limit`` is pending (shorter ones get their reason in
-    the pass), so most runs never build it.
+    Only a rejected line not ``parsing.decidable_in_the_pass`` (or of a schema a JSON path cannot name) is pending (the
+    others get their reason in the pass), so most runs never build it.
     """
 
     def __init__(self, spec: PipelineSpec, plans: list[SourcePlan]):
@@ -191,7 +191,7 @@ class PendingReasons:
     ) -> DataFrame:
         """The DLQ rows (``DLQ_COLUMNS``) of ``entries`` (the columns of ``dlq_entry``), on these few rows, after the pass.
 
-        ``pending``: some entry's reason is still to be worked out (a line over ``parsing.short_line_limit``,
+        ``pending``: some entry's reason is still to be worked out (a line not ``parsing.decidable_in_the_pass``,
         or a field name a JSON path cannot name); without one the rows are one projection of the entries.
         ``keep``: columns of ``entries`` kept after the DLQ's (``source_lines.ORDINAL``).
         The reasons in three projections, so that each line is parsed once (an expression used many times

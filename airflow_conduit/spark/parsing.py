@@ -23,13 +23,14 @@ search per string field of every record: the only check good CSV records pay).
 Spark's ``from_json`` has no generated code: an expression holding it takes
 the whole projection out of whole-stage code generation, for every record.
 So the file sources work out the reason of a rejected JSON line without it
-(``defer_reason``). A line no longer than ``short_line_limit`` cannot be
-over a size limit: its reason is worked out in the pass, from
-``json_object_keys`` and ``get_json_object``, which are code-generated
-(``_short_line_reason``). A longer line (or one of a schema whose field
-names a JSON path cannot name) is only marked (``PENDING_REASON``) and keeps
-its text, and its reason is worked out on the DLQ's rows, after the pass
-(``rejected_json_reason``; see ``dlq.PendingReasons``). The pass keeps
+(``defer_reason``). A line that cannot be over a size limit (no longer than
+``short_line_limit``, or no longer than the string limit and without a run of
+number characters over the number limit) and holds no control character
+(``decidable_in_the_pass``) gets its reason in the pass, from ``json_object_keys`` and ``get_json_object``, which
+are code-generated (``_short_line_reason``). Any other line (or one of a schema
+whose field names a JSON path cannot name) is only marked (``PENDING_REASON``)
+and keeps its text, and its reason is worked out on the DLQ's rows, after the
+pass (``rejected_json_reason``; see ``dlq.PendingReasons``). The pass keeps
 which fields the reader left NULL (``typed_null_flags``, in the pending
 error's message): the reader's partial result of a rejected line is what a
 second typed parse would give, so the reason needs one parse of the line
@@ -274,9 +275,21 @@ def short_line_limit(max_string_length: int) -> int:
     return min(max_string_length, JSON_MAX_NUMBER_LENGTH)
 
 
+def decidable_in_the_pass(text: Column, max_string_length: int) -> Column:
+    """TRUE when the JSON functions ``_short_line_reason`` reads a rejected line with see it as the reader did, so that
+    their reason is exact: the line cannot be over a parser size limit (no longer than ``short_line_limit``, or no
+    longer than the string limit, the reader's and the functions', and without a run of number characters longer
+    than the number limit: no parse with a limit lifted is needed) and holds no control character (which the
+    functions accept inside a string and the reader rejects). Evaluated on rejected lines only."""
+    number_run = f"[-+0-9.eE]{{{JSON_MAX_NUMBER_LENGTH + 1}}}"
+    length = F.length(text)
+    bounded = (length <= F.lit(min(max_string_length, JSON_MAX_STRING_LENGTH))) & ~text.rlike(number_run)
+    return ((length <= F.lit(short_line_limit(max_string_length))) | bounded) & ~text.rlike(r"[\x00-\x1F]")
+
+
 def _short_line_reason(text: Column, typed: ValueOf, schema: T.StructType, *, what: str, max_string_length: int,
                        where: dict) -> Column:
-    """The reason of a rejected line no longer than ``short_line_limit``, from code-generated expressions only.
+    """The reason of a rejected line ``decidable_in_the_pass``, from code-generated expressions only.
 
     ``json_object_keys`` (NULL: not a JSON object) and ``get_json_object`` (NULL: key absent or JSON null)
     are code-generated, where ``from_json`` is not: in the pass's projection they keep whole-stage code
@@ -306,9 +319,8 @@ def json_error(
         pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
         out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where))
         if reason_in_the_pass(schema):
-            short = F.length(text) <= F.lit(short_line_limit(max_string_length))
             reason = _short_line_reason(text, typed, schema, what=what, max_string_length=max_string_length, where=where)
-            out = out.when(failed & short, reason)
+            out = out.when(failed & decidable_in_the_pass(text, max_string_length), reason)
         out = out.when(failed, pending)
     else:
         parsed = _map_reason(

@@ -338,7 +338,7 @@ class PipelineRunner:
 
     @property
     def dlq_may_hold_pending_reasons(self) -> bool:
-        """A JSON source's rejected lines over ``parsing.short_line_limit`` get their reason after the pass
+        """A JSON source's rejected lines not ``parsing.decidable_in_the_pass`` get their reason after the pass
         (``dlq.PendingReasons``)."""
         return any(plan.parser == "json" for plan in self.plans)
 

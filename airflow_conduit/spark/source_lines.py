@@ -383,8 +383,9 @@ class SourceLines:
         return out
 
     def lines_of(self, spark: SparkSession, keys: list[tuple]) -> list[tuple[int, str] | None]:
-        """Each key's line (number, text), or None when it is not found (a key with a NULL part matches nothing)."""
-        found = {tuple(r[:4]): r[4:] for r in (self.resolve(spark, keys) if self.needed else [])}
+        """Each key's line (number, text), or None when it is not found (a key with a NULL part matches nothing).
+        Called only when ``needed``."""
+        found = {tuple(r[:4]): r[4:] for r in self.resolve(spark, keys)}
         return [found.get(tuple(key)) for key in keys]
 
     def apply(self, spark: SparkSession, rows: DataFrame, keys: list[tuple], *, ordinal: str | None = None) -> DataFrame:

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from airflow_conduit.spark import batch_pass, commits
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.fates import NACKED
+from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, written
 from airflow_conduit.spark.runner import PipelineRunner, execute
 from spark_helpers import dlq_file, file_dest, file_source, good, pipeline, read_json_rows, write_lines
 
@@ -103,11 +103,15 @@ def test_only_the_dlq_entry_and_the_flags_cross_into_one_task_per_core(spark, tm
     spec = pipeline("narrow", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq)
     crossing: list[set[str]] = []
     entry_fields: list[list[str]] = []
+    observed: list[list[str]] = []
     write = destinations.FileDestination.write
 
     def spy(self, df, batch_id):
         if self.id != "dead-letter-queue":
             plan = df._jdf.queryExecution().executedPlan()
+            for metrics in (n for n in _nodes(plan) if n.nodeName() == "CollectMetrics"):
+                expressions = metrics.metricExpressions()
+                observed.append(sorted(expressions.apply(i).name() for i in range(expressions.size())))
             for coalesce in (n for n in _nodes(plan) if n.nodeName() == "Coalesce"):
                 crossing.append(_output_names(coalesce.children().apply(0)))
                 output = coalesce.output()
@@ -120,9 +124,11 @@ def test_only_the_dlq_entry_and_the_flags_cross_into_one_task_per_core(spark, tm
     assert code == 0, report.error
     assert report.totals["dlq"] == 1 and len(crossing) == 1
     internal = {name for name in crossing[0] if name.startswith(C.PREFIX)}
-    assert C.ERROR not in internal and C.RAW not in internal and C.SOURCE_ID not in internal
-    assert batch_pass.DLQ_ENTRY in internal and NACKED in internal
-    assert batch_pass.NACKED_SEQ in internal and batch_pass.READ_PARTITION in internal  # computed below, not in the observation
+    # exactly: the entry, the flags, the window's two inputs; nothing per record for a pending reason (read from the entry)
+    assert internal == {batch_pass.DLQ_ENTRY, NACKED, FILTERED_ALL, written(0), batch_pass.NACKED_SEQ, batch_pass.READ_PARTITION}
+    # one destination: its written count is read - nacked - filtered (every record one fate), not an aggregate
+    assert observed == [sorted(["read", "nacked", "filtered", "dlq", "partitions"])]
+    assert report.totals["written"] == {"out": 2} and report.totals["read"] == 3
     assert len(entry_fields) == 1 and entry_fields[0][0] == "seq"
     assert not {"pipeline_id", "run_id", "batch_id", "time_of_error", "configs"} & set(entry_fields[0])
     assert {"source_id", "source_file", "source_position", "exception_class", "exception_message"} <= set(entry_fields[0])
@@ -298,11 +304,12 @@ def test_a_short_rejected_line_gets_its_reason_in_the_pass_without_a_parse(spark
 
 
 def test_a_long_rejected_line_is_parsed_once_after_the_pass(spark, tmp_path, monkeypatch):
-    """A rejected line over ``parsing.short_line_limit`` keeps its reason pending through the pass. The reader's
+    """A rejected line that may be over a size limit (a run of 1,200 digits: ``parsing.decidable_in_the_pass``) keeps
+    its reason pending through the pass. The reader's
     typed result of it rides in its pending error (which fields came out NULL), so working out the reason
     needs no typed parse: the DLQ write parses it into a map only (one ``from_json``, plus the two size-limit
     checks, which parse only lines over a limit), and the reason still names the field of the wrong type."""
-    long_wrong = '{"id": 2, "name": "' + "b" * 1200 + '", "amount": "lots"}'
+    long_wrong = '{"id": 2, "name": "' + "1" * 1200 + '", "amount": "lots"}'
     write_lines(tmp_path / "in", "a.json", [good(1), "{bad", long_wrong])
     spec = pipeline("once", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
     parses = _parses_per_write(monkeypatch)

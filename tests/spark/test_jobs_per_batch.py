@@ -89,6 +89,54 @@ def test_a_batch_without_bad_records_runs_1_job_its_write(spark, tmp_path):
     assert _jobs_per_batch(spark, tmp_path / "b", rules=RULES, bad=False) == 1, "expectation rules must add no Spark job"
 
 
+WIDE = 100
+WIDE_KINDS = ("DOUBLE", "STRING", "BIGINT", "TIMESTAMP")
+
+
+def _wide_line(i: int, **override) -> str:
+    """A record of ``WIDE`` fields, about 2,000 characters: longer than ``parsing.short_line_limit``."""
+    values = {"DOUBLE": i * 1.5, "STRING": f"text-{i}-" + "w" * 8, "BIGINT": i * 31, "TIMESTAMP": "2026-11-26T10:00:00Z"}
+    record = {"id": i, "name": f"n{i}", "addr": {"street": f"{i} Main St", "city": "c"},
+              **{f"f{j:02d}": values[WIDE_KINDS[j % 4]] for j in range(WIDE - 3)}}
+    record.update(override)
+    return json.dumps({k: v for k, v in record.items() if v is not None})
+
+
+def test_a_wide_batch_with_long_bad_lines_runs_1_job_their_reasons_worked_out_in_the_pass(spark, tmp_path):
+    """Records of 100 fields: a rejected line is longer than ``parsing.short_line_limit``, but holds no run of number
+    characters over the number limit, so it cannot be over a size limit and its reason is worked out in the pass
+    (``parsing.decidable_in_the_pass``): no reason is pending, the parquet DLQ is written by the driver, 1 job a batch."""
+    schema = ", ".join(["id BIGINT NOT NULL", "name STRING NOT NULL", "addr STRUCT<street: STRING, city: STRING>",
+                        *(f"f{j:02d} {WIDE_KINDS[j % 4]}" for j in range(WIDE - 3))])
+    for f in range(FILES):
+        base = 100 * f
+        lines = [_wide_line(base + 1), _wide_line(base + 2, f00="not a number"), _wide_line(base + 3, name=None),
+                 _wide_line(base + 4)[:1500], _wide_line(base + 5)]
+        assert all(len(line) > 1000 for line in lines)
+        write_lines(tmp_path / "in", f"{f}.json", lines)
+    dlq = dlq_file(tmp_path / "dlq", size=0)
+    dlq.settings["format"] = "parquet"
+    spec = pipeline("jobs-wide", [file_source(tmp_path / "in", schema=schema, **{"max-files-per-trigger": 1})],
+                    [file_dest(tmp_path / "out", fmt="parquet")], processors=[proc("cents", "sql", select=["*", "round(f00 * 100) AS c"])],
+                    dlq=dlq)
+    runners = []
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1", on_runner=runners.append)
+    assert code == 0, report.error
+    assert len(report.batches) == FILES and report.totals["dlq"] == 3 * FILES
+    assert report.totals["written"] == {"out": 2 * FILES}
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(str(runners[0].query.runId))
+    assert len(jobs) == FILES, f"{len(jobs)} jobs for {FILES} batches"
+    rows = spark.read.parquet(str(tmp_path / "dlq")).collect()
+    reasons = sorted((r["source_file"].rsplit("/", 1)[1], r["source_position"], r["exception_class"].rsplit(".", 1)[1],
+                      r["exception_message"].split(" (expected")[0]) for r in rows)
+    assert reasons == sorted(
+        (f"{f}.json", *reason) for f in range(FILES) for reason in [
+            (2, "WrongTypeError", "record has field(s) of the wrong type: f00"),
+            (3, "MissingFieldError", "record is missing required field(s): name"),
+            (4, "MalformedRecordError", "malformed JSON record: not a JSON object"),
+        ])
+
+
 # -- Kafka -> Delta with a Kafka DLQ ---------------------------------------------------------------------------
 #
 # The pass is the Delta write itself (its files, written in a Delta transaction that commits after the DLQ): one

@@ -17,7 +17,7 @@ from spark_helpers import dlq_file, file_dest, file_source, pipeline, proc, read
 
 pytestmark = pytest.mark.spark
 
-PAD = "x" * 1200  # a string value that makes a line longer than parsing.short_line_limit: its reason is pending
+PAD = "0" * 1200  # a string value that may be a number over the parser's limit (parsing.decidable_in_the_pass): its reason is pending
 
 
 class Py4JCalls:
@@ -99,6 +99,26 @@ def test_a_long_rejected_line_gets_the_reason_a_short_one_gets(spark, tmp_path):
     assert found[("odd", 1)] == ("MissingFieldError", "record is missing required field(s): it's")
     assert found[("odd", 2)][0] == "WrongTypeError"
     assert found[("odd", 2)][1].startswith("record has field(s) of the wrong type: back\\slash (expected")
+
+
+def test_a_line_with_a_control_character_in_a_string_is_malformed_short_or_long(spark, tmp_path):
+    """The reader rejects a raw control character inside a string; the JSON functions the pass reads a rejected line
+    with accept it, so from them such a line would look like one of the wrong type. It is explained after the pass
+    (``parsing.decidable_in_the_pass``), short or long, as the reader saw it: malformed."""
+    tab = '{"id": 1, "name": "a\tb", "amount": 1.0}'
+    long_tab = '{"id": 2, "name": "a\tb", "amount": 2.0, "pad": "' + "x" * 1200 + '"}'
+    assert "\t" in tab and "\\t" not in tab
+    write_lines(tmp_path / "in", "a.json", [tab, long_tab, json.dumps({"id": 3, "name": "c", "amount": 3.0})])
+    spec = pipeline("control", [file_source(tmp_path / "in", schema="id BIGINT NOT NULL, name STRING NOT NULL, amount DOUBLE, pad STRING")],
+                    [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    rows = read_json_rows(spark, tmp_path / "dlq")
+    assert sorted((r["source_position"], r["exception_class"].rsplit(".", 1)[1], r["exception_message"]) for r in rows) == [
+        (1, "MalformedRecordError", "malformed JSON record: not a JSON object"),
+        (2, "MalformedRecordError", "malformed JSON record: not a JSON object"),
+    ]
+    assert report.totals["written"] == {"out": 1}
 
 
 def _round_trips_per_batch(spark, tmp_path, fields: int, monkeypatch) -> list[int]:
