@@ -1,7 +1,6 @@
 """Benchmark 1c: where the tasks' CPU goes in the runner (a), the streaming floor (p) and plain PySpark (b), sampled by
 Java Flight Recorder (method: docs/benchmarks.md)."""
 
-import datetime
 import json
 import subprocess
 from collections import Counter
@@ -9,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import error_handling as eh
-from bench.common import MIN_PAIRS, benchmark, column, log, ratios, run_child, spark_session, spread, summary, table, workdir
+from bench.common import (MIN_PAIRS, benchmark, by_way, column, iso_epoch, log, measure_ways, ratio, run_child, spark_session, spread,
+                          summary, table, workdir)
 
 TITLE = "1c. Where the tasks' CPU goes"
 WAYS = ("a", "p", "b")
@@ -40,7 +40,7 @@ def attribute(samples: list[dict[str, Any]], windows: dict[str, list[tuple[float
     per_way: dict[str, Counter] = {way: Counter() for way in windows}
     for event in samples:
         values = event["values"]
-        at = datetime.datetime.fromisoformat(values["startTime"].replace("Z", "+00:00")).timestamp()
+        at = iso_epoch(values["startTime"])
         way = next((w for start, end, w in spans if start <= at <= end), None)
         if way is not None:
             thread = (values.get("sampledThread") or {}).get("javaName") or ""
@@ -53,7 +53,7 @@ def child(args) -> dict[str, Any]:
     """One JVM with the recorder: the ways alternating; times, windows, rows; the recording dumped before the JVM exits."""
     spark = spark_session("airflow-conduit-bench-bookkeeping", args.driver_memory, java_options=RECORDER_OPTIONS)
     work, ways = Path(args.work), eh.ways()
-    runs = eh.measure_ways(spark, work, work / "data", {way: ways[way] for way in WAYS}, args.reps)
+    runs = measure_ways(spark, work, work / "data", {way: ways[way] for way in WAYS}, args.reps)
     jvm = spark.sparkContext._jvm
     for recording in jvm.jdk.jfr.FlightRecorder.getFlightRecorder().getRecordings():
         recording.dump(jvm.java.io.File(str(work / "ways.jfr")).toPath())
@@ -76,8 +76,8 @@ def measure(args) -> dict[str, Any]:
             profile = {}
     times = {w: column(r, "seconds") for w, r in runs.items()}
     return {
-        "rows_written": {w: r[-1]["written"] for w, r in runs.items()}, "seconds": {w: summary(v) for w, v in times.items()},
-        "ratio_to_b": {w: ratios(v, times["b"]) for w, v in times.items()},
+        "rows_written": {w: r[-1]["written"] for w, r in runs.items()}, "seconds": by_way(runs),
+        "ratio_to_b": {w: ratio(runs, w, "b") for w in runs},
         "steps": {"runner_over_p": summary(x - y for x, y in zip(times["a"], times["p"])),
                   "structured_streaming": summary(x - y for x, y in zip(times["p"], times["b"]))},
         "task_samples_per_run": profile, "task_parts": [part for part, _ in TASK_PARTS]}

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import reduce
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -134,6 +135,16 @@ def column(samples: list[dict[str, Any]], key: str) -> list[Any]:
     return [s[key] for s in samples]
 
 
+def by_way(runs: Mapping[str, list[dict[str, Any]]], key: str = "seconds") -> dict[str, dict[str, float]]:
+    """One figure of every way's runs, summarised per way."""
+    return {way: summary(column(samples, key)) for way, samples in runs.items()}
+
+
+def ratio(runs: Mapping[str, list[dict[str, Any]]], num: str, den: str, key: str = "seconds") -> dict[str, float]:
+    """``num``'s figure over ``den``'s, per repetition (the two ran side by side), summarised."""
+    return ratios(column(runs[num], key), column(runs[den], key))
+
+
 class Stopwatch:
     def __enter__(self) -> "Stopwatch":
         self.start = time.perf_counter()
@@ -150,13 +161,15 @@ def utc(epoch: float) -> str:
 def iso_epoch(iso: str) -> float:
     from datetime import datetime
 
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(iso).timestamp()
 
 
-def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java_options: str = "", connectors=frozenset()):
+def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java_options: str = "", connectors=frozenset(),
+                  conf: Mapping[str, Any] | None = None):
     """A local[2] session with the runner's settings (spark/session.py); ``jit`` False leaves out the JVM options the
-    launchers pass (spark/jvm.py)."""
-    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
+    launchers pass (spark/jvm.py); ``conf``: settings the JVM reads once, at its start."""
+    settings = "".join(f"--conf {key}={value} " for key, value in (conf or {}).items())
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} {settings}pyspark-shell"
     from pyspark.sql import SparkSession
 
     from airflow_conduit.spark.jvm import with_jit_options
@@ -188,6 +201,41 @@ def seconds_in_jobs(spark, first: int, end: int) -> float:
         elif stop > reach:
             total, reach = total + stop - reach, stop
     return total / 1000
+
+
+def cpu_clock(spark) -> Callable[[], float]:
+    """CPU seconds of the driver's JVM (all threads, from /proc) plus this Python process."""
+    stat = Path(f"/proc/{int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())}/stat")
+    return lambda: sum(int(x) for x in stat.read_text().rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") + sum(os.times()[:2])
+
+
+def measure_ways(spark, work: Path, data: Path, todo: Mapping[str, Callable], reps: int, warmup: int = 1,
+                 label: str = "") -> dict[str, list[dict[str, Any]]]:
+    """``todo``'s ways alternating on ``data``: each run's own figures with its CPU time, its time in and outside Spark
+    jobs, its time window and, for the ways that write files themselves, the rows they wrote (counted after the timed
+    region)."""
+    clock = cpu_clock(spark)
+
+    def run(way: str, folder: Path) -> dict[str, Any]:
+        first, cpu, started = next_job_id(spark), clock(), time.time()
+        result = todo[way](spark, data, folder)
+        in_jobs = seconds_in_jobs(spark, first, next_job_id(spark))
+        result.update(cpu=clock() - cpu, in_jobs=in_jobs, outside_jobs=result["seconds"] - in_jobs, window=(started, time.time()))
+        if "lake" in result:
+            result.update(written=spark.read.parquet(str(result["lake"])).count(),
+                          bad=spark.read.parquet(str(result["dlq"])).count() if "dlq" in result else None)
+        return result
+
+    return alternate(list(todo), reps, run, warmup, label, work)
+
+
+def with_required(df, ddl: str):
+    """The rows that have every NOT NULL field of ``ddl`` (Spark's readers take a schema without NOT NULL)."""
+    from pyspark.sql import functions as F
+
+    for name in (field.split()[0] for field in ddl.split(", ") if field.endswith(" NOT NULL")):
+        df = df.where(F.col(name).isNotNull())
+    return df
 
 
 def run_pipeline(spark, text: str, root: Path, on_runner: Callable[[Any], None] = lambda runner: None) -> dict[str, Any]:
@@ -283,6 +331,26 @@ def spread(value: Any, digits: int = 2, unit: str = "") -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{fmt(float(value), digits)}{unit}"
     return "n/a" if value is None else str(value)
+
+
+def at(*path: str) -> Callable[[Mapping[str, Any]], Any]:
+    """The value at ``path`` in a result (nested keys), or None when a key is missing."""
+    return lambda result: reduce(lambda value, key: value.get(key) if isinstance(value, Mapping) else None, path, result)
+
+
+def cells(item: Any, spec: Sequence[tuple]) -> list[str]:
+    """``item``'s figures as text, one per (header, getter, digits, unit) of ``spec`` (digits and unit as ``spread``'s)."""
+    return [spread(get(item), *fmt) for _, get, *fmt in spec]
+
+
+def figure_table(items: Iterable[Any], spec: Sequence[tuple]) -> str:
+    """A table with a row per item and a column per (header, getter, digits, unit) of ``spec``."""
+    return table([header for header, *_ in spec], [cells(item, spec) for item in items])
+
+
+def facts_table(result: Mapping[str, Any], spec: Sequence[tuple], header: Sequence[str] = ("measure", "value")) -> str:
+    """A two-column table: a row per (label, getter, digits, unit) of ``spec``, its figure from ``result``."""
+    return table(header, [[row[0], *cells(result, [row])] for row in spec])
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import MIN_PAIRS, alternate, benchmark, processes, ratios, run_child, spread, summary, table, workdir
+from bench.common import MIN_PAIRS, alternate, at, benchmark, figure_table, processes, ratios, run_child, spread, summary, workdir
 
 TITLE = "4. Deferral at scale"
 WORKER_STAND_IN = r"""
@@ -143,23 +143,23 @@ def measure(args) -> dict[str, Any]:
                          "polls_done_share": summary(r["polls_share"] for r in rs), "loop_lag_p99_ms": summary(r["lag_p99_ms"] for r in rs),
                          "workers_rss_mb": summary(b_rss), "ratio_workers_rss_over_triggerer": ratios(b_rss, a_rss),
                          "ratio_workers_uss_over_triggerer_plus_wrappers": ratios(b_uss, [a + n * wrapper_memory["uss_mb"] for a in a_rss])}
-    return {"ns": ns, "reps": args.reps, "poll_interval": args.poll, "workers_per_rep": args.workers, "detached_wrapper": wrapper_memory,
+    return {"ns": ns, "reps": args.reps, "poll_interval": args.poll, "detached_wrapper": wrapper_memory,
             "worker_rss_mb": summary(w["rss_mb"] for w in workers), "worker_uss_mb": summary(w["uss_mb"] for w in workers), "per_n": per_n}
 
 
+PER_N = (("N", lambda p: f"{p['n']:,}"), ("A: RSS", at("triggerer_rss_mb"), 0, " MB"),
+         ("A: RSS per extra pipeline", at("marginal_kb_per_pipeline"), 1, " KB"),
+         ("A: CPU (of one core)", lambda p: {k: v * 100 if k != "n" else v for k, v in p["cpu_cores"].items()}, 1, " %"),
+         ("A: CPU per pipeline per second", at("cpu_ms_per_pipeline_per_second"), 3, " ms"),
+         ("polls done", lambda p: f"{100 * p['polls_done_share']['median']:.0f} %"), ("loop lag p99", at("loop_lag_p99_ms"), 1, " ms"),
+         ("B: RSS of N workers", at("workers_rss_mb"), 0, " MB"), ("B ÷ A (RSS)", at("ratio_workers_rss_over_triggerer"), 0, "×"),
+         ("B ÷ (A + wrappers) (USS)", at("ratio_workers_uss_over_triggerer_plus_wrappers"), 1, "×"))
+
+
 def tables(r: dict[str, Any]) -> list[str]:
-    rows = []
-    for n in r["ns"]:
-        p = r["per_n"][str(n)]
-        cpu = {k: (v * 100 if k != "n" else v) for k, v in p["cpu_cores"].items()}  # as a share of one core
-        rows.append([f"{n:,}", spread(p["triggerer_rss_mb"], 0, " MB"), spread(p["marginal_kb_per_pipeline"], 1, " KB"), spread(cpu, 1, " %"),
-                     spread(p["cpu_ms_per_pipeline_per_second"], 3, " ms"), f"{100 * p['polls_done_share']['median']:.0f} %",
-                     spread(p["loop_lag_p99_ms"], 1, " ms"), spread(p["workers_rss_mb"], 0, " MB"),
-                     spread(p["ratio_workers_rss_over_triggerer"], 0, "×"), spread(p["ratio_workers_uss_over_triggerer_plus_wrappers"], 1, "×")])
     return [f"Poll interval {r['poll_interval']:g} s; {r['reps']} repetitions; a B worker: RSS {spread(r['worker_rss_mb'], 1, ' MB')}, "
             f"USS {spread(r['worker_uss_mb'], 1, ' MB')}; a local-launcher wrapper: USS {r['detached_wrapper']['uss_mb']:.1f} MB.",
-            table(["N", "A: RSS", "A: RSS per extra pipeline", "A: CPU (of one core)", "A: CPU per pipeline per second", "polls done",
-                   "loop lag p99", "B: RSS of N workers", "B ÷ A (RSS)", "B ÷ (A + wrappers) (USS)"], rows)]
+            figure_table([{**r["per_n"][str(n)], "n": n} for n in r["ns"]], PER_N)]
 
 
 if __name__ == "__main__":

@@ -1,14 +1,12 @@
 """Benchmark 1: what per-record error handling costs on the data path (method: docs/benchmarks.md)."""
 
 import json
-import os
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.common import (MIN_PAIRS, Stopwatch, alternate, benchmark, column, file_dlq, next_job_id, pipeline_yaml, ratios, run_pipeline,
-                          seconds_in_jobs, spark_session, spread, step, summary, table, workdir, write_lines)
+from bench.common import (MIN_PAIRS, Stopwatch, at, benchmark, by_way, facts_table, figure_table, file_dlq, measure_ways, pipeline_yaml,
+                          ratio, run_pipeline, spark_session, step, summary, table, with_required, workdir, write_lines)
 
 TITLE = "1. Cost of error handling on the data path"
 SCHEMA_DDL = "id BIGINT NOT NULL, customer STRING NOT NULL, amount DOUBLE, currency STRING, ts TIMESTAMP"
@@ -55,15 +53,6 @@ def runner_spec(data: Path, root: Path, files_per_batch: int = 0) -> str:
     return pipeline_yaml("bench-orders", [source], [step("lake", "builtin:file", path=root / "lake", format="parquet")],
                          [step("drop-test-orders", "filter", condition="customer <> 'test'"), step("enrich", "sql", select=ENRICH)],
                          file_dlq(root / "dlq", window_size=10_000, window_nack_threshold=1_000))
-
-
-def with_required(df, ddl: str):
-    """The rows that have every NOT NULL field of ``ddl`` (Spark's readers take a schema without NOT NULL)."""
-    from pyspark.sql import functions as F
-
-    for name in (field.split()[0] for field in ddl.split(", ") if field.endswith(" NOT NULL")):
-        df = df.where(F.col(name).isNotNull())
-    return df
 
 
 def transforms(df):
@@ -154,30 +143,6 @@ def ways(tuned: int = 0) -> dict[str, Callable[[Any, Path, Path], dict[str, Any]
     return {"a": runner(0), "b": run_b, "c": run_c, "f": floor(0, False), "p": floor(0), **({"t": runner(tuned), "pt": floor(tuned)} if tuned else {})}
 
 
-def cpu_clock(spark) -> Callable[[], float]:
-    """CPU seconds of the driver's JVM (all threads, from /proc) plus this Python process."""
-    stat = Path(f"/proc/{int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())}/stat")
-    return lambda: sum(int(x) for x in stat.read_text().rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") + sum(os.times()[:2])
-
-
-def measure_ways(spark, work: Path, data: Path, todo: dict[str, Callable], reps: int, warmup: int = 1,
-                 label: str = "") -> dict[str, list[dict[str, Any]]]:
-    """``todo``'s ways alternating on ``data``: each run's own figures with its CPU time, its time in Spark jobs, its
-    time window and, for the ways that write files themselves, the rows they wrote (counted after the timed region)."""
-    clock = cpu_clock(spark)
-
-    def run(way: str, folder: Path) -> dict[str, Any]:
-        first, cpu, started = next_job_id(spark), clock(), time.time()
-        result = todo[way](spark, data, folder)
-        result.update(cpu=clock() - cpu, in_jobs=seconds_in_jobs(spark, first, next_job_id(spark)), window=(started, time.time()))
-        if "lake" in result:
-            result.update(written=spark.read.parquet(str(result["lake"])).count(),
-                          bad=spark.read.parquet(str(result["dlq"])).count() if "dlq" in result else None)
-        return result
-
-    return alternate(list(todo), reps, run, warmup, label, work)
-
-
 def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[str, Any]:
     """((t - pt) - (a - p)) / (t's batches - a's): the runner's cost per extra batch over p at the same records."""
     extra = batches.get("t", 0) - batches.get("a", 0)
@@ -191,36 +156,24 @@ def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[s
 def measure(args) -> dict[str, Any]:
     with workdir("eh") as work:
         counts = generate(work / "data", args.records, args.per_file)
-        warm = work / "data"
-        if args.warmup_records:
-            generate(warm := work / "warmup", args.warmup_records, max(1, args.warmup_records // 2))
         data_bytes = sum(p.stat().st_size for p in (work / "data").iterdir())
         spark = spark_session("airflow-conduit-bench-error-handling", args.driver_memory)
-        measure_ways(spark, work, warm, ways(args.tuned_files_per_batch), 0)
-        runs = measure_ways(spark, work, work / "data", ways(args.tuned_files_per_batch), args.reps, 0)
+        runs = measure_ways(spark, work, work / "data", ways(args.tuned_files_per_batch), args.reps)
         generate(work / "clean", min(args.records, 3 * args.per_file), args.per_file, bad=False)
         clean = run_pipeline(spark, runner_spec(work / "clean", work / "cl", 1), work / "cl")
         spark.stop()
-    times = {w: column(r, "seconds") for w, r in runs.items()}
-    cpu = {w: column(r, "cpu") for w, r in runs.items()}
     batches = {w: r[-1]["batches"] for w, r in runs.items() if "batches" in r[-1]}
-    figures: dict[str, Any] = {
+    return {
         "records": args.records, "per_file": args.per_file, "files": -(-args.records // args.per_file), "data_bytes": data_bytes,
         "kinds": counts, "reps": args.reps, "batches": batches,
         "tuned_files_per_batch": args.tuned_files_per_batch if "t" in runs else None,
         "counts": {w: [{"written": x["written"], "bad": x["bad"]} for x in r] for w, r in runs.items()},
-        "seconds": {w: summary(v) for w, v in times.items()},
-        "seconds_in_jobs": {w: summary(column(r, "in_jobs")) for w, r in runs.items()},
-        "seconds_outside_jobs": {w: summary(x["seconds"] - x["in_jobs"] for x in r) for w, r in runs.items()},
-        "cpu_ratio_a_p": ratios(cpu["a"], cpu["p"]), "cpu_ratio_a_b": ratios(cpu["a"], cpu["b"]),
+        "seconds": by_way(runs), "seconds_in_jobs": by_way(runs, "in_jobs"), "seconds_outside_jobs": by_way(runs, "outside_jobs"),
+        "cpu_ratio_a_p": ratio(runs, "a", "p", "cpu"), "cpu_ratio_a_b": ratio(runs, "a", "b", "cpu"),
         "jobs_per_batch": {"with_bad": summary(x["jobs"] / x["batches"] for w in RUNNER_WAYS for x in runs.get(w, []) if x["batches"]),
                            "without_bad": summary([clean["jobs"] / clean["batches"]] if clean["batches"] and not clean["bad"] else [])},
-        **fixed_cost(times, batches),
-    }
-    for num, den in (pair.split("/") for pair in RATIOS):
-        if num in times and den in times:
-            figures[f"ratio_{num}_{den}"] = ratios(times[num], times[den])
-    return figures
+        **fixed_cost({w: [x["seconds"] for x in r] for w, r in runs.items()}, batches),
+        **{f"ratio_{num}_{den}": ratio(runs, num, den) for num, den in (pair.split("/") for pair in RATIOS) if {num, den} <= set(runs)}}
 
 
 WAY_NAMES = {"a": "a: runner, default batch size", "t": "t: runner, max-files-per-trigger {t}", "p": "p: streaming floor, default batch size",
@@ -228,34 +181,34 @@ WAY_NAMES = {"a": "a: runner, default batch size", "t": "t: runner, max-files-pe
              "b": "b: plain PySpark batch job", "c": "c: Python UDF with try/except"}
 RATIOS = ("a/p", "t/pt", "a/c", "a/b", "p/b", "p/f", "f/b", "c/b", "t/a")  # figure ratio_<num>_<den>
 CPU_RATIOS = {"cpu_ratio_a_p": "a/p in CPU time (driver JVM and Python)", "cpu_ratio_a_b": "a/b in CPU time"}
+PER_BATCH = (("fixed cost over p (regression on batch count)", at("fixed_cost_ms"), 0, " ms"),
+             ("(t − pt) ÷ t's batches (upper bound)", at("fixed_cost_upper_ms"), 0, " ms"),
+             ("Spark jobs, batches with bad records", at("jobs_per_batch", "with_bad"), 1),
+             ("Spark jobs, batches without bad records", at("jobs_per_batch", "without_bad"), 1))
+
+
+def rows_out(counts: list[dict[str, Any]]) -> str:
+    """Rows written and sent to the DLQ by a way, the same in every repetition (or said otherwise)."""
+    text = f"{counts[0]['written']:,}" + (f", {counts[0]['bad']:,}" if counts[0].get("bad") is not None else "")
+    return text if all(c == counts[0] for c in counts) else text + " (varied between repetitions!)"
 
 
 def tables(r: dict[str, Any]) -> list[str]:
-    tuned = r["tuned_files_per_batch"]
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(r["kinds"].items()))
-
-    def rows_out(counts: list[dict[str, Any]]) -> str:
-        text = f"{counts[0]['written']:,}" + (f", {counts[0]['bad']:,}" if counts[0].get("bad") is not None else "")
-        return text if all(c == counts[0] for c in counts) else text + " (varied between repetitions!)"
-
-    jobs = r.get("jobs_per_batch") or {}
+    per_way = (("way", lambda w: WAY_NAMES[w].format(t=r["tuned_files_per_batch"])), ("seconds", lambda w: r["seconds"][w], 1),
+               ("in Spark jobs", lambda w: r["seconds_in_jobs"].get(w), 1),
+               ("outside Spark jobs (driver)", lambda w: r["seconds_outside_jobs"].get(w), 1),
+               ("batches", lambda w: str(r["batches"].get(w, "–"))), ("rows written, to the DLQ", lambda w: rows_out(r["counts"][w])))
+    ratio_keys = {**{"ratio_" + p.replace("/", "_"): p for p in RATIOS}, **CPU_RATIOS}
     return [
         table(["records", "files × records", "MB", "kinds", "batches (a, t)"],
               [[f"{r['records']:,}", f"{r['files']} × {r['per_file']:,}", f"{r['data_bytes'] / 1e6:,.0f}", kinds,
                 ", ".join(str(r["batches"].get(w, "–")) for w in RUNNER_WAYS)]]),
-        table(["way", "seconds", "in Spark jobs", "outside Spark jobs (driver)", "batches", "rows written, to the DLQ"],
-              [[name.format(t=tuned), spread(r["seconds"][w], 1), spread(r["seconds_in_jobs"].get(w), 1),
-                spread(r["seconds_outside_jobs"].get(w), 1), r["batches"].get(w, "–"), rows_out(r["counts"][w])]
-               for w, name in WAY_NAMES.items() if w in r["seconds"]]),
-        table(["ratio", "median (min–max)"], [[label, spread(r[key])] for key, label in
-                                              [*(("ratio_" + p.replace("/", "_"), p) for p in RATIOS), *CPU_RATIOS.items()] if key in r]),
-        table(["per micro-batch", "value"], [["fixed cost over p (regression on batch count)", spread(r.get("fixed_cost_ms"), 0, " ms")],
-                                             ["(t − pt) ÷ t's batches (upper bound)", spread(r.get("fixed_cost_upper_ms"), 0, " ms")],
-                                             ["Spark jobs, batches with bad records", spread(jobs.get("with_bad"), 1)],
-                                             ["Spark jobs, batches without bad records", spread(jobs.get("without_bad"), 1)]]),
-    ]
+        figure_table([w for w in WAY_NAMES if w in r["seconds"]], per_way),
+        facts_table(r, [(label, at(key)) for key, label in ratio_keys.items() if key in r], ("ratio", "median (min–max)")),
+        facts_table(r, PER_BATCH, ("per micro-batch", "value"))]
 
 
 if __name__ == "__main__":
     benchmark("error_handling", __doc__, measure, records=2_000_000, per_file=100_000, tuned_files_per_batch=5, reps=MIN_PAIRS,
-              warmup_records=0, driver_memory="4g")
+              driver_memory="4g")

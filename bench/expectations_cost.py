@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.common import (MIN_PAIRS, alternate, benchmark, column, file_dlq, pipeline_yaml, ratios, run_pipeline, spark_session, spread, step,
-                          summary, table, workdir, write_lines)
+from bench.common import (MIN_PAIRS, alternate, benchmark, by_way, column, file_dlq, pipeline_yaml, ratio, run_pipeline, spark_session, spread,
+                          step, table, workdir, write_lines)
 
 TITLE = "7. Cost of expectations"
 RULES = [{"name": "has-customer", "condition": "customer IS NOT NULL", "action": "warn"},
@@ -41,10 +41,10 @@ def measure(args) -> dict[str, Any]:
         write_input(root / "in", args.records, args.per_file)
         runs = alternate(["with", "without"], args.pairs, run, work=root)
     spark.stop()
-    times = {k: column(v, "seconds") for k, v in runs.items()}
+    seconds = by_way(runs)
     return {
-        "records": args.records, "per_file": args.per_file, "rules": RULES, "seconds_with": summary(times["with"]),
-        "seconds_without": summary(times["without"]), "ratio_with_over_without": ratios(times["with"], times["without"]),
+        "records": args.records, "per_file": args.per_file, "rules": RULES, "seconds_with": seconds["with"],
+        "seconds_without": seconds["without"], "ratio_with_over_without": ratio(runs, "with", "without"),
         "jobs_per_batch_with": column(runs["with"], "jobs_per_batch"), "jobs_per_batch_without": column(runs["without"], "jobs_per_batch"),
         "totals_with": runs["with"][-1]["totals"], "totals_without": runs["without"][-1]["totals"]}
 

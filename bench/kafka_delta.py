@@ -9,28 +9,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import (REPO, Stopwatch, alternate, benchmark, column, log, pipeline_yaml, ratios, run_pipeline, spark_session, spread,
-                          step, summary, table, workdir)
-from bench.error_handling import with_required
+from bench.common import (REPO, Stopwatch, alternate, at, benchmark, column, figure_table, log, pipeline_yaml, ratio, run_pipeline,
+                          spark_session, spread, step, summary, with_required, workdir)
+from bench.error_handling import SCHEMA_DDL, record_line
 
 sys.path.insert(0, str(REPO / "tests"))  # the broker the tests use
 
 TITLE = "8. Kafka to Delta"
-SCHEMA = "id BIGINT NOT NULL, customer STRING NOT NULL, amount DOUBLE, currency STRING, ts TIMESTAMP"
 LATENCY_SCHEMA = "id BIGINT NOT NULL, produced_at DOUBLE NOT NULL, pad STRING"
 PARTITIONS = 2  # one Spark task per partition on local[2]
 
 
-def record(i: int) -> bytes:
-    """1 % bad: cut off (not JSON), a wrong type, or a missing required field, in turn."""
-    if i % 100 == 7:
-        return [b'{"id": %d, "customer": "c' % i, b'{"id": %d, "customer": "c%d", "amount": "twelve"}' % (i, i % 997),
-                b'{"id": %d, "amount": 1.5}' % i][(i // 100) % 3]
-    return (b'{"id": %d, "customer": "c%d", "amount": %d.25, "currency": %s, "ts": "2026-03-01T10:%02d:%02dZ"}'
-            % (i, i % 997, i % 5000, b'"EUR"' if i % 3 else b"null", (i // 60) % 60, i % 60))
-
-
-def produce(broker, topic: str, n: int, value=record, **config: Any) -> None:
+def produce(broker, topic: str, n: int, value=lambda i: record_line(i).encode(), **config: Any) -> None:
+    """``n`` records, ``value(i)`` each (by default benchmark 1's orders, 1 % bad), spread over the partitions."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "queue.buffering.max.messages": 2_000_000, **config})
@@ -47,14 +38,14 @@ def produce(broker, topic: str, n: int, value=record, **config: Any) -> None:
 
 
 def runner_spec(servers: str, topic: str, dlq_topic: str, lake: Path, per_batch: int | None, mode: str = "available-now",
-                schema: str = SCHEMA) -> str:
+                schema: str = SCHEMA_DDL) -> str:
     source = step("events", "kafka", servers=servers, topics=[topic], starting_offsets="earliest", format="json", schema=schema,
                   **({"max_records_per_batch": per_batch} if per_batch else {}))
     dlq = {"plugin": "kafka", "settings": {"servers": servers, "topic": dlq_topic}, "window-size": 0}
     return pipeline_yaml("bench-kafka-delta", [source], [step("lake", "delta", path=lake)], dlq=dlq, mode=mode, trigger_interval="1s")
 
 
-def floor_query(spark, servers: str, topic: str, lake: Path, checkpoint: Path, per_batch: int | None, schema: str = SCHEMA,
+def floor_query(spark, servers: str, topic: str, lake: Path, checkpoint: Path, per_batch: int | None, schema: str = SCHEMA_DDL,
                 trigger: dict | None = None):
     """Spark's Kafka source, from_json, rows without their required fields dropped, foreachBatch appending to Delta."""
     from pyspark.sql import functions as F
@@ -72,16 +63,14 @@ def compare(spark, ctx: dict[str, Any], root: Path, per_batch: int | None, reps:
     """Runner and floor alternating; ratios and the runner's cost per batch over the floor, per pair."""
     def run(way: str, work: Path) -> dict[str, Any]:
         if way == "runner":
-            result = run_pipeline(spark, runner_spec(ctx["servers"], ctx["topic"], ctx["dlq_topic"], work / "lake", per_batch), work)
-        else:
-            with Stopwatch() as sw:
-                floor_query(spark, ctx["servers"], ctx["topic"], work / "lake", work / "checkpoint", per_batch).awaitTermination()
-            result = {"seconds": sw.seconds, "batches": len([p for p in (work / "checkpoint" / "commits").iterdir() if p.name.isdigit()])}
-        return {"seconds": result["seconds"], "batches": result["batches"]}
+            return run_pipeline(spark, runner_spec(ctx["servers"], ctx["topic"], ctx["dlq_topic"], work / "lake", per_batch), work)
+        with Stopwatch() as sw:
+            floor_query(spark, ctx["servers"], ctx["topic"], work / "lake", work / "checkpoint", per_batch).awaitTermination()
+        return {"seconds": sw.seconds, "batches": len([p for p in (work / "checkpoint" / "commits").iterdir() if p.name.isdigit()])}
 
     runs = alternate(["runner", "floor"], reps, run, warmup, label=f"per batch {per_batch}: ", work=root)
     runner, floor = column(runs["runner"], "seconds"), column(runs["floor"], "seconds")
-    return {"records": ctx["records"], "max_records_per_batch": per_batch, "ratio_runner_over_floor": ratios(runner, floor),
+    return {"records": ctx["records"], "max_records_per_batch": per_batch, "ratio_runner_over_floor": ratio(runs, "runner", "floor"),
             "runner_records_per_second": summary(ctx["records"] / s for s in runner), "floor_records_per_second": summary(ctx["records"] / s for s in floor),
             "batches_runner": column(runs["runner"], "batches"), "batches_floor": column(runs["floor"], "batches"),
             "ms_per_batch_over_floor": summary((r - f) / b * 1000 for r, f, b in zip(runner, floor, column(runs["runner"], "batches")))}
@@ -168,22 +157,21 @@ def measure(args) -> dict[str, Any]:
     return figures
 
 
+BATCH_SIZES = (("batch size", at("label")), ("records", lambda c: f"{c['records']:,}"),
+               ("batches (runner / floor)", lambda c: f"{c['batches_runner'][0]:,} / {c['batches_floor'][0]:,}"),
+               ("runner records/s", at("runner_records_per_second"), 0), ("floor records/s", at("floor_records_per_second"), 0),
+               ("runner ÷ floor", lambda c: f"**{spread(c['ratio_runner_over_floor'])}**"))
+LATENCY = (("way", at("way")), ("produced", lambda x: f"{x['rate']:,}/s, {x['measured']:,} counted"),
+           *((q, at(q), 2, " s") for q in ("p50", "p95", "p99", "max")))
+
+
 def tables(r: dict[str, Any]) -> list[str]:
-    d, p = r["default_batch"], r["per_batch"]
-
-    def row(label: str, c: dict[str, Any]) -> list[str]:
-        return [label, f"{c['records']:,}", f"{c['batches_runner'][0]:,} / {c['batches_floor'][0]:,}", spread(c["runner_records_per_second"], 0),
-                spread(c["floor_records_per_second"], 0), f"**{spread(c['ratio_runner_over_floor'])}**"]
-
-    b = r["broker"]
+    p, b = r["per_batch"], r["broker"]
+    sizes = [{**r["default_batch"], "label": "default (all available)"}, {**p, "label": f"max-records-per-batch {p['max_records_per_batch']:,}"}]
     return [f"{r['partitions']} partitions, {r['bad_share']:.0%} bad; {r['reps']} pairs at {p['max_records_per_batch']:,} per batch, "
             f"{r['default_reps']} at the default size. Cost per micro-batch over the floor at {p['max_records_per_batch']:,} records per batch: "
             f"**{spread(p['ms_per_batch_over_floor'], 0, ' ms')}**.",
-            table(["batch size", "records", "batches (runner / floor)", "runner records/s", "floor records/s", "runner ÷ floor"],
-                  [row("default (all available)", d), row(f"max-records-per-batch {p['max_records_per_batch']:,}", p)]),
-            table(["way", "produced", "p50", "p95", "p99", "max"],
-                  [[way, f"{x['rate']:,}/s, {x['measured']:,} counted", *[f"{x[k]:.2f} s" for k in ("p50", "p95", "p99", "max")]]
-                   for way, x in r["latency"].items()]),
+            figure_table(sizes, BATCH_SIZES), figure_table([{**x, "way": way} for way, x in r["latency"].items()], LATENCY),
             f"Test broker (KRaft, one JVM, heap `{b['heap']}`): started in {spread(b['start_seconds'], 1, ' s')}, "
             f"RSS {spread(b['rss_idle_mib'], 0, ' MiB')} idle."]
 

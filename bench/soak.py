@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.error_handling import ENRICH
-from bench.common import benchmark, file_dlq, log, pipeline_yaml, run_pipeline, step, table, workdir
+from bench.common import benchmark, file_dlq, log, pipeline_yaml, run_pipeline, spark_session, step, table, workdir
 
 TITLE = "5. Continuous soak: memory and STATE_DIR"
 LATE_FROM = 110  # after the longest retention window in STATE_DIR (100 batches) is full
@@ -19,6 +19,8 @@ MEMORY = {"python_rss": "Python RSS", "jvm_heap_used_after_gc": "JVM heap after 
           "python_objects": "Python objects"}
 JUDGED = ("python_rss", "jvm_heap_used_after_gc")
 STATE = ("bytes", "files")
+
+
 def folder_size(path: Path) -> tuple[int, int]:
     total = files = 0
     for root, _, names in os.walk(path):
@@ -88,10 +90,6 @@ def verdicts(r: dict[str, Any]) -> dict[str, bool | None]:
 
 
 def measure(args) -> dict[str, Any]:
-    confs = ("spark.ui.retainedJobs", "spark.ui.retainedStages", "spark.sql.ui.retainedExecutions")
-    os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(f"--conf {c}={args.spark_retention}" for c in confs) + " pyspark-shell"
-    from airflow_conduit.spark.session import build_session
-
     samples, runners, outcome = [], [], {}
     step = (args.batches - args.warmup) / max(args.samples - 1, 1)
     points = sorted({int(round(args.warmup + k * step)) for k in range(args.samples)})
@@ -101,8 +99,8 @@ def measure(args) -> dict[str, Any]:
         return entries[-1]["batch_id"] + 1 if entries else 0
 
     with workdir("soak") as work:
-        spark = build_session("airflow-conduit-bench-soak", master="local[2]")
-        spark.sparkContext.setLogLevel("ERROR")
+        retention = ("spark.ui.retainedJobs", "spark.ui.retainedStages", "spark.sql.ui.retainedExecutions")
+        spark = spark_session("airflow-conduit-bench-soak", "1g", conf=dict.fromkeys(retention, args.spark_retention))
         thread = threading.Thread(daemon=True, target=lambda: outcome.update(
             run_pipeline(spark, soak_spec(args.interval, args.rate, work), work, on_runner=runners.append)))
         started = time.monotonic()

@@ -3,19 +3,13 @@ met, missed, or not run (no result, or the figure is absent). A summary is judge
 (every repetition); ``==`` needs every repetition equal to the limit."""
 
 from dataclasses import dataclass
-from functools import reduce
 from typing import Any, Callable, Mapping
 
-from bench.common import spread
+from bench.common import at, spread
 
 MET, MISSED, NOT_RUN = "met", "missed", "not run"
 
 Result = Mapping[str, Any]
-
-
-def at(*path: str) -> Callable[[Result], Any]:
-    """The value at ``path`` in a result (nested keys), or None when a key is missing."""
-    return lambda result: reduce(lambda value, key: value.get(key) if isinstance(value, Mapping) else None, path, result)
 
 
 @dataclass(frozen=True)

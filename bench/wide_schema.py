@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.common import (MIN_PAIRS, benchmark, column, file_dlq, pipeline_yaml, ratios, run_child, run_pipeline, spark_session, spread,
-                          step, summary, table, workdir, write_lines)
-from bench.error_handling import measure_ways, streaming_floor
+from bench.common import (MIN_PAIRS, at, benchmark, by_way, figure_table, file_dlq, measure_ways, pipeline_yaml, ratio, run_child, run_pipeline,
+                          spark_session, step, summary, workdir, write_lines)
+from bench.error_handling import streaming_floor
 
 TITLE = "1b. Wide records"
 FILES = 10
@@ -58,11 +58,9 @@ def measure_width(args, work: Path, fields: int, jit: bool) -> dict[str, Any]:
     write_lines(folder / "data", records, per_file, lambda i: record_line(i, fields))
     out = run_child("bench.wide_schema", folder / f"child-{int(jit)}.json", jit=int(jit), fields=fields, work=folder, reps=args.reps,
                     driver_memory=args.driver_memory)
-    a, p = out["runs"]["a"], out["runs"]["p"]
-    outside = {way: [(x["seconds"] - x["in_jobs"]) / max(x["batches"], 1) for x in runs] for way, runs in out["runs"].items()}
+    outside = {way: [x["outside_jobs"] / max(x["batches"], 1) for x in runs] for way, runs in out["runs"].items()}
     return {"fields": fields, "records": records, "largest_method_bytes": out["largest_method_bytes"],
-            "seconds": {"a": summary(column(a, "seconds")), "p": summary(column(p, "seconds"))},
-            "ratio_a_p": ratios(column(a, "seconds"), column(p, "seconds")),
+            "seconds": by_way(out["runs"]), "ratio_a_p": ratio(out["runs"], "a", "p"),
             "outside_jobs_per_batch": {way: summary(v) for way, v in outside.items()},
             "planning_per_batch_over_p": summary(x - y for x, y in zip(outside["a"], outside["p"]))}
 
@@ -75,18 +73,19 @@ def measure(args) -> dict[str, Any]:
     return {"widths": by_width, "jvm_defaults": defaults, "reps": args.reps, "field_values": args.field_values}
 
 
-def tables(r: dict[str, Any]) -> list[str]:
-    def row(w: dict[str, Any], label: str) -> list[str]:
-        outside = w["outside_jobs_per_batch"]
-        return [label, f"{w['records']:,}", spread(w["ratio_a_p"]), spread(w["seconds"]["a"], 1, " s"), spread(w["seconds"]["p"], 1, " s"),
-                spread(outside["a"], 2, " s"), spread(outside["p"], 2, " s"), spread(w["planning_per_batch_over_p"], 2, " s"),
-                f"{w['largest_method_bytes']:,}"]
+COLUMNS = (("width", at("label")), ("records", lambda w: f"{w['records']:,}"), ("a/p", at("ratio_a_p")),
+           ("a", at("seconds", "a"), 1, " s"), ("p", at("seconds", "p"), 1, " s"),
+           ("a: driver time per batch", at("outside_jobs_per_batch", "a"), 2, " s"),
+           ("p: driver time per batch", at("outside_jobs_per_batch", "p"), 2, " s"),
+           ("a − p per batch (runner's planning)", at("planning_per_batch_over_p"), 2, " s"),
+           ("largest generated method (bytes)", lambda w: f"{w['largest_method_bytes']:,}"))
 
-    rows = [row(w, f"{w['fields']} fields") for _, w in sorted(r["widths"].items(), key=lambda kv: int(kv[0]))]
+
+def tables(r: dict[str, Any]) -> list[str]:
+    widths = [{**w, "label": f"{w['fields']} fields"} for _, w in sorted(r["widths"].items(), key=lambda kv: int(kv[0]))]
     if r.get("jvm_defaults"):
-        rows.append(row(r["jvm_defaults"], f"{r['jvm_defaults']['fields']} fields, the JVM's default options"))
-    return [table(["width", "records", "a/p", "a", "p", "a: driver time per batch", "p: driver time per batch",
-                   "a − p per batch (runner's planning)", "largest generated method (bytes)"], rows)]
+        widths.append({**r["jvm_defaults"], "label": f"{r['jvm_defaults']['fields']} fields, the JVM's default options"})
+    return [figure_table(widths, COLUMNS)]
 
 
 if __name__ == "__main__":
