@@ -51,9 +51,11 @@ def parse_driver_log(text: str) -> dict[str, Any]:
                     progress.append(json.loads("\n".join(["{", *lines[i + 1:end], "}"])))
                 except ValueError:
                     pass
-        elif (p := PY_LINE.match(line)) and p.group(2) == "airflow_conduit.spark.entrypoint" and "driver started" in p.group(3):
+        elif (p := PY_LINE.match(line)) and p.group(2) == "airflow_conduit.spark.entrypoint":
             dt = datetime.strptime(p.group(1), "%Y-%m-%d %H:%M:%S,%f")
-            events.setdefault("python_driver_started", time.mktime(dt.timetuple()) + dt.microsecond / 1e6)
+            for mark in ("driver started", "session ready"):
+                if mark in p.group(3):
+                    events.setdefault(mark, time.mktime(dt.timetuple()) + dt.microsecond / 1e6)
     return {"events": events, "progress": progress}
 
 
@@ -97,8 +99,9 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
     submitted = seen.get("driver_log_created", t0)
     query = ev.get("query_starting") or seen.get("status:running") or started
     sc = ev.get("spark_context_starting", submitted)
-    driver = min(max(ev.get("python_driver_started", sc), submitted), sc)
+    driver = min(max(ev.get("driver started", sc), submitted), sc)
     sc_ready = min(max(ev.get("spark_context_ready", sc), sc), started)
+    session = min(max(ev.get("session ready", sc_ready), sc_ready), started)
     batches = [{"trigger_start": iso_epoch(p["timestamp"]), "batch_seconds": p.get("batchDuration", 0) / 1000,
                 "foreach_batch_seconds": (p.get("durationMs") or {}).get("addBatch", 0) / 1000,
                 "planning_seconds": (p.get("durationMs") or {}).get("queryPlanning", 0) / 1000,
@@ -110,8 +113,9 @@ def phases(t0: float, t_exit: float, seen: dict[str, float], report: dict, exit_
              ("spark-submit started → Python driver started (spark-submit's JVM launch, the driver's Python start)", submitted, driver),
              ("Python driver started → SparkContext starting (the driver's imports: PySpark, the runner)", driver, sc),
              ("SparkContext start (JVM side: SparkEnv, block manager, executor)", sc, sc_ready),
-             ("SparkContext ready → runner created (SparkSession, session settings; report started_at)", sc_ready, started),
-             ("pipeline setup → query started (sources, destinations, DLQ, streaming query start)", started, query),
+             ("SparkContext ready → session ready (Spark's SparkSession creation)", sc_ready, session),
+             ("session ready → runner created (the runner's set-up; report started_at)", session, started),
+             ("pipeline setup → query started (the sources' streaming DataFrames: reader, schema, first listing; query start)", started, query),
              ("query started → first batch triggered", query, first), ("micro-batches (trigger start → commit, all batches)", first, last),
              ("last batch → query ended (no more input; report ended_at)", last, ended),
              ("query ended → driver exited (spark.stop, JVM exit)", ended, driver_exit),

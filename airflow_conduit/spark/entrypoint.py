@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - no Spark, no run: report why
         error = classify(exc, "runner", None, None)
         return _finish_with_error(report, path, error, exit_code_for(error))
+    log.info("run %s: session ready", args.run_id)  # the driver log's mark between Spark's start and the runner's
     if request is not None:
         try:
             return run_replay(spark, spec, request, state_dir=state_dir, run_id=args.run_id, faults=faults,

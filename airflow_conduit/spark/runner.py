@@ -167,6 +167,7 @@ class PipelineRunner:
         self._stream: DataFrame | None = None  # the streaming query's input (its schema is every batch's)
         self._planning_ahead = threading.Lock()  # held while the first batch's plan is built ahead of it
         self._query_log_restore: Callable[[], None] | None = None  # the query's own log, quieted for a graceful stop
+        self._plan_ahead_thread: threading.Thread | None = None
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -277,14 +278,17 @@ class PipelineRunner:
         return PendingReasons(self.spec, self.plans)
 
     def _build_columns_while_the_query_starts(self) -> None:
-        """Build the run's columns and the first batch's plan now, on this thread, while Spark's stream thread
-        lists the input and writes the first offsets: the first batch then finds its columns built (a thousand
+        """Build the run's columns and the first batch's plan on a thread of their own, from before the query
+        starts (``StreamingQuery.start`` waits for Spark to set the query up) until Spark's stream thread has
+        listed the input and written the first offsets: the first batch then finds its columns built (a thousand
         JVM round trips or so) and its plan's parts analysed, instead of doing it
         while the executors wait. The plan is built on an empty stand-in of a batch (``_stand_in_batch``): it is
         never executed (no Spark job) and nothing is written. The first batch waits until this is done (it would
         build the same); a failure here is left to the batch, which builds it again and reports it where it
-        happens."""
-        with self._planning_ahead:
+        happens. The lock is taken here, before the query can call its first batch, and let go by the thread."""
+        self._planning_ahead.acquire()
+
+        def build() -> None:
             try:
                 self.source_records  # noqa: B018 - cached_property
                 stand_in = self._stand_in_batch()
@@ -294,6 +298,20 @@ class PipelineRunner:
                 log.debug("the first batch's plan not built ahead of it", exc_info=True)
             finally:
                 self.stage.reset()
+                self._planning_ahead.release()
+
+        thread = threading.Thread(target=build, name="conduit-plan-ahead", daemon=True)
+        try:
+            thread.start()
+        except BaseException:
+            self._planning_ahead.release()
+            raise
+        self._plan_ahead_thread = thread
+
+    def _planned_ahead(self) -> None:
+        """Wait for the plan built ahead to be done: it marks stages, which a failure is classified by."""
+        if self._plan_ahead_thread is not None:
+            self._plan_ahead_thread.join()
 
     def _stand_in_batch(self) -> DataFrame | None:
         """An empty batch as ``foreachBatch`` hands it over (rows of an RDD, the stream's columns), or None where
@@ -356,7 +374,12 @@ class PipelineRunner:
             writer = writer.trigger(processingTime="0 seconds")  # rate sources cannot run available-now
         else:
             writer = writer.trigger(availableNow=True)
-        return writer.start()
+        self._build_columns_while_the_query_starts()
+        try:
+            return writer.start()
+        except BaseException:
+            self._planned_ahead()
+            raise
 
     # -- the batch -----------------------------------------------------------------------------------
 
@@ -538,7 +561,6 @@ class PipelineRunner:
             raise RunFailed(error) from exc
         self.report.status = RunStatus.RUNNING
         self._save_report()
-        self._build_columns_while_the_query_starts()
         try:
             while True:
                 if query.awaitTermination(0.5):
@@ -546,9 +568,11 @@ class PipelineRunner:
                 if self._stopping():
                     self._stop_gracefully(query)
                     break
+            self._planned_ahead()
             if query.exception() is not None and not self._stopping():
                 raise RuntimeError(str(query.exception()))
         except BaseException as exc:  # noqa: BLE001 - the batch's own classification wins
+            self._planned_ahead()
             if self.crashed:
                 raise faults_mod.SimulatedCrash("driver crash simulated") from exc
             if self._stopping() and self.failure is None:

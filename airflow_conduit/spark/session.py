@@ -10,14 +10,19 @@ after launch only reaches the executors).
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+import threading
 
+from py4j import protocol as py4j_protocol
 from pyspark.sql import SparkSession
 
 from airflow_conduit.spark.connector_jars import local_settings, with_connectors
 from airflow_conduit.spark.jvm import with_jit_options
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
+PYSPARK_PROBES = "pyspark.testing.utils"  # imported by functions.lit: it probes pandas, PyArrow and gRPC
 
 # Settings of every session the runner builds (local or under spark-submit).
 # - PySpark's DataFrame debugging (on by default) wraps each Column call to send its Python call site to
@@ -35,6 +40,58 @@ SESSION_SETTINGS = {
 }
 
 
+class _NumpyOnly:
+    """One of PySpark's NumPy argument converters, asked only about NumPy values.
+
+    PySpark's NumPy converters (``pyspark.sql.types``) are asked about every non-string argument of every JVM
+    call, and each first imports ``PYSPARK_PROBES``, which imports pandas, PyArrow and gRPC to learn whether
+    they are installed: the first JVM call of a session waited half a second for it. An argument that is not a
+    NumPy value is refused here without that import (the converter would refuse it too); a NumPy value goes
+    to the converter as before.
+    """
+
+    def __init__(self, converter):
+        self.converter = converter
+
+    def can_convert(self, obj) -> bool:
+        numpy = sys.modules.get("numpy")  # a NumPy value exists only once NumPy is imported
+        if numpy is None or not isinstance(obj, (numpy.generic, numpy.ndarray)):
+            return False
+        return self.converter.can_convert(obj)
+
+    def convert(self, obj, gateway_client):
+        return self.converter.convert(obj, gateway_client)
+
+
+def ask_numpy_converters_only_about_numpy() -> None:
+    """Wrap PySpark's NumPy converters in Py4J's converter list (in place: the gateway holds that list)."""
+    converters = py4j_protocol.INPUT_CONVERTER
+    for i, converter in enumerate(converters):
+        if type(converter).__name__ in ("NumpyScalarConverter", "NumpyArrayConverter"):
+            converters[i] = _NumpyOnly(converter)
+
+
+def import_probes_while_the_jvm_works() -> threading.Thread | None:
+    """Import ``PYSPARK_PROBES`` on a thread while the JVM creates the session (the caller waits on it there).
+
+    ``functions.lit`` imports it at its first call, which every pipeline makes, right after the session is
+    built: done here, that half second of Python overlaps the JVM's start instead of following it. A
+    failure is left to that first call, which imports it again and raises where it happens.
+    """
+    if PYSPARK_PROBES in sys.modules:
+        return None
+
+    def probe() -> None:
+        try:
+            importlib.import_module(PYSPARK_PROBES)
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
+
+    thread = threading.Thread(target=probe, name="import-pyspark-probes", daemon=True)
+    thread.start()
+    return thread
+
+
 def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
@@ -42,6 +99,8 @@ def under_spark_submit() -> bool:
 def build_session(app_name: str, *, master: str | None = None, connectors: frozenset[str] | set[str] = frozenset()) -> SparkSession:
     """The run's session; ``connectors`` (``connector_jars.connectors_of(spec)``) adds their jars and settings when
     this process starts the JVM itself (under spark-submit the launcher put them on the command line)."""
+    ask_numpy_converters_only_about_numpy()
+    import_probes_while_the_jvm_works()
     builder = SparkSession.builder.appName(app_name)
     if not under_spark_submit():
         builder = builder.master(master or os.environ.get("AIRFLOW_CONDUIT_SPARK_MASTER", "local[2]"))

@@ -230,6 +230,8 @@ def test_spark_submit_survives_three_driver_kills_and_stops_gracefully_on_sigter
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, log.read_text()[-3000:]
+    ours = [line.split(": ", 1)[-1] for line in log.read_text().splitlines() if " airflow_conduit.spark.entrypoint: " in line]
+    assert ours[:2] == ["run r4: driver started", "run r4: session ready"], ours  # the marks of a start-up's phases
     final = _report(tmp_path, "r4")
     assert final["status"] == "stopped" and final["ended_at"] and final["stop_reason"] == "signal SIGTERM"
 

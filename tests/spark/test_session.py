@@ -66,3 +66,51 @@ def test_a_column_call_sends_no_call_site_to_the_jvm(spark, monkeypatch):
     assert not [c for c in sent if "PySparkCurrentOrigin" in c], sent
     # alias and cast: one call each (plus at most one lookup); with debugging on it is ~11 per call
     assert len(sent) <= 4, sent
+
+
+def test_numpy_values_still_reach_the_jvm_converted(spark):
+    """PySpark's NumPy converters, asked only about NumPy values (session.ask_numpy_converters_only_about_numpy),
+    still convert them: a scalar to its Python value, a one-dimensional array to a Java array."""
+    import numpy as np
+
+    jvm = spark.sparkContext._jvm
+    assert jvm.java.lang.Math.abs(np.int64(-3)) == 3
+    assert jvm.java.lang.Math.abs(np.float64(-1.5)) == 1.5
+    assert jvm.java.util.Arrays.toString(np.array([1, 2], dtype=np.int32)) == "[1, 2]"
+    assert spark.range(1).select(F.lit(np.float64(2.5)).alias("x")).first()["x"] == 2.5
+
+
+PROBES_SCRIPT = """
+import sys
+from airflow_conduit.spark import session
+from airflow_conduit.spark.session import PYSPARK_PROBES, import_probes_while_the_jvm_works
+session.import_probes_while_the_jvm_works = lambda: None  # the session's own JVM calls only
+spark = session.build_session("probes")
+spark.range(3).selectExpr("id + 1").collect()
+imported_by_jvm_calls = PYSPARK_PROBES in sys.modules
+imported_by_thread = False
+thread = import_probes_while_the_jvm_works()
+if thread is not None:
+    thread.join(600)
+    imported_by_thread = PYSPARK_PROBES in sys.modules
+spark.stop()
+print("RESULT", imported_by_jvm_calls, imported_by_thread, "pandas" in sys.modules)
+"""
+
+
+def test_jvm_calls_import_no_pandas_probes_and_the_session_imports_them_on_a_thread(tmp_path):
+    """Building a session and running a job import no ``pyspark.testing.utils`` (pandas, PyArrow, gRPC) from
+    Py4J's converters; ``import_probes_while_the_jvm_works`` imports it on its own thread. A fresh Python
+    (this process imported it long ago)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", PROBES_SCRIPT], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path, env=env)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    assert lines[-1] == "RESULT False True True", lines
