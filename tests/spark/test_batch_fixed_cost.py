@@ -151,10 +151,10 @@ KAFKA_BATCHES, KAFKA_PER_BATCH = 4, 30
 # JVM round trips of one such batch: its plan (a dozen), the observation, Delta's transaction (start from the batch's
 # snapshot, the checksum's app ids, write, commit: classes kept per run) and the DLQ's driver producer (the intent's
 # end offsets, the records' sizes, Spark's Kafka writer task).
-KAFKA_CALLS_PER_BATCH = 125  # 112 today; a class looked up by its dotted path on every batch adds 5 to 8 each
+KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 112; a class looked up by its dotted path on every batch adds 5 to 8 each
 
 
-def test_a_kafka_to_delta_batch_writes_three_state_files_without_fsync_and_few_jvm_round_trips(spark, kafka, tmp_path, monkeypatch):
+def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jvm_round_trips(spark, kafka, tmp_path, monkeypatch):
     from airflow_conduit.pipeline.model import DeadLetterQueueSpec, DestinationSpec, SourceSpec
 
     topic, dlq_topic = kafka.create_topic(partitions=2), kafka.create_topic()
