@@ -69,14 +69,7 @@ class BatchCounts:
             return send(*args, **kwargs)
 
         monkeypatch.setattr(client, "send_command", counted_send)
-        local_stat = input_files_mod.local_stat
-
-        def counted_stat(uri):
-            if self._now is not None:
-                self._now["stat"] += 1
-            return local_stat(uri)
-
-        monkeypatch.setattr(input_files_mod, "local_stat", counted_stat)
+        monkeypatch.setattr(input_files_mod, "local_stat", self._counted("stat", input_files_mod.local_stat))
         write = report_mod.write_json_atomic
 
         def counted_write(path, data, **kwargs):
@@ -86,17 +79,19 @@ class BatchCounts:
             return write(path, data, **kwargs)
 
         monkeypatch.setattr(report_mod, "write_json_atomic", counted_write)
-        fsync = os.fsync
-
-        def counted_fsync(fd):
-            if self._now is not None:
-                self._now["fsync"] += 1
-            return fsync(fd)
-
-        monkeypatch.setattr(os, "fsync", counted_fsync)
+        monkeypatch.setattr(os, "fsync", self._counted("fsync", os.fsync))
         for module in ("airflow_conduit.spark.runner", "airflow_conduit.spark.commits", "airflow_conduit.spark.window",
                        "airflow_conduit.spark.batch_numbers", "airflow_conduit.spark.input_files", "airflow_conduit.spark.kafka_sink"):
             monkeypatch.setattr(f"{module}.write_json_atomic", counted_write)
+
+    def _counted(self, key: str, call):
+        """``call``, counting its calls under ``key`` while a batch runs."""
+        def counted(*args, **kwargs):
+            if self._now is not None:
+                self._now[key] += 1
+            return call(*args, **kwargs)
+
+        return counted
 
     def wrap(self, runner) -> None:
         run_batch = runner._foreach_batch
