@@ -204,7 +204,7 @@ def _no_value_error(fmt: str, where: dict) -> Column:
     )
 
 
-def record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
+def record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> list[Column]:
     """``sources._record_columns`` for a Kafka source: origin, raw value, error, metadata and fields."""
     where = dict(stage="source", component_id=plan.id, component_type=PLUGIN)
     value = F.col(C.RAW)
@@ -252,7 +252,7 @@ def record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
         F.col(C.SOURCE_ID),
         F.col(C.SOURCE_INDEX),
         F.col(C.POSITION),
-        F.col(C.SEQ),
+        seq,
         kept.alias(C.RAW),
         error.alias(C.ERROR),
         F.lit(False).alias(C.FILTERED),

@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 from airflow_conduit.pipeline.model import SourceSpec
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import kafka_source, parsing
+from airflow_conduit.spark.analysed_plan import AnalysedPlan
 
 ONE_FILE_PER_PARTITION = str(1 << 40)  # spark.sql.files.openCostInBytes: no two files share a partition
 FILE = "__ac_file"  # origin columns, only with origin_in_columns
@@ -285,24 +286,42 @@ def origin_position(plans: list[SourcePlan]) -> Column:
 
 class SourceRecords:
     """``records`` for one source, its columns built once per run: they are hundreds of Column calls, each a
-    JVM round trip, that every batch would pay again."""
+    JVM round trip, that every batch would pay again. The records' select is analysed once per run too, where
+    it can be (``analysed_plan``): it holds the batch plan's largest expressions, the same at every batch."""
 
     def __init__(self, plan: SourcePlan, *, single_source: bool, keep_originals: bool):
         self.plan = plan
         self._mine = None if single_source else F.col(C.SOURCE_ID) == F.lit(plan.id)
-        self._columns = C.JvmColumns(_record_columns(plan, keep_originals=keep_originals))
+        # the read order numbered in the records' own projection (one plan analysis), unless the origin columns
+        # come first (a custom processor caches the batch)
+        self._in_one = not (plan.origin_in_columns and plan.parser != "kafka")
+        seq = _read_order() if self._in_one else F.col(C.SEQ)
+        self._columns = C.JvmColumns(_record_columns(plan, keep_originals=keep_originals, seq=seq))
+        self._analysed: AnalysedPlan | None = None  # the records' select of an earlier batch, analysed
 
     def of(self, batch: DataFrame) -> DataFrame:
         """This source's rows of ``batch``, see ``records``."""
+        if self._analysed is not None:
+            reused = self._analysed.over(batch)
+            if reused is not None:
+                return reused
         plan = self.plan
         rows = batch if self._mine is None else batch.where(self._mine)
-        # built for each batch: nondeterministic expressions (a new instance per plan); partitions of a union are
-        # never mixed. One JVM round trip for the function, one for the column.
+        if self._in_one:
+            records = C.select(rows, self._columns)
+            self._analysed = AnalysedPlan(records, batch)
+            return records
+        # a custom processor caches the batch: the origin columns are read first, then the records' select
         seq = C.jvm_function("monotonically_increasing_id")()
         rows = C.frame(rows._jdf.withColumn(C.SEQ, seq), rows)
-        if plan.origin_in_columns and plan.parser != "kafka":  # a Kafka record's origin is in its columns
-            rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
+        rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
         return C.select(rows, self._columns)
+
+
+def _read_order() -> Column:
+    """``SEQ``: the record's read order in the batch (partition, then record; ``PARTITION_SHIFT``). The function is
+    resolved anew by each analysis; partitions of a union are never mixed."""
+    return F.monotonically_increasing_id().alias(C.SEQ)
 
 
 def records(batch: DataFrame, plan: SourcePlan, *, single_source: bool, keep_originals: bool) -> DataFrame:
@@ -331,10 +350,10 @@ def _replayed_csv_line(plan: SourcePlan, raw: Column) -> Column:
     return F.from_csv(_without_cr(raw), ddl, options)
 
 
-def _record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
-    """The select list of ``records`` (after ``SEQ`` and, with ``origin_in_columns``, the origin columns)."""
+def _record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> list[Column]:
+    """The select list of ``records``; ``seq`` is its ``SEQ`` column (numbered there, or by a projection below)."""
     if plan.parser == "kafka":
-        return kafka_source.record_columns(plan, keep_originals=keep_originals)
+        return kafka_source.record_columns(plan, keep_originals=keep_originals, seq=seq)
     where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
     raw = F.col(C.RAW)
     if plan.parser == "generator" and is_csv_file(plan.spec):  # a DLQ replay's payloads of a CSV source
@@ -382,7 +401,7 @@ def _record_columns(plan: SourcePlan, *, keep_originals: bool) -> list[Column]:
         F.col(C.SOURCE_ID),
         F.col(C.SOURCE_INDEX),
         F.col(C.POSITION),
-        F.col(C.SEQ),
+        seq,
         F.coalesce(parsing.kept_text(raw) if plan.parser == "json" else raw, as_read).alias(C.RAW),
         error.alias(C.ERROR),
         F.lit(False).alias(C.FILTERED),
