@@ -26,6 +26,7 @@ its per-record errors set.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ PARTITION_SHIFT = 33
 POSITION_MASK = (1 << PARTITION_SHIFT) - 1  # monotonically_increasing_id: partition << 33 | record index in the partition
 
 GENERATOR_MAX_ROWS_PER_BATCH = 10_000
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -302,14 +304,21 @@ class SourceRecords:
     def of(self, batch: DataFrame) -> DataFrame:
         """This source's rows of ``batch``, see ``records``."""
         if self._analysed is not None:
-            reused = self._analysed.over(batch)
+            try:
+                reused = self._analysed.over(batch)
+            except Exception:  # noqa: BLE001 - reuse is an optimisation: the select is then built as usual
+                log.debug("the records' analysed select not reused", exc_info=True)
+                reused = self._analysed = None
             if reused is not None:
                 return reused
         plan = self.plan
         rows = batch if self._mine is None else batch.where(self._mine)
         if self._in_one:
             records = C.select(rows, self._columns)
-            self._analysed = AnalysedPlan(records, batch)
+            try:
+                self._analysed = AnalysedPlan(records, batch)
+            except Exception:  # noqa: BLE001 - as above
+                log.debug("the records' analysed select not kept", exc_info=True)
             return records
         # a custom processor caches the batch: the origin columns are read first, then the records' select
         seq = C.jvm_function("monotonically_increasing_id")()
