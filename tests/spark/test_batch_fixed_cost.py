@@ -2,7 +2,8 @@
 
 The runner's work around a batch's Spark jobs is its plan (Column calls, each a Py4J round trip to the driver's
 JVM), the input-file check (a stat per file looked at) and its state files (each an atomic rewrite, not fsync'd).
-Counted on the thread that runs the batch, in batches after the first (which builds what the run keeps).
+Counted on the thread that runs the batch, in batches after the first (which builds what the run keeps), with whether
+the records' select of the batch ran the analyzer (it is analysed once per run: spark/analysed_plan.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from airflow_conduit.runs import report as report_mod
 from airflow_conduit.spark import input_files as input_files_mod
+from airflow_conduit.spark import sources as sources_mod
 from airflow_conduit.spark.runner import execute
 from spark_helpers import dlq_file, file_dest, file_source, good, pipeline, proc, write_lines
 
@@ -27,7 +29,7 @@ HOUR_NS = 3600 * 10**9
 # JVM round trips of one batch of the reference pipeline (2 source processors, 1 pipeline processor, 1 file
 # destination, a file DLQ, bad records): the plan's few DataFrame calls (one per processor, with a schema read
 # where a processor depends on the fields), the observation and its one collect, the DLQ's rows and the two writes.
-CALLS_PER_BATCH = 70  # 53 today; each step above adds a few, a select list rebuilt per batch adds dozens
+CALLS_PER_BATCH = 70  # 42 today (the records' select put over the batch: 7); each step above adds a few, a select list rebuilt per batch adds dozens
 CALLS_PER_PROCESSOR = 3  # a field.set: the fields it is added to (2 calls), its one withColumns
 
 
@@ -80,6 +82,16 @@ class BatchCounts:
 
         monkeypatch.setattr(report_mod, "write_json_atomic", counted_write)
         monkeypatch.setattr(os, "fsync", self._counted("fsync", os.fsync))
+        self._records: list = []  # the batch's records' selects, checked once it is done (checking is JVM calls)
+        records_of = sources_mod.SourceRecords.of
+
+        def kept_records(source, batch):
+            frame = records_of(source, batch)
+            if self._now is not None:
+                self._records.append(frame)
+            return frame
+
+        monkeypatch.setattr(sources_mod.SourceRecords, "of", kept_records)
         for module in ("airflow_conduit.spark.runner", "airflow_conduit.spark.commits", "airflow_conduit.spark.window",
                        "airflow_conduit.spark.batch_numbers", "airflow_conduit.spark.input_files", "airflow_conduit.spark.kafka_sink"):
             monkeypatch.setattr(f"{module}.write_json_atomic", counted_write)
@@ -101,10 +113,17 @@ class BatchCounts:
             try:
                 return run_batch(batch, batch_id)
             finally:
-                self.batches.append(self._now)
-                self._now = None
+                counts, self._now = self._now, None
+                counts["records analysed"] = sum(_analysed(frame) for frame in self._records)
+                self._records.clear()
+                self.batches.append(counts)
 
         runner._foreach_batch = counted
+
+
+def _analysed(frame) -> bool:
+    """Whether building ``frame`` ran Spark's analyzer (its query's tracker counts the analyzer's rules)."""
+    return not frame._jdf.queryExecution().tracker().rules().isEmpty()
 
 
 def _run(spark, monkeypatch, tmp_path: Path, extra_processors: int = 0) -> list[Counter]:
@@ -135,7 +154,9 @@ def test_a_batch_stats_its_own_file_and_writes_only_the_state_that_changed(spark
 
 
 def test_a_batch_makes_a_bounded_number_of_jvm_round_trips_and_few_per_processor(spark, tmp_path, monkeypatch):
-    plain = [c["py4j"] for c in _run(spark, monkeypatch, tmp_path / "plain")]
+    batches = _run(spark, monkeypatch, tmp_path / "plain")
+    assert [c["records analysed"] for c in batches] == [0] * len(batches), "the records' select is analysed once per run"
+    plain = [c["py4j"] for c in batches]
     assert max(plain) <= CALLS_PER_BATCH, plain
     extra = [c["py4j"] for c in _run(spark, monkeypatch, tmp_path / "extra", extra_processors=8)]
     assert max(extra) - max(plain) <= 8 * CALLS_PER_PROCESSOR, (plain, extra)
@@ -146,7 +167,7 @@ KAFKA_BATCHES, KAFKA_PER_BATCH = 4, 30
 # JVM round trips of one such batch: its plan (a dozen), the observation, Delta's transaction (start from the batch's
 # snapshot, the checksum's app ids, write, commit: classes kept per run) and the DLQ's driver producer (the intent's
 # end offsets, the records' sizes, Spark's Kafka writer task).
-KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 112; a class looked up by its dotted path on every batch adds 5 to 8 each
+KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 116 (the records' select put over the batch: 7); a class looked up by its dotted path on every batch adds 5 to 8 each
 
 
 def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jvm_round_trips(spark, kafka, tmp_path, monkeypatch):
@@ -178,3 +199,4 @@ def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jv
         }, f"no nack window file when the window is off: {batch}"
         assert batch["fsync"] == 0, batch
         assert batch["py4j"] <= KAFKA_CALLS_PER_BATCH, batch
+        assert batch["records analysed"] == 0, f"the records' select is analysed once per run: {batch}"
