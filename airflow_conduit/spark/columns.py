@@ -176,10 +176,42 @@ def jvm_function(name: str):
 
     sc = SparkContext._active_spark_context
     assert sc is not None and sc._jvm is not None, "jvm_function needs the driver's SparkContext"
+    return _cached_function(name, sc)
+
+
+def _cached_function(name: str, sc):
+    """PySpark's ``_get_jvm_function``, the member looked up once per SparkContext (``jvm_function``)."""
     found = _FUNCTIONS.setdefault(sc, {})
     if name not in found:
         found[name] = getattr(getattr(sc._jvm, "org.apache.spark.sql.functions"), name)
     return found[name]
+
+
+_TO_SEQ = "PythonUtils.toSeq"
+
+
+def _cached_to_seq(sc, cols, converter=None):
+    """PySpark's ``_to_seq`` with ``PythonUtils.toSeq`` looked up once per SparkContext."""
+    if converter:
+        cols = [converter(c) for c in cols]
+    found = _FUNCTIONS.setdefault(sc, {})
+    if _TO_SEQ not in found:
+        found[_TO_SEQ] = sc._jvm.PythonUtils.toSeq
+    return found[_TO_SEQ](cols)
+
+
+def look_up_jvm_functions_once() -> None:
+    """Make each ``pyspark.sql.functions`` call one JVM round trip instead of three, for the whole process.
+
+    PySpark finds the JVM function of every ``F.<name>(...)`` (and the ``Seq`` converter of every ``F.struct``,
+    ``F.concat``, ...) by reflection, two round trips, before the one that builds the column. A run's plan makes
+    thousands of such calls, most of them while its first batch waits; the members found are the same every
+    time, so they are kept per SparkContext (the calls and their results are PySpark's own). Idempotent."""
+    from pyspark.sql.classic import column as classic_column
+    from pyspark.sql.functions import builtin
+
+    builtin._get_jvm_function = _cached_function
+    classic_column._to_seq = _cached_to_seq
 
 
 def frame(jdf, like: DataFrame) -> DataFrame:
