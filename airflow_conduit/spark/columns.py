@@ -135,9 +135,9 @@ class JvmColumns:
         assert sc is not None and sc._jvm is not None, "JvmColumns needs the driver's SparkContext"
         self.columns = list(columns)
         self.names = list(names) if names is not None else None
-        self.seq = sc._jvm.PythonUtils.toSeq([c._jc for c in self.columns])
-        self.name_seq = sc._jvm.PythonUtils.toSeq(self.names) if self.names is not None else None
-        self.rest = sc._jvm.PythonUtils.toSeq([c._jc for c in self.columns[1:]])  # for observe(first, rest)
+        self.seq = jvm_seq(sc, [c._jc for c in self.columns])
+        self.name_seq = jvm_seq(sc, self.names) if self.names is not None else None
+        self.rest = jvm_seq(sc, [c._jc for c in self.columns[1:]])  # for observe(first, rest)
 
     def __bool__(self) -> bool:
         return bool(self.columns)
@@ -187,24 +187,50 @@ def _cached_function(name: str, sc):
     return found[name]
 
 
-_TO_SEQ = "PythonUtils.toSeq"
+_LIST_OF = 10  # the most elements ``java.util.List.of`` takes as separate arguments (one round trip)
+
+
+def _members(sc) -> dict:
+    """``PythonUtils.toSeq``, ``List.of`` and ``ArrayList`` of ``sc``'s JVM, looked up once."""
+    found = _FUNCTIONS.setdefault(sc, {})
+    if "toSeq" not in found:
+        found["toSeq"] = sc._jvm.PythonUtils.toSeq
+        found["List.of"] = getattr(sc._jvm.java.util.List, "of")
+        found["ArrayList"] = sc._jvm.java.util.ArrayList
+    return found
+
+
+def jvm_seq(sc, items: list):
+    """A JVM ``Seq`` of ``items`` (JVM objects, strings, numbers) in two round trips per ten items.
+
+    Py4J hands a Python list to the JVM one element per round trip (an ``ArrayList`` and an ``add`` each);
+    ``List.of`` takes up to ten as arguments of one call. A list holding None is converted the usual way
+    (``List.of`` refuses NULL)."""
+    found = _members(sc)
+    items = list(items)
+    if not items or any(item is None for item in items):
+        return found["toSeq"](items)
+    if len(items) <= _LIST_OF:
+        return found["toSeq"](found["List.of"](*items))
+    joined = found["ArrayList"](len(items))
+    for start in range(0, len(items), _LIST_OF):
+        joined.addAll(found["List.of"](*items[start:start + _LIST_OF]))
+    return found["toSeq"](joined)
 
 
 def _cached_to_seq(sc, cols, converter=None):
-    """PySpark's ``_to_seq`` with ``PythonUtils.toSeq`` looked up once per SparkContext."""
+    """PySpark's ``_to_seq``, through ``jvm_seq``."""
     if converter:
         cols = [converter(c) for c in cols]
-    found = _FUNCTIONS.setdefault(sc, {})
-    if _TO_SEQ not in found:
-        found[_TO_SEQ] = sc._jvm.PythonUtils.toSeq
-    return found[_TO_SEQ](cols)
+    return jvm_seq(sc, cols)
 
 
 def look_up_jvm_functions_once() -> None:
     """Make each ``pyspark.sql.functions`` call one JVM round trip instead of three, for the whole process.
 
     PySpark finds the JVM function of every ``F.<name>(...)`` (and the ``Seq`` converter of every ``F.struct``,
-    ``F.concat``, ...) by reflection, two round trips, before the one that builds the column. A run's plan makes
+    ``F.concat``, ...) by reflection, two round trips, before the one that builds the column; it hands the
+    columns of a ``Seq`` over one per round trip (``jvm_seq`` takes ten). A run's plan makes
     thousands of such calls, most of them while its first batch waits; the members found are the same every
     time, so they are kept per SparkContext (the calls and their results are PySpark's own). Idempotent."""
     from pyspark.sql.classic import column as classic_column
