@@ -234,10 +234,11 @@ def look_up_jvm_functions_once() -> None:
     thousands of such calls, most of them while its first batch waits; the members found are the same every
     time, so they are kept per SparkContext (the calls and their results are PySpark's own). Idempotent."""
     from pyspark.sql.classic import column as classic_column
+    from pyspark.sql.classic import dataframe as classic_dataframe
     from pyspark.sql.functions import builtin
 
     builtin._get_jvm_function = _cached_function
-    classic_column._to_seq = _cached_to_seq
+    classic_column._to_seq = classic_dataframe._to_seq = _cached_to_seq  # DataFrame.select, withColumns, ...
 
 
 def frame(jdf, like: DataFrame) -> DataFrame:
