@@ -82,8 +82,9 @@ def dump_command(work: Path, dump: Path) -> list[str]:
 
 def opens(archive: Path) -> bool:
     """Whether a JVM starts with ``archive`` mapped or refused (a damaged archive crashes it instead)."""
-    done = subprocess.run([_binary("java", java_home=True), f"-XX:SharedArchiveFile={archive}", "-version"],
-                          capture_output=True, timeout=120)
+    with tempfile.TemporaryDirectory(prefix="conduit-class-archive-check-") as tmp:  # a crash's hs_err file goes there
+        done = subprocess.run([_binary("java", java_home=True), f"-XX:SharedArchiveFile={archive}", "-XX:-CreateCoredumpOnCrash",
+                               "-version"], capture_output=True, timeout=120, cwd=tmp)
     return done.returncode == 0
 
 
