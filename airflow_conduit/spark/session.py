@@ -19,7 +19,7 @@ from py4j import protocol as py4j_protocol
 from pyspark.sql import SparkSession
 
 from airflow_conduit.spark.connector_jars import local_settings, with_connectors
-from airflow_conduit.spark.jvm import with_jit_options
+from airflow_conduit.spark.jvm import with_class_archive, with_jit_options
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
 PYSPARK_PROBES = "pyspark.testing.utils"  # imported by functions.lit: it probes pandas, PyArrow and gRPC
@@ -114,7 +114,7 @@ def build_session(app_name: str, *, master: str | None = None, connectors: froze
     for key, value in SESSION_SETTINGS.items():
         builder = builder.config(key, value)
     if not under_spark_submit():  # under spark-submit the launcher put them on the command line
-        for key, value in with_jit_options({}).items():
+        for key, value in with_class_archive(with_jit_options({})).items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if spark.sparkContext.master.startswith("local"):
