@@ -176,11 +176,11 @@ def jvm_function(name: str):
 
     sc = SparkContext._active_spark_context
     assert sc is not None and sc._jvm is not None, "jvm_function needs the driver's SparkContext"
-    return _cached_function(name, sc)
+    return function_member(name, sc)
 
 
-def _cached_function(name: str, sc):
-    """PySpark's ``_get_jvm_function``, the member looked up once per SparkContext (``jvm_function``)."""
+def function_member(name: str, sc):
+    """Spark's ``functions.<name>`` of ``sc``'s JVM, looked up once per SparkContext (``jvm_function``)."""
     found = _FUNCTIONS.setdefault(sc, {})
     if name not in found:
         found[name] = getattr(getattr(sc._jvm, "org.apache.spark.sql.functions"), name)
@@ -216,29 +216,6 @@ def jvm_seq(sc, items: list):
     for start in range(0, len(items), _LIST_OF):
         joined.addAll(found["List.of"](*items[start:start + _LIST_OF]))
     return found["toSeq"](joined)
-
-
-def _cached_to_seq(sc, cols, converter=None):
-    """PySpark's ``_to_seq``, through ``jvm_seq``."""
-    if converter:
-        cols = [converter(c) for c in cols]
-    return jvm_seq(sc, cols)
-
-
-def look_up_jvm_functions_once() -> None:
-    """Make each ``pyspark.sql.functions`` call one JVM round trip instead of three, for the whole process.
-
-    PySpark finds the JVM function of every ``F.<name>(...)`` (and the ``Seq`` converter of every ``F.struct``,
-    ``F.concat``, ...) by reflection, two round trips, before the one that builds the column; it hands the
-    columns of a ``Seq`` over one per round trip (``jvm_seq`` takes ten). A run's plan makes
-    thousands of such calls, most of them while its first batch waits; the members found are the same every
-    time, so they are kept per SparkContext (the calls and their results are PySpark's own). Idempotent."""
-    from pyspark.sql.classic import column as classic_column
-    from pyspark.sql.classic import dataframe as classic_dataframe
-    from pyspark.sql.functions import builtin
-
-    builtin._get_jvm_function = _cached_function
-    classic_column._to_seq = classic_dataframe._to_seq = _cached_to_seq  # DataFrame.select, withColumns, ...
 
 
 def frame(jdf, like: DataFrame) -> DataFrame:

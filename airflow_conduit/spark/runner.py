@@ -56,6 +56,7 @@ from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredErr
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
+from airflow_conduit.spark import pyspark_internals
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
@@ -137,7 +138,7 @@ class PipelineRunner:
         faults: dict[str, Any] | None = None,
         crash: Callable[[], None] | None = None,
     ):
-        C.look_up_jvm_functions_once()  # every Column call of the plan: one round trip, not three
+        pyspark_internals.look_up_jvm_functions_once()  # every Column call of the plan: one round trip, not three
         self.spark = spark
         self.spec = spec
         self.state_dir = Path(state_dir)
