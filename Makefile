@@ -13,6 +13,8 @@ SYSTEM_STAMP := .venv-system-deps
 # and a Kafka broker for the tests, each in its own folder (the broker's Kafka is not Spark's).
 JAR_SETS := kafka delta broker
 JAR_STAMPS := $(foreach set,$(JAR_SETS),jars/$(set)/lib/.fetched)
+# The driver JVM's class data sharing archive (spark/class_archive.py): made on this machine, for its JDK and jars.
+CLASS_ARCHIVE := $(VENV)/share/airflow-conduit/spark-classes.jsa
 
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
@@ -58,7 +60,10 @@ jars/%/lib/.fetched: jars/%/pom.xml
 
 jars: $(JAR_STAMPS)
 
-install: $(STAMP) system-deps jars
+$(CLASS_ARCHIVE): $(STAMP)
+	$(BIN)/python -m airflow_conduit.spark.class_archive --path $(CLASS_ARCHIVE)
+
+install: $(STAMP) system-deps jars $(CLASS_ARCHIVE)
 
 test: install
 	$(BIN)/python -m pytest -q tests/unit

@@ -65,14 +65,18 @@ def compare(spark, ctx: dict[str, Any], root: Path, per_batch: int | None, reps:
         if way == "runner":
             return run_pipeline(spark, runner_spec(ctx["servers"], ctx["topic"], ctx["dlq_topic"], work / "lake", per_batch), work)
         with Stopwatch() as sw:
-            floor_query(spark, ctx["servers"], ctx["topic"], work / "lake", work / "checkpoint", per_batch).awaitTermination()
-        return {"seconds": sw.seconds, "batches": len([p for p in (work / "checkpoint" / "commits").iterdir() if p.name.isdigit()])}
+            query = floor_query(spark, ctx["servers"], ctx["topic"], work / "lake", work / "checkpoint", per_batch)
+            query.awaitTermination()
+        return {"seconds": sw.seconds, "batches": len([p for p in (work / "checkpoint" / "commits").iterdir() if p.name.isdigit()]),
+                "jobs": len(spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId)))}
 
     runs = alternate(["runner", "floor"], reps, run, warmup, label=f"per batch {per_batch}: ", work=root)
     runner, floor = column(runs["runner"], "seconds"), column(runs["floor"], "seconds")
     return {"records": ctx["records"], "max_records_per_batch": per_batch, "ratio_runner_over_floor": ratio(runs, "runner", "floor"),
             "runner_records_per_second": summary(ctx["records"] / s for s in runner), "floor_records_per_second": summary(ctx["records"] / s for s in floor),
             "batches_runner": column(runs["runner"], "batches"), "batches_floor": column(runs["floor"], "batches"),
+            # each query's own Spark jobs (its run id's job group), Delta's checkpoint every 10 commits included
+            "jobs_runner": column(runs["runner"], "jobs"), "jobs_floor": column(runs["floor"], "jobs"),
             "ms_per_batch_over_floor": summary((r - f) / b * 1000 for r, f, b in zip(runner, floor, column(runs["runner"], "batches")))}
 
 

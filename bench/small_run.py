@@ -134,7 +134,15 @@ def measure(args) -> dict[str, Any]:
         "wall_seconds": summary(r["seconds"] for r in cli), "phases": {n: summary(r["phases"][n] for r in cli) for n in names}, "phase_order": names,
         "first_batch": {k: summary(r["batches"][0][k] for r in cli if r["batches"]) for k in BATCH_FIGURES},
         "later_batches": {k: summary(b[k] for r in cli for b in r["batches"][1:]) for k in BATCH_FIGURES},
-        "floor_wall_s": summary(r["seconds"] for r in runs["floor"])}
+        "floor_wall_s": summary(r["seconds"] for r in runs["floor"]), "class_archive": class_archive_in_use()}
+
+
+def class_archive_in_use() -> str | None:
+    """The driver's class data sharing archive the runs were given (spark/jvm.py), None without one."""
+    from airflow_conduit.spark.jvm import class_archive_path
+
+    archive = class_archive_path()
+    return str(archive) if archive is not None and archive.is_file() else None
 
 
 def tables(r: dict[str, Any]) -> list[str]:
@@ -146,6 +154,8 @@ def tables(r: dict[str, Any]) -> list[str]:
     head = [["wall time, `airflow-conduit run` → exit", spread(wall, 1, " s")]]
     if r.get("floor_wall_s") is not None:
         head.append(["plain PySpark script (SparkSession, read, write)", spread(r["floor_wall_s"], 1, " s")])
+    if "class_archive" in r:
+        head.append(["the runner's driver JVM maps a class data sharing archive", "yes" if r["class_archive"] else "no (none made)"])
     return [f"`{r.get('command', '?')}`, {len(r.get('runs') or [])} run(s).", table(["measure", "seconds"], head),
             table(["phase", "seconds", "share"], [[name, spread(phases_[name], 1, " s"), f"{100 * seconds(phases_[name]) / (seconds(wall) or 1):.0f} %"]
                                                   for name in r.get("phase_order") or list(phases_)]),

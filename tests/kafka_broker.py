@@ -79,7 +79,6 @@ class KafkaBroker:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
-            "log.flush.interval.messages": "1",
             **self.extra_properties,
         }
         return "".join(f"{key}={value}\n" for key, value in props.items())

@@ -135,9 +135,9 @@ class JvmColumns:
         assert sc is not None and sc._jvm is not None, "JvmColumns needs the driver's SparkContext"
         self.columns = list(columns)
         self.names = list(names) if names is not None else None
-        self.seq = sc._jvm.PythonUtils.toSeq([c._jc for c in self.columns])
-        self.name_seq = sc._jvm.PythonUtils.toSeq(self.names) if self.names is not None else None
-        self.rest = sc._jvm.PythonUtils.toSeq([c._jc for c in self.columns[1:]])  # for observe(first, rest)
+        self.seq = jvm_seq(sc, [c._jc for c in self.columns])
+        self.name_seq = jvm_seq(sc, self.names) if self.names is not None else None
+        self.rest = jvm_seq(sc, [c._jc for c in self.columns[1:]])  # for observe(first, rest)
 
     def __bool__(self) -> bool:
         return bool(self.columns)
@@ -176,10 +176,46 @@ def jvm_function(name: str):
 
     sc = SparkContext._active_spark_context
     assert sc is not None and sc._jvm is not None, "jvm_function needs the driver's SparkContext"
+    return function_member(name, sc)
+
+
+def function_member(name: str, sc):
+    """Spark's ``functions.<name>`` of ``sc``'s JVM, looked up once per SparkContext (``jvm_function``)."""
     found = _FUNCTIONS.setdefault(sc, {})
     if name not in found:
         found[name] = getattr(getattr(sc._jvm, "org.apache.spark.sql.functions"), name)
     return found[name]
+
+
+_LIST_OF = 10  # the most elements ``java.util.List.of`` takes as separate arguments (one round trip)
+
+
+def _members(sc) -> dict:
+    """``PythonUtils.toSeq``, ``List.of`` and ``ArrayList`` of ``sc``'s JVM, looked up once."""
+    found = _FUNCTIONS.setdefault(sc, {})
+    if "toSeq" not in found:
+        found["toSeq"] = sc._jvm.PythonUtils.toSeq
+        found["List.of"] = getattr(sc._jvm.java.util.List, "of")
+        found["ArrayList"] = sc._jvm.java.util.ArrayList
+    return found
+
+
+def jvm_seq(sc, items: list):
+    """A JVM ``Seq`` of ``items`` (JVM objects, strings, numbers) in two round trips per ten items.
+
+    Py4J hands a Python list to the JVM one element per round trip (an ``ArrayList`` and an ``add`` each);
+    ``List.of`` takes up to ten as arguments of one call. A list holding None is converted the usual way
+    (``List.of`` refuses NULL)."""
+    found = _members(sc)
+    items = list(items)
+    if not items or any(item is None for item in items):
+        return found["toSeq"](items)
+    if len(items) <= _LIST_OF:
+        return found["toSeq"](found["List.of"](*items))
+    joined = found["ArrayList"](len(items))
+    for start in range(0, len(items), _LIST_OF):
+        joined.addAll(found["List.of"](*items[start:start + _LIST_OF]))
+    return found["toSeq"](joined)
 
 
 def frame(jdf, like: DataFrame) -> DataFrame:

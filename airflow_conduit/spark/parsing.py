@@ -89,14 +89,18 @@ def reader_schema(schema: T.StructType) -> T.StructType:
 
 
 def _names_where(pairs: list[tuple[str, Column]]) -> Column:
-    """Comma-separated names whose condition is TRUE (NULL conditions count as FALSE)."""
-    return F.concat_ws(", ", *[F.when(F.coalesce(cond, F.lit(False)), F.lit(name)) for name, cond in pairs])
+    """Comma-separated names whose condition is TRUE (a NULL condition, as in any CASE WHEN, counts as FALSE)."""
+    return F.concat_ws(", ", *[F.when(cond, F.lit(name)) for name, cond in pairs])
 
 
 def _any(conds: list[Column]) -> Column:
-    out = F.lit(False)
-    for cond in conds:
-        out = out | F.coalesce(cond, F.lit(False))
+    """TRUE when a condition is TRUE; FALSE or NULL otherwise: a condition of CASE WHEN, where NULL counts as
+    FALSE (no ``coalesce`` per condition: each is an expression every plan analyses and optimises)."""
+    if not conds:
+        return F.lit(False)
+    out = conds[0]
+    for cond in conds[1:]:
+        out = out | cond
     return out
 
 

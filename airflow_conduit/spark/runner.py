@@ -53,8 +53,10 @@ from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError
+from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
+from airflow_conduit.spark import pyspark_internals
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
@@ -136,6 +138,7 @@ class PipelineRunner:
         faults: dict[str, Any] | None = None,
         crash: Callable[[], None] | None = None,
     ):
+        pyspark_internals.look_up_jvm_functions_once()  # every Column call of the plan: one round trip, not three
         self.spark = spark
         self.spec = spec
         self.state_dir = Path(state_dir)
@@ -166,6 +169,7 @@ class PipelineRunner:
         self.processor_columns: dict = {}  # what the processors build the same at every batch (ProcessorContext.once)
         self._stream: DataFrame | None = None  # the streaming query's input (its schema is every batch's)
         self._planning_ahead = threading.Lock()  # held while the first batch's plan is built ahead of it
+        self._stream_read = threading.Event()  # set once the query's input is read (or failed to be): the stand-in's schema
         self._query_log_restore: Callable[[], None] | None = None  # the query's own log, quieted for a graceful stop
         self._plan_ahead_thread: threading.Thread | None = None
 
@@ -278,7 +282,8 @@ class PipelineRunner:
         return PendingReasons(self.spec, self.plans)
 
     def _build_columns_while_the_query_starts(self) -> None:
-        """Build the run's columns and the first batch's plan on a thread of their own, from before the query
+        """Build the run's columns and the first batch's plan on a thread of their own, from before the query's
+        input is read (the columns; the plan once it is read, ``_stream_read``) and the query
         starts (``StreamingQuery.start`` waits for Spark to set the query up) until Spark's stream thread has
         listed the input and written the first offsets: the first batch then finds its columns built (a thousand
         JVM round trips or so) and its plan's parts analysed, instead of doing it
@@ -291,6 +296,7 @@ class PipelineRunner:
         def build() -> None:
             try:
                 self.source_records  # noqa: B018 - cached_property
+                self._stream_read.wait()
                 stand_in = self._stand_in_batch()
                 if stand_in is not None:
                     self._plan_ahead(stand_in)
@@ -364,18 +370,21 @@ class PipelineRunner:
         return any(p.spec.plugin == "generator" for p in self.plans)
 
     def _start_query(self):
-        streams = [read_stream(self.spark, plan) for plan in self.plans]
-        union = self._stream = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), streams)  # fields are per source
-        checkpoint = self.checkpoint
-        writer = union.writeStream.foreachBatch(self._foreach_batch).option("checkpointLocation", str(checkpoint))
-        if self.spec.mode == "continuous":
-            writer = writer.trigger(processingTime=f"{max(self.spec.trigger_interval_seconds, 0.0)} seconds")
-        elif self._has_generator():
-            writer = writer.trigger(processingTime="0 seconds")  # rate sources cannot run available-now
-        else:
-            writer = writer.trigger(availableNow=True)
-        self._build_columns_while_the_query_starts()
+        self._build_columns_while_the_query_starts()  # its columns while the streams are read, its plan once they are
         try:
+            try:
+                streams = [read_stream(self.spark, plan) for plan in self.plans]
+                union = self._stream = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), streams)  # fields are per source
+            finally:
+                self._stream_read.set()
+            checkpoint = self.checkpoint
+            writer = union.writeStream.foreachBatch(self._foreach_batch).option("checkpointLocation", str(checkpoint))
+            if self.spec.mode == "continuous":
+                writer = writer.trigger(processingTime=f"{max(self.spec.trigger_interval_seconds, 0.0)} seconds")
+            elif self._has_generator():
+                writer = writer.trigger(processingTime="0 seconds")  # rate sources cannot run available-now
+            else:
+                writer = writer.trigger(availableNow=True)
             return writer.start()
         except BaseException:
             self._planned_ahead()

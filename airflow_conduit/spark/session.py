@@ -15,11 +15,11 @@ import os
 import sys
 import threading
 
-from py4j import protocol as py4j_protocol
 from pyspark.sql import SparkSession
 
 from airflow_conduit.spark.connector_jars import local_settings, with_connectors
-from airflow_conduit.spark.jvm import with_jit_options
+from airflow_conduit.spark.jvm import with_class_archive, with_jit_options
+from airflow_conduit.spark.pyspark_internals import ask_numpy_converters_only_about_numpy
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
 PYSPARK_PROBES = "pyspark.testing.utils"  # imported by functions.lit: it probes pandas, PyArrow and gRPC
@@ -38,37 +38,6 @@ SESSION_SETTINGS = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.constraintPropagation.enabled": "false",
 }
-
-
-class _NumpyOnly:
-    """One of PySpark's NumPy argument converters, asked only about NumPy values.
-
-    PySpark's NumPy converters (``pyspark.sql.types``) are asked about every non-string argument of every JVM
-    call, and each first imports ``PYSPARK_PROBES``, which imports pandas, PyArrow and gRPC to learn whether
-    they are installed: the first JVM call of a session waited half a second for it. An argument that is not a
-    NumPy value is refused here without that import (the converter would refuse it too); a NumPy value goes
-    to the converter as before.
-    """
-
-    def __init__(self, converter):
-        self.converter = converter
-
-    def can_convert(self, obj) -> bool:
-        numpy = sys.modules.get("numpy")  # a NumPy value exists only once NumPy is imported
-        if numpy is None or not isinstance(obj, (numpy.generic, numpy.ndarray)):
-            return False
-        return self.converter.can_convert(obj)
-
-    def convert(self, obj, gateway_client):
-        return self.converter.convert(obj, gateway_client)
-
-
-def ask_numpy_converters_only_about_numpy() -> None:
-    """Wrap PySpark's NumPy converters in Py4J's converter list (in place: the gateway holds that list)."""
-    converters = py4j_protocol.INPUT_CONVERTER
-    for i, converter in enumerate(converters):
-        if type(converter).__name__ in ("NumpyScalarConverter", "NumpyArrayConverter"):
-            converters[i] = _NumpyOnly(converter)
 
 
 def import_probes_while_the_jvm_works() -> threading.Thread | None:
@@ -114,7 +83,7 @@ def build_session(app_name: str, *, master: str | None = None, connectors: froze
     for key, value in SESSION_SETTINGS.items():
         builder = builder.config(key, value)
     if not under_spark_submit():  # under spark-submit the launcher put them on the command line
-        for key, value in with_jit_options({}).items():
+        for key, value in with_class_archive(with_jit_options({})).items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if spark.sparkContext.master.startswith("local"):

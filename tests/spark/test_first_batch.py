@@ -83,3 +83,62 @@ def test_the_first_batch_of_the_example_makes_about_as_many_jvm_round_trips_as_a
     assert probe.jobs_before_first_batch == 0, "building ahead runs no Spark job"
     first, later = probe.calls
     assert first <= later + FIRST_BATCH_EXTRA_CALLS, probe.calls
+
+
+class RunCalls:
+    """Py4J calls of a whole run, on every thread (the plan built ahead, the batches), GC releases left out."""
+
+    def __init__(self, spark, monkeypatch) -> None:
+        self.calls = 0
+        client = spark.sparkContext._gateway._gateway_client
+        send = client.send_command
+
+        def counted(command, *args, **kwargs):
+            if not command.startswith(RELEASE):
+                self.calls += 1
+            return send(command, *args, **kwargs)
+
+        monkeypatch.setattr(client, "send_command", counted)
+
+
+# The example's run of two batches: its columns built once, its stream read and started, two batches, about
+# 1,800 round trips (and one per half second the run waits on its query). Were every ``F.<name>`` call three
+# round trips and every column of a ``Seq`` one more, as PySpark makes them, it would be about 3,800.
+EXAMPLE_RUN_CALLS = 2_400
+
+
+@pytest.mark.skipif(not (EXAMPLE / "pipeline.yaml").exists(), reason="examples/orders not present")
+def test_a_run_of_the_example_makes_each_column_call_in_one_round_trip(spark, tmp_path, monkeypatch):
+    folder = tmp_path / "orders"
+    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("out", "state"))
+    spec = load_pipeline(str(folder / "pipeline.yaml"))
+    probe = RunCalls(spark, monkeypatch)
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    monkeypatch.undo()
+    assert code == 0, report.error
+    assert report.totals["read"] == report.totals["dlq"] + report.totals["filtered"] + report.totals["written"]["lake"]
+    assert probe.calls <= EXAMPLE_RUN_CALLS, probe.calls
+
+
+def test_a_function_call_is_one_round_trip_and_ten_columns_of_a_seq_two(spark, monkeypatch):
+    from pyspark.sql import functions as F
+
+    from airflow_conduit.spark import pyspark_internals
+
+    pyspark_internals.look_up_jvm_functions_once()
+    F.struct(F.get_json_object(F.col("a"), "$.b"), F.lit(1))  # the members looked up once
+    probe = RunCalls(spark, monkeypatch)
+    F.col("a")
+    assert probe.calls == 1
+    F.get_json_object(F.col("a"), "$.b")
+    assert probe.calls == 1 + 2  # the column, then the function
+    F.struct(F.col("a"), F.col("b"))
+    # two columns, the Seq of them (a list of both in one call, converted), then struct
+    assert probe.calls == 3 + 2 + 2 + 1, probe.calls
+    wide = [F.col(f"c{i}") for i in range(25)]
+    before = probe.calls
+    built = F.struct(*wide)
+    # a list for 25, three of ten at most added to it, converted; then struct
+    assert probe.calls - before == 1 + 3 * 2 + 1 + 1, probe.calls
+    assert [f.name for f in spark.range(1).select([F.lit(i).alias(f"c{i}") for i in range(25)]).select(built).schema[0].dataType.fields] \
+        == [f"c{i}" for i in range(25)], "the Seq keeps the columns and their order"

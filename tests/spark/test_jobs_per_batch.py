@@ -10,7 +10,9 @@ records or without, whatever the number of built-in processors, and with an
 
 Kafka -> Delta with a Kafka DLQ: 1 job per batch (the Delta write is the pass), with bad records too (the
 Kafka DLQ's records are computed and produced in the driver from what the pass gathered); into a new table,
-the first batch runs 1 more (the table's creation before the pass).
+the first batch runs 1 more (the table's creation before the pass). Over many batches, the batch whose commit
+reaches a Delta checkpoint (every 10 commits) runs Delta's checkpoint jobs too, as many as plain Structured
+Streaming appending to Delta runs for its own checkpoint.
 """
 
 from __future__ import annotations
@@ -177,19 +179,24 @@ def _jobs_by_batch(spark, group: str) -> dict[int, int]:
         if not (job.jobGroup().isDefined() and job.jobGroup().get() == group and job.description().isDefined()):
             continue
         last = job.description().get().splitlines()[-1]
-        if last.startswith("batch = "):
-            batch = int(last.removeprefix("batch = "))
+        if last.startswith("batch = "):  # Delta's own jobs add what they do: "batch = 9: Compute snapshot for version: 10"
+            batch = int(last.removeprefix("batch = ").split(":")[0])
             per_batch[batch] = per_batch.get(batch, 0) + 1
     return per_batch
 
 
-def _kafka_delta_jobs(spark, kafka, tmp_path, *, bad: bool, table_exists: bool = True) -> dict[int, int]:
+def _produce_kafka_input(kafka, topic: str, batches: int, *, bad: bool) -> range:
+    ids = range(batches * PER_BATCH)
+    for partition in range(2):
+        kafka.produce(topic, [_kafka_value(i, bad=bad) for i in ids if i % 2 == partition], partition=partition)
+    return ids
+
+
+def _kafka_delta_jobs(spark, kafka, tmp_path, *, bad: bool, table_exists: bool = True, batches: int = KAFKA_BATCHES) -> dict[int, int]:
     from pyspark.sql import types as T
 
     topic, dlq_topic = kafka.create_topic(partitions=2), kafka.create_topic()
-    ids = range(KAFKA_BATCHES * PER_BATCH)
-    for partition in range(2):
-        kafka.produce(topic, [_kafka_value(i, bad=bad) for i in ids if i % 2 == partition], partition=partition)
+    ids = _produce_kafka_input(kafka, topic, batches, bad=bad)
     lake = tmp_path / "lake"
     schema = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("name", T.StringType()),
                            T.StructField("amount", T.DoubleType())])
@@ -200,14 +207,14 @@ def _kafka_delta_jobs(spark, kafka, tmp_path, *, bad: bool, table_exists: bool =
                            run_id="r1", on_runner=runners.append)
     assert code == 0, report.error
     bad_ids = [i for i in ids if bad and i % 10 == 3]
-    assert len(report.batches) == KAFKA_BATCHES
+    assert len(report.batches) == batches
     assert all(b["dlq"] > 0 for b in report.batches) == bad  # every batch has bad records, or none has
     assert sorted(r["id"] for r in spark.read.format("delta").load(str(lake)).select("id").collect()) == [
         i for i in ids if i not in bad_ids]
     assert len(kafka.read_all(dlq_topic)) == len(bad_ids)
     history = spark.sql(f"DESCRIBE HISTORY delta.`{lake}`").select("version", "operation").collect()
     created = ["WRITE"] if table_exists else ["CREATE TABLE"]  # the test's own empty write, or the runner's CREATE
-    assert [r["operation"] for r in sorted(history, key=lambda r: r["version"])] == created + ["WRITE"] * KAFKA_BATCHES
+    assert [r["operation"] for r in sorted(history, key=lambda r: r["version"])] == created + ["WRITE"] * batches
     if bad:  # the Kafka DLQ's admin client (the DLQ topic's end offsets, every batch) was kept for the run, then closed
         assert runners[0].dlq.admin._admin is None
     return _jobs_by_batch(spark, str(runners[0].query.runId))
@@ -223,3 +230,45 @@ def test_the_first_batch_into_a_new_delta_table_runs_its_write_plus_1_job_that_c
     is written by the pass like every later batch, not by Delta's writer reading the batch a second time."""
     jobs = _kafka_delta_jobs(spark, kafka, tmp_path, bad=False, table_exists=False)
     assert jobs == {0: 1 + 1, **{b: 1 for b in range(1, KAFKA_BATCHES)}}
+
+
+# Over many batches, Delta writes a checkpoint of the table's log every 10 commits (``delta.checkpointInterval``), in
+# the commit that reaches the version: Spark jobs of its own, in the batch whose commit it follows. Plain Structured
+# Streaming appending to Delta with foreachBatch (the benchmark's floor) runs the same jobs for the same checkpoint.
+# A new table's CREATE TABLE commit (version 0) makes the runner's batch 9 commit version 10, the floor's batch 10.
+CHECKPOINT_INTERVAL = 10
+MANY_BATCHES = 12
+
+
+def _floor_jobs(spark, kafka, tmp_path, batches: int) -> dict[int, int]:
+    """Spark's Kafka source, from_json, foreachBatch appending to a new Delta table, no DLQ (bench/kafka_delta.py's floor)."""
+    from pyspark.sql import functions as F
+
+    topic = kafka.create_topic(partitions=2)
+    _produce_kafka_input(kafka, topic, batches, bad=True)
+    lake = tmp_path / "lake"
+    parsed = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap).option("subscribe", topic)
+              .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(PER_BATCH)).load()
+              .select(F.from_json(F.col("value").cast("string"), "id BIGINT, name STRING, amount DOUBLE").alias("r")).select("r.*")
+              .where(F.col("id").isNotNull()))
+    query = (parsed.writeStream.foreachBatch(lambda df, _: df.write.format("delta").mode("append").save(str(lake)))
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert query.exception() is None
+    assert len([p for p in (tmp_path / "checkpoint" / "commits").iterdir() if p.name.isdigit()]) == batches
+    return _jobs_by_batch(spark, str(query.runId))
+
+
+def test_over_many_batches_the_runner_runs_no_spark_job_that_plain_structured_streaming_into_delta_does_not(spark, kafka, tmp_path):
+    """12 batches with bad records into a new table, the runner (Kafka DLQ) and the floor side by side: each runs 1 job
+    per batch, 2 for its first (the table's creation) and, for the batch whose commit reaches version 10, as many more
+    as the other for the same Delta checkpoint. Those are the extra jobs a many-batch run shows: Delta's, not the runner's."""
+    runner = _kafka_delta_jobs(spark, kafka, tmp_path / "runner", bad=True, table_exists=False, batches=MANY_BATCHES)
+    floor = _floor_jobs(spark, kafka, tmp_path / "floor", MANY_BATCHES)
+    for lake in (tmp_path / "runner" / "lake", tmp_path / "floor" / "lake"):
+        assert (lake / "_delta_log" / f"{CHECKPOINT_INTERVAL:020d}.checkpoint.parquet").exists()
+    runner_checkpoint, floor_checkpoint = CHECKPOINT_INTERVAL - 1, CHECKPOINT_INTERVAL  # the batch that commits version 10
+    checkpoint_jobs = floor[floor_checkpoint] - 1
+    assert checkpoint_jobs > 0, floor
+    assert floor == {0: 2, **{b: 1 for b in range(1, MANY_BATCHES)}, floor_checkpoint: 1 + checkpoint_jobs}
+    assert runner == {0: 2, **{b: 1 for b in range(1, MANY_BATCHES)}, runner_checkpoint: 1 + checkpoint_jobs}, (runner, floor)

@@ -69,7 +69,7 @@ def test_a_column_call_sends_no_call_site_to_the_jvm(spark, monkeypatch):
 
 
 def test_numpy_values_still_reach_the_jvm_converted(spark):
-    """PySpark's NumPy converters, asked only about NumPy values (session.ask_numpy_converters_only_about_numpy),
+    """PySpark's NumPy converters, asked only about NumPy values (pyspark_internals.ask_numpy_converters_only_about_numpy),
     still convert them: a scalar to its Python value, a one-dimensional array to a Java array."""
     import numpy as np
 

@@ -168,3 +168,28 @@ def test_a_batch_plans_in_as_many_round_trips_at_100_fields_as_at_10(spark, tmp_
     wide = _round_trips_per_batch(spark, tmp_path, 100, monkeypatch)
     assert len(narrow) == len(wide) == 3
     assert wide[1] - narrow[1] <= 10 and wide[2] - narrow[2] <= 10, (narrow, wide)
+
+
+def _error_nodes(spark, fields: int) -> int:
+    """Expression nodes of a JSON source's error column (its reason worked out in the pass), as Spark analyses it."""
+    from pyspark.sql import functions as F
+
+    from airflow_conduit.spark import parsing
+
+    schema = parsing.parse_schema(_schema(fields))
+    frame = spark.createDataFrame([], parsing.reader_schema(schema))
+    error = parsing.json_error(F.col(parsing.CORRUPT), lambda name: F.col(name), F.col(parsing.CORRUPT).isNotNull(), schema,
+                               what="record", defer_reason=True, stage="source", component_id="in", component_type="file")
+    analysed = frame.select(error.alias("error"))._jdf.queryExecution().analyzed()
+    return len(analysed.expressions().head().treeString().splitlines())
+
+
+# Expression nodes per field of the error column, which every plan of a batch analyses and optimises: the field's
+# typed-NULL flag (5), its JSON value read by path (3) and its wrong-type test (6); 16 with a coalesce around each
+# test (a NULL condition of a CASE WHEN counts as FALSE already).
+ERROR_NODES_PER_FIELD = 14
+
+
+def test_a_json_sources_error_column_has_a_bounded_number_of_expressions_per_field(spark):
+    narrow, wide = _error_nodes(spark, 10), _error_nodes(spark, 50)
+    assert (wide - narrow) / 40 <= ERROR_NODES_PER_FIELD, (narrow, wide)

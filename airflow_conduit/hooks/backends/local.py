@@ -38,7 +38,7 @@ from airflow_conduit.hooks.backends.base import (
 )
 from airflow_conduit.runs.report import read_json, utc_now_iso
 from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
-from airflow_conduit.spark.jvm import with_jit_options
+from airflow_conduit.spark.jvm import with_class_archive, with_jit_options
 
 GRACEFUL_STOP_SECONDS = 30.0
 LEASE_WAIT_SECONDS = 15.0  # a wrapper that just recorded its exit lets go of the lease a moment later
@@ -110,7 +110,7 @@ class LocalBackend(JobBackend):
         if jars:
             conf["spark.jars"] = ",".join(jars)
         conf.update(self.conf)
-        return with_jit_options(with_connectors(conf, connectors))
+        return with_class_archive(with_jit_options(with_connectors(conf, connectors)))
 
     def build_command(self, application: str, py_files: str, args: list[str], conf: dict, name: str) -> list[str]:
         """The spark-submit command line, built by the Spark provider from the connection (for a plain ``master``
