@@ -89,10 +89,11 @@ def opens(archive: Path) -> bool:
 
 
 def create(target: Path | None = None, *, timeout: float = TIMEOUT_SECONDS) -> Path:
-    """Make the archive at ``target`` (default ``jvm.class_archive_path()``), replacing an older one; its path."""
+    """Make the archive at ``target`` (default ``jvm.class_archive_path()``), replacing an older one; its absolute path."""
     target = target if target is not None else class_archive_path()
     if target is None:
         raise ArchiveNotCreated("no archive path: AIRFLOW_CONDUIT_CLASS_ARCHIVE is set empty")
+    target = target.absolute()  # the run that saves the classes works in a folder of its own
     target.parent.mkdir(parents=True, exist_ok=True)
     dump = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:

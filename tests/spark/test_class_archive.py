@@ -25,7 +25,16 @@ spark.stop()
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory) -> Path:
-    return class_archive.create(tmp_path_factory.mktemp("archive") / "spark-classes.jsa")
+    """Made from a path relative to the current folder, as ``make install`` passes it."""
+    folder = tmp_path_factory.mktemp("archive")
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        made = class_archive.create(Path("share") / "spark-classes.jsa")
+    finally:
+        os.chdir(before)
+    assert made.is_absolute() and made == folder / "share" / "spark-classes.jsa"
+    return made
 
 
 def _session_run(tmp_path: Path, archive_setting: str) -> tuple[int, str]:
