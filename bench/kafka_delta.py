@@ -131,6 +131,8 @@ def latency(spark, broker, root: Path, way: str, rate: int, seconds: float, warm
 
 
 def measure(args) -> dict[str, Any]:
+    if args.latency_seconds <= 0:  # the latency figure needs records produced after the warm-up
+        raise SystemExit(f"--latency-seconds {args.latency_seconds}: must be above 0 (the seconds of steady producing measured)")
     import psutil
     from kafka_broker import HEAP, KafkaBroker
 
