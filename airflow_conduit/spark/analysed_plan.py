@@ -25,6 +25,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.jvm_refs import jvm_member
 
 
 class AnalysedPlan:
@@ -32,7 +33,6 @@ class AnalysedPlan:
     over another leaf with the same output (``over``). Built once per run: a few JVM round trips per node."""
 
     def __init__(self, frame: DataFrame, leaf: DataFrame):
-        jvm = frame.sparkSession.sparkContext._jvm
         self._session = frame.sparkSession._jsparkSession
         self.leaf = leaf._jdf.logicalPlan()
         spine = []
@@ -45,10 +45,11 @@ class AnalysedPlan:
             spine.append(node)
             node = children.head()
         self.spine = spine[::-1] if spine else None  # from the leaf's parent up to the root
-        # Py4J members looked up once: each step of a lookup is a JVM round trip
-        self._single = jvm.java.util.Collections.singletonList
-        self._to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
-        self._of_rows = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows
+        # Py4J members looked up once per SparkContext: each step of a lookup is a JVM round trip
+        sc = frame.sparkSession.sparkContext
+        self._single = jvm_member(sc, "Collections.singletonList", lambda jvm: jvm.java.util.Collections.singletonList)
+        self._to_seq = jvm_member(sc, "PythonUtils.toSeq", lambda jvm: jvm.PythonUtils.toSeq)
+        self._of_rows = jvm_member(sc, "classic.Dataset.ofRows", lambda jvm: getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows)
 
     def over(self, leaf: DataFrame) -> DataFrame | None:
         """The kept plan over ``leaf``'s, analysed (no analyzer run), or None when ``leaf``'s output attributes are

@@ -13,10 +13,10 @@ they select or exclude, destinations never write them.
 
 from __future__ import annotations
 
-import weakref
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from airflow_conduit.spark.jvm_refs import jvm_member
 
 PREFIX = "__ac_"
 SOURCE_ID = "__ac_source"  # source connector id
@@ -166,9 +166,6 @@ def select_expr(df: DataFrame, strings) -> DataFrame:
     return frame(df._jdf.selectExpr(strings), df)
 
 
-_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def jvm_function(name: str):
     """Spark's ``functions.<name>`` as a Py4J member, looked up once per SparkContext: calling it is one JVM round
     trip (``F.<name>(...)`` is three: the class, the method, then the call). For what a batch builds anew."""
@@ -181,23 +178,10 @@ def jvm_function(name: str):
 
 def function_member(name: str, sc):
     """Spark's ``functions.<name>`` of ``sc``'s JVM, looked up once per SparkContext (``jvm_function``)."""
-    found = _FUNCTIONS.setdefault(sc, {})
-    if name not in found:
-        found[name] = getattr(getattr(sc._jvm, "org.apache.spark.sql.functions"), name)
-    return found[name]
+    return jvm_member(sc, f"functions.{name}", lambda jvm: getattr(getattr(jvm, "org.apache.spark.sql.functions"), name))
 
 
 _LIST_OF = 10  # the most elements ``java.util.List.of`` takes as separate arguments (one round trip)
-
-
-def _members(sc) -> dict:
-    """``PythonUtils.toSeq``, ``List.of`` and ``ArrayList`` of ``sc``'s JVM, looked up once."""
-    found = _FUNCTIONS.setdefault(sc, {})
-    if "toSeq" not in found:
-        found["toSeq"] = sc._jvm.PythonUtils.toSeq
-        found["List.of"] = getattr(sc._jvm.java.util.List, "of")
-        found["ArrayList"] = sc._jvm.java.util.ArrayList
-    return found
 
 
 def jvm_seq(sc, items: list):
@@ -206,16 +190,17 @@ def jvm_seq(sc, items: list):
     Py4J hands a Python list to the JVM one element per round trip (an ``ArrayList`` and an ``add`` each);
     ``List.of`` takes up to ten as arguments of one call. A list holding None is converted the usual way
     (``List.of`` refuses NULL)."""
-    found = _members(sc)
+    to_seq = jvm_member(sc, "PythonUtils.toSeq", lambda jvm: jvm.PythonUtils.toSeq)
     items = list(items)
     if not items or any(item is None for item in items):
-        return found["toSeq"](items)
+        return to_seq(items)
+    list_of = jvm_member(sc, "List.of", lambda jvm: getattr(jvm.java.util.List, "of"))
     if len(items) <= _LIST_OF:
-        return found["toSeq"](found["List.of"](*items))
-    joined = found["ArrayList"](len(items))
+        return to_seq(list_of(*items))
+    joined = jvm_member(sc, "java.util.ArrayList")(len(items))
     for start in range(0, len(items), _LIST_OF):
-        joined.addAll(found["List.of"](*items[start:start + _LIST_OF]))
-    return found["toSeq"](joined)
+        joined.addAll(list_of(*items[start:start + _LIST_OF]))
+    return to_seq(joined)
 
 
 def frame(jdf, like: DataFrame) -> DataFrame:

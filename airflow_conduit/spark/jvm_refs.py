@@ -1,8 +1,9 @@
-"""JVM classes and constant objects looked up once per SparkContext: what every batch uses again.
+"""JVM classes, members and constant objects looked up once per SparkContext: what every batch uses again.
 
 Through Py4J each dotted step of ``jvm.org.apache...Name`` is a round trip to the driver's JVM; a class looked up
 by its full name is one, and a kept handle none. A batch's bookkeeping (a Delta commit, the Kafka DLQ's producer)
-calls the same few classes every time, so they are kept here, per SparkContext (a new session looks them up again).
+and every column a plan builds (Spark's functions, ``Seq`` conversions) call the same few members every time, so
+they are kept here, per SparkContext (a new session looks them up again).
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ from typing import Any, Callable
 _REFS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def jvm_ref(spark, name: str, build: Callable[[Any], Any] | None = None) -> Any:
-    """The JVM class ``name`` (a full binary name: ``org.apache.spark.sql.delta.DeltaOperations$Write``), or what
-    ``build(jvm)`` returns (a constant: ``scala.Option.empty()``), kept for the SparkContext of ``spark``."""
-    sc = spark.sparkContext
+def jvm_member(sc, key: str, build: Callable[[Any], Any] | None = None) -> Any:
+    """What ``build(jvm)`` returns (a member, a constant: ``scala.Option.empty()``), or the JVM class ``key`` (a full
+    binary name: ``org.apache.spark.sql.delta.DeltaOperations$Write``), kept under ``key`` for the SparkContext ``sc``."""
     refs = _REFS.setdefault(sc, {})
-    if name not in refs:
-        refs[name] = build(sc._jvm) if build is not None else getattr(sc._jvm, name)
-    return refs[name]
+    if key not in refs:
+        refs[key] = build(sc._jvm) if build is not None else getattr(sc._jvm, key)
+    return refs[key]
+
+
+def jvm_ref(spark, name: str, build: Callable[[Any], Any] | None = None) -> Any:
+    """``jvm_member`` for the SparkContext of ``spark``."""
+    return jvm_member(spark.sparkContext, name, build)
 
 
 def none(spark) -> Any:

@@ -53,7 +53,6 @@ from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError
-from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark import pyspark_internals

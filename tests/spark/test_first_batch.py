@@ -68,11 +68,16 @@ class FirstBatchProbe:
         runner._foreach_batch = counted
 
 
-@pytest.mark.skipif(not (EXAMPLE / "pipeline.yaml").exists(), reason="examples/orders not present")
-def test_the_first_batch_of_the_example_makes_about_as_many_jvm_round_trips_as_a_later_one(spark, tmp_path, monkeypatch):
+def _example(tmp_path):
+    """A copy of examples/orders without its outputs, and its spec."""
     folder = tmp_path / "orders"
     shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("out", "state"))
-    spec = load_pipeline(str(folder / "pipeline.yaml"))
+    return folder, load_pipeline(str(folder / "pipeline.yaml"))
+
+
+@pytest.mark.skipif(not (EXAMPLE / "pipeline.yaml").exists(), reason="examples/orders not present")
+def test_the_first_batch_of_the_example_makes_about_as_many_jvm_round_trips_as_a_later_one(spark, tmp_path, monkeypatch):
+    folder, spec = _example(tmp_path)
     probe = FirstBatchProbe(spark, monkeypatch)
     code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1", on_runner=probe.wrap)
     monkeypatch.undo()
@@ -109,9 +114,7 @@ EXAMPLE_RUN_CALLS = 2_400
 
 @pytest.mark.skipif(not (EXAMPLE / "pipeline.yaml").exists(), reason="examples/orders not present")
 def test_a_run_of_the_example_makes_each_column_call_in_one_round_trip(spark, tmp_path, monkeypatch):
-    folder = tmp_path / "orders"
-    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("out", "state"))
-    spec = load_pipeline(str(folder / "pipeline.yaml"))
+    _, spec = _example(tmp_path)
     probe = RunCalls(spark, monkeypatch)
     code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
     monkeypatch.undo()
