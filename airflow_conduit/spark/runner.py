@@ -178,7 +178,8 @@ class PipelineRunner:
         self.commits.remove_leftovers()
         self.batch_numbers.adopt(checkpoint_query_id(self.checkpoint))
         # what this run's DLQ records fail under: a DLQ replay takes them only once it changed (spark/replay.py)
-        write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec))
+        # not fsync'd: lost with the machine, a replay takes the run's DLQ records again (as for a run that wrote none)
+        write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec), durable=False)
         secrets = secret_values(self.spec)
         invalid = expectations.unparsable_rule(self.spark, self.spec, self.rules)
         if invalid is not None:
@@ -568,7 +569,7 @@ class PipelineRunner:
             self._fail(error)
             raise RunFailed(error) from exc
         self.report.status = RunStatus.RUNNING
-        self._save_report()
+        self._save_report(durable=False)  # as a batch's: the run's start and end are fsync'd
         try:
             while True:
                 if query.awaitTermination(0.5):
