@@ -162,6 +162,34 @@ def test_a_batch_makes_a_bounded_number_of_jvm_round_trips_and_few_per_processor
     assert max(extra) - max(plain) <= 8 * CALLS_PER_PROCESSOR, (plain, extra)
 
 
+def test_a_run_fsyncs_only_its_report_at_its_start_and_its_end(spark, tmp_path, monkeypatch):
+    """Two fsyncs (the file and its folder) for each of the two durable reports; the spec fingerprints, the report once the
+    query runs and every per-batch state file are replaced atomically without one (docs/architecture.md, state directory)."""
+    monkeypatch.setattr(input_files_mod, "SWEEP_SECONDS", 1e9)
+    _input(tmp_path / "in")
+    fsyncs: list[int] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), fsync(fd))[1])
+    durable: list[str] = []
+    write = report_mod.write_json_atomic
+
+    def noted(path, data, **kwargs):
+        if kwargs.get("durable", True):
+            durable.append(f"{Path(path).relative_to(tmp_path / 'state').parts[0]} {data.get('status') if isinstance(data, dict) else ''}")
+        return write(path, data, **kwargs)
+
+    monkeypatch.setattr(report_mod, "write_json_atomic", noted)
+    for module in ("airflow_conduit.spark.runner", "airflow_conduit.spark.commits", "airflow_conduit.spark.window",
+                   "airflow_conduit.spark.batch_numbers", "airflow_conduit.spark.input_files"):
+        monkeypatch.setattr(f"{module}.write_json_atomic", noted)
+    code, report = execute(spark, _spec(tmp_path, 0), state_dir=tmp_path / "state", run_id="r1")
+    monkeypatch.undo()
+    assert code == 0, report.error
+    assert len(report.batches) == FILES
+    assert durable == ["runs starting", "runs succeeded"], durable
+    assert len(fsyncs) == 4, fsyncs
+
+
 # Kafka -> Delta with a Kafka DLQ and the nack window off (the benchmark's pipeline): every batch has bad records.
 KAFKA_BATCHES, KAFKA_PER_BATCH = 4, 30
 # JVM round trips of one such batch: its plan (a dozen), the observation, Delta's transaction (start from the batch's
@@ -201,30 +229,3 @@ def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jv
         assert batch["py4j"] <= KAFKA_CALLS_PER_BATCH, batch
         assert batch["records analysed"] == 0, f"the records' select is analysed once per run: {batch}"
 
-
-def test_a_run_fsyncs_only_its_report_at_its_start_and_its_end(spark, tmp_path, monkeypatch):
-    """Two fsyncs (the file and its folder) for each of the two durable reports; the spec fingerprints, the report once the
-    query runs and every per-batch state file are replaced atomically without one (docs/architecture.md, state directory)."""
-    monkeypatch.setattr(input_files_mod, "SWEEP_SECONDS", 1e9)
-    _input(tmp_path / "in")
-    fsyncs: list[int] = []
-    fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), fsync(fd))[1])
-    durable: list[str] = []
-    write = report_mod.write_json_atomic
-
-    def noted(path, data, **kwargs):
-        if kwargs.get("durable", True):
-            durable.append(f"{Path(path).relative_to(tmp_path / 'state').parts[0]} {data.get('status') if isinstance(data, dict) else ''}")
-        return write(path, data, **kwargs)
-
-    monkeypatch.setattr(report_mod, "write_json_atomic", noted)
-    for module in ("airflow_conduit.spark.runner", "airflow_conduit.spark.commits", "airflow_conduit.spark.window",
-                   "airflow_conduit.spark.batch_numbers", "airflow_conduit.spark.input_files"):
-        monkeypatch.setattr(f"{module}.write_json_atomic", noted)
-    code, report = execute(spark, _spec(tmp_path, 0), state_dir=tmp_path / "state", run_id="r1")
-    monkeypatch.undo()
-    assert code == 0, report.error
-    assert len(report.batches) == FILES
-    assert durable == ["runs starting", "runs succeeded"], durable
-    assert len(fsyncs) == 4, fsyncs
