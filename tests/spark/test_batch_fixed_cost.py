@@ -139,29 +139,6 @@ def _run(spark, monkeypatch, tmp_path: Path, extra_processors: int = 0) -> list[
     return counts.batches[1:]  # the first batch builds what the run keeps
 
 
-def test_a_batch_stats_its_own_file_and_writes_only_the_state_that_changed(spark, tmp_path, monkeypatch):
-    for counts in _run(spark, monkeypatch, tmp_path):
-        assert counts["stat"] == 1, f"the batch's own file only (settled files read before are not stat'd): {counts}"
-        writes = {k: v for k, v in counts.items() if k.startswith("write")}
-        assert writes == {
-            "write batch-numbers.json": 1,  # the batch's number, recorded before it runs
-            "write input-files/read.json": 1,  # the file it reads
-            "write commits": 2,  # the DLQ's and the destination's markers
-            "write dlq-window": 1,  # the nack window after the batch
-            "write runs": 1,  # the run report
-        }, "changed.json unchanged: not rewritten"
-        assert counts["fsync"] == 0, f"per-batch state files are replaced atomically, not fsync'd: {counts}"
-
-
-def test_a_batch_makes_a_bounded_number_of_jvm_round_trips_and_few_per_processor(spark, tmp_path, monkeypatch):
-    batches = _run(spark, monkeypatch, tmp_path / "plain")
-    assert [c["records analysed"] for c in batches] == [0] * len(batches), "the records' select is analysed once per run"
-    plain = [c["py4j"] for c in batches]
-    assert max(plain) <= CALLS_PER_BATCH, plain
-    extra = [c["py4j"] for c in _run(spark, monkeypatch, tmp_path / "extra", extra_processors=8)]
-    assert max(extra) - max(plain) <= 8 * CALLS_PER_PROCESSOR, (plain, extra)
-
-
 def test_a_run_fsyncs_only_its_report_at_its_start_and_its_end(spark, tmp_path, monkeypatch):
     """Two fsyncs (the file and its folder) for each of the two durable reports; the spec fingerprints, the report once the
     query runs and every per-batch state file are replaced atomically without one (docs/architecture.md, state directory)."""
@@ -188,6 +165,29 @@ def test_a_run_fsyncs_only_its_report_at_its_start_and_its_end(spark, tmp_path, 
     assert len(report.batches) == FILES
     assert durable == ["runs starting", "runs succeeded"], durable
     assert len(fsyncs) == 4, fsyncs
+
+
+def test_a_batch_stats_its_own_file_and_writes_only_the_state_that_changed(spark, tmp_path, monkeypatch):
+    for counts in _run(spark, monkeypatch, tmp_path):
+        assert counts["stat"] == 1, f"the batch's own file only (settled files read before are not stat'd): {counts}"
+        writes = {k: v for k, v in counts.items() if k.startswith("write")}
+        assert writes == {
+            "write batch-numbers.json": 1,  # the batch's number, recorded before it runs
+            "write input-files/read.json": 1,  # the file it reads
+            "write commits": 2,  # the DLQ's and the destination's markers
+            "write dlq-window": 1,  # the nack window after the batch
+            "write runs": 1,  # the run report
+        }, "changed.json unchanged: not rewritten"
+        assert counts["fsync"] == 0, f"per-batch state files are replaced atomically, not fsync'd: {counts}"
+
+
+def test_a_batch_makes_a_bounded_number_of_jvm_round_trips_and_few_per_processor(spark, tmp_path, monkeypatch):
+    batches = _run(spark, monkeypatch, tmp_path / "plain")
+    assert [c["records analysed"] for c in batches] == [0] * len(batches), "the records' select is analysed once per run"
+    plain = [c["py4j"] for c in batches]
+    assert max(plain) <= CALLS_PER_BATCH, plain
+    extra = [c["py4j"] for c in _run(spark, monkeypatch, tmp_path / "extra", extra_processors=8)]
+    assert max(extra) - max(plain) <= 8 * CALLS_PER_PROCESSOR, (plain, extra)
 
 
 # Kafka -> Delta with a Kafka DLQ and the nack window off (the benchmark's pipeline): every batch has bad records.
