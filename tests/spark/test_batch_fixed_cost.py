@@ -228,4 +228,3 @@ def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jv
         assert batch["fsync"] == 0, batch
         assert batch["py4j"] <= KAFKA_CALLS_PER_BATCH, batch
         assert batch["records analysed"] == 0, f"the records' select is analysed once per run: {batch}"
-
