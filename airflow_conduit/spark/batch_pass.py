@@ -178,8 +178,8 @@ class BatchPass:
             if frame is not None:
                 return frame
         frame = build(leaf)
-        try:
-            cache[("analysed", *key)] = AnalysedPlan(frame, leaf)
+        try:  # checked ahead once: a plan kept again, after a batch that could not reuse it, is checked at its reuse
+            cache[("analysed", *key)] = AnalysedPlan(frame, leaf, check_ahead=kept is None)
         except Exception:  # noqa: BLE001 - as above
             cache.pop(("analysed", *key), None)
         return frame

@@ -328,10 +328,11 @@ class DeltaDestination(Destination):
     def fit_to_table(self, df: DataFrame) -> DataFrame:
         """The records as the table takes them, each one that does not fit nacked with what is wrong.
 
-        Runs in the batch's plan (after this destination's processors), once per batch: the table's
+        Runs in the batch's plan (after this destination's processors), when the batch's plan is built: the table's
         schema is read at the batch's start, from the snapshot the batch's transaction then starts from (one
         read of the table's log per batch), so a column added to the table is seen by the next batch. The
-        columns that fit records to a schema are built once per run for each (records' schema, table's schema).
+        columns that fit records to a schema are built once per run for each (records' schema, table's schema);
+        a batch that reuses an earlier batch's plan reads the schema with ``refit_unchanged`` instead.
         """
         user = C.user_columns(df)
         self._fits_table = False
