@@ -3,7 +3,7 @@
 The runner's work around a batch's Spark jobs is its plan (Column calls, each a Py4J round trip to the driver's
 JVM), the input-file check (a stat per file looked at) and its state files (each an atomic rewrite, not fsync'd).
 Counted on the thread that runs the batch, in batches after the first (which builds what the run keeps), with whether
-the records' select of the batch ran the analyzer (it is analysed once per run: spark/analysed_plan.py).
+the batch's plan, the pass's columns and the write's rows ran the analyzer (analysed once per run: spark/analysed_plan.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ HOUR_NS = 3600 * 10**9
 # JVM round trips of one batch of the reference pipeline (2 source processors, 1 pipeline processor, 1 file
 # destination, a file DLQ, bad records): the plan's few DataFrame calls (one per processor, with a schema read
 # where a processor depends on the fields), the observation and its one collect, the DLQ's rows and the two writes.
-CALLS_PER_BATCH = 70  # 42 today (the records' select put over the batch: 7); each step above adds a few, a select list rebuilt per batch adds dozens
+CALLS_PER_BATCH = 70  # 43 today (the batch's analysed plan put over the batch: one per plan node); each step above adds a few, a select list rebuilt per batch adds dozens
 CALLS_PER_PROCESSOR = 3  # a field.set: the fields it is added to (2 calls), its one withColumns
 
 
@@ -201,7 +201,7 @@ KAFKA_BATCHES, KAFKA_PER_BATCH = 4, 30
 # JVM round trips of one such batch: its plan (a dozen), the observation, Delta's transaction (start from the batch's
 # snapshot, the checksum's app ids, write, commit: classes kept per run) and the DLQ's driver producer (the intent's
 # end offsets, the records' sizes, Spark's Kafka writer task).
-KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 116 (the records' select put over the batch: 7); a class looked up by its dotted path on every batch adds 5 to 8 each
+KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 115 (the batch's analysed plan put over the batch); a class looked up by its dotted path on every batch adds 5 to 8 each
 
 
 def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jvm_round_trips(spark, kafka, tmp_path, monkeypatch):
