@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations, source_lines
+from airflow_conduit.spark.analysed_plan import AnalysedPlan
 from airflow_conduit.spark.destinations import Destination
 from airflow_conduit.spark.dlq import BATCH_COLUMN_TYPES, DLQ_COLUMNS, ENTRY_FIELDS, ORIGINAL, dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
@@ -164,6 +165,25 @@ class BatchPass:
         """``in_tasks_per_core``, the core count read once per run."""
         return status.coalesce(self._once(("cores",), lambda: status.sparkSession.sparkContext.defaultParallelism))
 
+    def _over(self, key: tuple, leaf: DataFrame, build: Callable[[DataFrame], DataFrame]) -> DataFrame:
+        """``build(leaf)``, analysed once per run where it can be: an earlier batch's, put over ``leaf`` when ``leaf``
+        is that batch's plan put over this batch (``analysed_plan``: same output attributes); built otherwise."""
+        cache = self.runner.pass_columns
+        kept = cache.get(("analysed", *key))
+        if kept is not None:
+            try:
+                frame = kept.over(leaf)
+            except Exception:  # noqa: BLE001 - reuse is an optimisation: the frame is then built as usual
+                frame = None
+            if frame is not None:
+                return frame
+        frame = build(leaf)
+        try:  # checked ahead once: a plan kept again, after a batch that could not reuse it, is checked at its reuse
+            cache[("analysed", *key)] = AnalysedPlan(frame, leaf, check_ahead=kept is None)
+        except Exception:  # noqa: BLE001 - as above
+            cache.pop(("analysed", *key), None)
+        return frame
+
     # -- what the pass observes -------------------------------------------------------------------------
 
     def _window_enabled(self, window_needed: bool) -> bool:
@@ -248,8 +268,9 @@ class BatchPass:
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
         shape = (dlq_needed, self._window_enabled(window_needed), len(self.branches))
         inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(dlq_needed, window_needed=window_needed)))
-        status = C.with_columns(self.status, inputs) if inputs else self.status
-        status = self._in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
+        # the observation's inputs, then the batch in one task per core above the DLQ entry (see in_tasks_per_core)
+        status = self._over(("inputs", *shape), self.status,
+                            lambda s: self._in_tasks_per_core(C.with_columns(s, inputs) if inputs else s))
         kept = reads_again(todo)
         if kept:
             status = status.persist()  # filled by the pass, read by the writes after it (then dropped)
@@ -268,7 +289,7 @@ class BatchPass:
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r.stage.at("destination", dest.id, dest.plugin)
-            dest.write_in_pass(rows_for(dest, branch, observed, r.fates), b)
+            dest.write_in_pass(self._over(("rows", dest.id, "observed"), observed, lambda o: rows_for(dest, branch, o, r.fates)), b)
         else:
             r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
@@ -300,7 +321,8 @@ class BatchPass:
             if position == 0 and dest.carries_a_pass:
                 dest.commit(b)  # what its write in the pass wrote (a Delta transaction), now that the DLQ has committed
             elif n:
-                dest.write(rows_for(dest, branch, status if kept else self._in_tasks_per_core(self.status), r.fates), b)
+                dest.write(self._over(("rows", dest.id, kept), status if kept else self.status,
+                                      lambda s: rows_for(dest, branch, s if kept else self._in_tasks_per_core(s), r.fates)), b)
             r.crash_before_commit(dest.id, b)
             r.mark_committed(dest, b, n)
             written_now[dest.id] = n

@@ -2,8 +2,8 @@
 
 A run builds its columns once (each Column call is a JVM round trip) and keeps them for its batches. They are
 built while Spark's stream thread starts the query (lists the input, writes the first offsets), on an empty
-stand-in of a batch: the first batch's thread then makes about as many JVM round trips as any later batch,
-and nothing before the first batch runs a Spark job.
+stand-in of a batch: the first batch's thread then makes about as many JVM round trips as any later batch
+(which also skips building its plan: it reuses the first batch's), and nothing before the first batch runs a Spark job.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ pytestmark = pytest.mark.spark
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders"
 RELEASE = MEMORY_COMMAND_NAME + MEMORY_DEL_SUBCOMMAND_NAME  # py4j's GC releases: not the runner's calls
 # What a first batch still builds: what is read from its observation's result (the observed row's selects,
-# the DLQ rows gathered by it, their source lines), about 260 round trips for the example. Without the columns
-# built ahead of it, it made over 800 more than a later batch.
-FIRST_BATCH_EXTRA_CALLS = 300
+# the DLQ rows gathered by it, their source lines), about 260 round trips for the example, and its plan's DataFrame
+# calls, which a later batch skips by putting the first batch's analysed plan over its own rows (analysed_plan):
+# about 320 in all. Without the columns built ahead of it, it made over 800 more than a later batch.
+FIRST_BATCH_EXTRA_CALLS = 350
 
 
 class FirstBatchProbe:
