@@ -179,10 +179,14 @@ class BatchPass:
 
     def _read_below_only(self) -> frozenset[str]:
         """The internal columns nothing above the coalesce reads (``_crossing``): the observation reads the source
-        and position only for a generator's last offset."""
+        and position only for a generator's last offset, the read order only for an expectation's first offender
+        (the DLQ's and the window's come in ``NACKED_SEQ``), a write only where it dedups on it (Kafka)."""
+        r = self.runner
         below = {C.RAW, C.ERROR, C.FILTERED, C.SOURCE_INDEX, FILE, SPLIT}
-        if not any(plan.records is not None for plan in self.runner.plans):
+        if not any(plan.records is not None for plan in r.plans):
             below |= {C.SOURCE_ID, C.POSITION}
+        if not r.rules and not any(dest.wants_record_id for dest in r.destinations):
+            below.add(C.SEQ)
         return frozenset(below)
 
     # -- what the pass observes -------------------------------------------------------------------------

@@ -63,17 +63,18 @@ def observed_plan(spark, tmp_path_factory):
 
 def test_only_the_columns_read_above_it_cross_the_coalesce(observed_plan):
     """``Coalesce`` and the observation are not code-generated: every column of the rows they pass is written for
-    every record. The record's error, rejected text, source index and fields as read are read only below it, where
-    the DLQ entry and the fate flags are built: they do not cross it."""
+    every record. The record's error, rejected text, origin and fields as read are read only below it, where the DLQ
+    entry and the fate flags are built, and the read order only by a Kafka write or an expectation: they do not
+    cross it."""
     coalesce = [n for n in _nodes(observed_plan) if n.nodeName() == "Coalesce"]
     assert len(coalesce) == 1, [n.nodeName() for n in _nodes(observed_plan)]
     crossing = set(_names(coalesce[0].output()))
     fields = {"id", "name", "amount", "twice"}
     assert fields <= crossing and {NACKED, FILTERED_ALL, written(0), batch_pass_mod.DLQ_ENTRY} <= crossing, crossing
-    assert not crossing & {C.RAW, C.ERROR, C.FILTERED, C.SOURCE_INDEX, C.SOURCE_ID, C.POSITION}, crossing
+    assert not crossing & {C.RAW, C.ERROR, C.FILTERED, C.SOURCE_INDEX, C.SOURCE_ID, C.POSITION, C.SEQ}, crossing
     assert not [c for c in crossing if c.startswith(C.ORIGINAL)], crossing
-    # what is left: the destination's fields, the fate flags, the read order and the observation's inputs
-    assert len(crossing) <= len(fields) + 3 + 1 + 3, sorted(crossing)
+    # what is left: the destination's fields, the fate flags and the observation's inputs
+    assert len(crossing) == len(fields) + 3 + 3, sorted(crossing)
 
 
 def _expressions_holding(plan, name: str) -> list[str]:
