@@ -301,11 +301,11 @@ _VALUE = "__ac_jv"
 def pass_value_columns(text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *,
                        max_string_length: int) -> list[tuple[str, Column]]:
     """The columns ``json_error(defer_reason=True)`` reads its in-pass reason from, in two projections (the second
-    reads the first): ``DECIDABLE`` (a rejected line, valid UTF-8, ``decidable_in_the_pass``), then per field its JSON value, read
-    by path only on such a line and only where the reader left the field NULL (a field it typed is present). Each
-    ``get_json_object`` parses the whole line: read inside the reason, every field was parsed for every mention of
-    it (eight parses of a line of five fields); read here, once per field that can be missing or of the wrong type.
-    Good records evaluate one condition each (``failed`` is FALSE), nothing else."""
+    reads the first): ``DECIDABLE`` (a rejected line, valid UTF-8, ``decidable_in_the_pass``), then per field its
+    JSON value, read by path only on such a line and only where the reader left the field NULL (a typed field is
+    present). Each ``get_json_object`` parses the whole line: read where the reason mentions a field, a line of five
+    fields would be parsed eight times; read here, once per field that can be missing or of the wrong type. Good
+    records evaluate one condition each (``failed`` is FALSE), nothing else."""
     decidable = [(DECIDABLE, failed & F.is_valid_utf8(text) & decidable_in_the_pass(text, max_string_length))]
     values = [(f"{_VALUE}{i}", F.when(F.col(DECIDABLE) & typed(f.name).isNull(), F.get_json_object(text, f"$.{f.name}")))
               for i, f in enumerate(schema.fields)]
