@@ -30,7 +30,7 @@ from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations, source_lines
 from airflow_conduit.spark.destinations import Destination
-from airflow_conduit.spark.dlq import BATCH_COLUMN_TYPES, DLQ_COLUMNS, ENTRY_FIELDS, dlq_entry
+from airflow_conduit.spark.dlq import BATCH_COLUMN_TYPES, DLQ_COLUMNS, ENTRY_FIELDS, ORIGINAL, dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics, observe
 from airflow_conduit.spark.parsing import PENDING_REASON
@@ -302,7 +302,7 @@ class BatchPass:
         if dlq_needed and r.dlq_may_hold_pending_reasons:  # whether a reason is pending (_pending)
             read += ("exception_class",)
         if dlq_needed and self._dlq_on_driver():  # the whole entries, to write the DLQ from the driver
-            read += tuple(f for f in ENTRY_FIELDS if f not in read)
+            read += tuple(f for f in ENTRY_FIELDS if f not in read and (f != ORIGINAL or self._originals_with_counts()))
         # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
         metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
                                   selects=self._once(("observed",), dict))
@@ -376,10 +376,28 @@ class BatchPass:
         types = self._dlq_types(metrics)
         if types is None:
             return False
-        entries = metrics.fields("dlq", ENTRY_FIELDS)
         lines = r.source_lines.lines_of(r.spark, metrics.fields("dlq", source_lines.KEYS)) if r.source_lines.needed else None
+        entries = self._driver_entries(metrics, lines)
         rows = r.pending_reasons.driver_rows(entries, lines, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at)
         return r.dlq.write_rows(DLQ_COLUMNS, types, rows, self.batch_id)
+
+    def _originals_with_counts(self) -> bool:
+        """Whether the entries' record text comes with the counts for the driver's DLQ write: only where a DLQ row's
+        ``record`` is it. Without messages it is no row's; a file source's found line replaces it (``source_lines``),
+        so there it is read after the pass, and only when a line was not found (its file changed or gone)."""
+        return self.spec.dead_letter_queue.include_messages and not self.runner.source_lines.needed
+
+    def _driver_entries(self, metrics: ObservedMetrics, lines: list | None) -> list[tuple]:
+        """The gathered entries (``ENTRY_FIELDS``) for ``PendingReasons.driver_rows``; their record text read only where
+        a row takes it (``_originals_with_counts``), else None."""
+        at = ENTRY_FIELDS.index(ORIGINAL)
+        rest = metrics.fields("dlq", ENTRY_FIELDS[:at] + ENTRY_FIELDS[at + 1:])
+        messages = self.spec.dead_letter_queue.include_messages
+        if messages and (lines is None or None in lines):
+            originals = metrics.field("dlq", ORIGINAL)
+        else:
+            originals = [None] * len(rest)
+        return [(*entry[:at], original, *entry[at:]) for entry, original in zip(rest, originals, strict=True)]
 
     def _pending(self, metrics: ObservedMetrics, nacked: int) -> bool:
         """Whether a nacked record's reason is still to be worked out (``PendingReasons``; the pass works out most):

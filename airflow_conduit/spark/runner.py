@@ -178,7 +178,8 @@ class PipelineRunner:
         self.commits.remove_leftovers()
         self.batch_numbers.adopt(checkpoint_query_id(self.checkpoint))
         # what this run's DLQ records fail under: a DLQ replay takes them only once it changed (spark/replay.py)
-        write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec))
+        # not fsync'd: lost with the machine, a replay takes the run's DLQ records again (as for a run that wrote none)
+        write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec), durable=False)
         secrets = secret_values(self.spec)
         invalid = expectations.unparsable_rule(self.spark, self.spec, self.rules)
         if invalid is not None:
@@ -327,7 +328,7 @@ class PipelineRunner:
             return None
         if any(p.plugin.removeprefix("builtin:") == "custom" for procs in stages for p in procs):
             return None
-        return self.spark.createDataFrame(self.spark.sparkContext.emptyRDD(), self._stream.schema)
+        return empty_batch_of(self.spark, self._stream)
 
     def _plan_ahead(self, stand_in: DataFrame) -> None:
         """The batch plan of ``stand_in``, as ``_process_batch`` builds it (analysed, never executed: no job runs)."""
@@ -568,7 +569,7 @@ class PipelineRunner:
             self._fail(error)
             raise RunFailed(error) from exc
         self.report.status = RunStatus.RUNNING
-        self._save_report()
+        self._save_report(durable=False)  # as a batch's: the run's start and end are fsync'd
         try:
             while True:
                 if query.awaitTermination(0.5):
@@ -639,6 +640,27 @@ def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:
             log.debug("the query's log level could not be restored", exc_info=True)
 
     return restore
+
+
+def empty_batch_of(spark: SparkSession, stream: DataFrame) -> DataFrame:
+    """An empty batch of ``stream`` as ``foreachBatch`` hands one over: a ``LogicalRDD`` with the stream's own output
+    attributes (Spark keeps them for every batch of the query), over an RDD without partitions.
+
+    With the same attributes, what is analysed over it is what the first batch would analyse over its own rows:
+    the records' select analysed ahead of the first batch is put over it (``analysed_plan``) instead of being
+    analysed again while the executors wait. Spark's developer API (``LogicalRDD``'s constructor, as
+    ``ForeachBatchSink`` builds the batch), through Py4J: its contract is tested in tests/spark/test_first_batch.py.
+    """
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    jvm = spark.sparkContext._jvm
+    rows = spark.createDataFrame(spark.sparkContext.emptyRDD(), stream.schema)._jdf.queryExecution().toRdd()
+    logical_rdd = getattr(jvm, "org.apache.spark.sql.execution.LogicalRDD")
+    none = jvm.scala.Option.empty()
+    node = logical_rdd(stream._jdf.queryExecution().analyzed().output(), rows, getattr(logical_rdd, "$lessinit$greater$default$3")(),
+                       getattr(logical_rdd, "$lessinit$greater$default$4")(), False, none, spark._jsparkSession, none, none)
+    of_rows = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows
+    return ClassicDataFrame(of_rows(spark._jsparkSession, node), spark)
 
 
 @contextlib.contextmanager

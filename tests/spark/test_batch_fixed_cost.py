@@ -139,6 +139,34 @@ def _run(spark, monkeypatch, tmp_path: Path, extra_processors: int = 0) -> list[
     return counts.batches[1:]  # the first batch builds what the run keeps
 
 
+def test_a_run_fsyncs_only_its_report_at_its_start_and_its_end(spark, tmp_path, monkeypatch):
+    """Two fsyncs (the file and its folder) for each of the two durable reports; the spec fingerprints, the report once the
+    query runs and every per-batch state file are replaced atomically without one (docs/architecture.md, state directory)."""
+    monkeypatch.setattr(input_files_mod, "SWEEP_SECONDS", 1e9)
+    _input(tmp_path / "in")
+    fsyncs: list[int] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), fsync(fd))[1])
+    durable: list[str] = []
+    write = report_mod.write_json_atomic
+
+    def noted(path, data, **kwargs):
+        if kwargs.get("durable", True):
+            durable.append(f"{Path(path).relative_to(tmp_path / 'state').parts[0]} {data.get('status') if isinstance(data, dict) else ''}")
+        return write(path, data, **kwargs)
+
+    monkeypatch.setattr(report_mod, "write_json_atomic", noted)
+    for module in ("airflow_conduit.spark.runner", "airflow_conduit.spark.commits", "airflow_conduit.spark.window",
+                   "airflow_conduit.spark.batch_numbers", "airflow_conduit.spark.input_files"):
+        monkeypatch.setattr(f"{module}.write_json_atomic", noted)
+    code, report = execute(spark, _spec(tmp_path, 0), state_dir=tmp_path / "state", run_id="r1")
+    monkeypatch.undo()
+    assert code == 0, report.error
+    assert len(report.batches) == FILES
+    assert durable == ["runs starting", "runs succeeded"], durable
+    assert len(fsyncs) == 4, fsyncs
+
+
 def test_a_batch_stats_its_own_file_and_writes_only_the_state_that_changed(spark, tmp_path, monkeypatch):
     for counts in _run(spark, monkeypatch, tmp_path):
         assert counts["stat"] == 1, f"the batch's own file only (settled files read before are not stat'd): {counts}"

@@ -145,3 +145,51 @@ def test_a_function_call_is_one_round_trip_and_ten_columns_of_a_seq_two(spark, m
     assert probe.calls - before == 1 + 3 * 2 + 1 + 1, probe.calls
     assert [f.name for f in spark.range(1).select([F.lit(i).alias(f"c{i}") for i in range(25)]).select(built).schema[0].dataType.fields] \
         == [f"c{i}" for i in range(25)], "the Seq keeps the columns and their order"
+
+
+def _analysed(frame) -> bool:
+    """Whether building ``frame`` ran Spark's analyzer (its query's tracker counts the analyzer's rules)."""
+    return not frame._jdf.queryExecution().tracker().rules().isEmpty()
+
+
+@pytest.mark.skipif(not (EXAMPLE / "pipeline.yaml").exists(), reason="examples/orders not present")
+def test_the_first_batch_puts_the_records_select_analysed_ahead_of_it_over_its_rows(spark, tmp_path, monkeypatch):
+    """The stand-in has the stream's own output attributes (``runner.empty_batch_of``): the records' select analysed
+    on it while the query starts is put over the first batch's rows, not analysed again while the executors wait."""
+    from airflow_conduit.spark import sources as sources_mod
+
+    _, spec = _example(tmp_path)
+    probe = FirstBatchProbe(spark, monkeypatch)
+    records: list[list] = []
+    records_of = sources_mod.SourceRecords.of
+
+    def kept(source, batch):
+        frame = records_of(source, batch)
+        if probe._now is not None and threading.get_ident() == probe._thread:
+            records[-1].append(frame)
+        return frame
+
+    def wrap(runner) -> None:
+        probe.wrap(runner)
+        run_batch = runner._foreach_batch
+        runner._foreach_batch = lambda batch, batch_id: (records.append([]), run_batch(batch, batch_id))[1]
+
+    monkeypatch.setattr(sources_mod.SourceRecords, "of", kept)
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1", on_runner=wrap)
+    monkeypatch.undo()
+    assert code == 0, report.error
+    assert [len(frames) for frames in records] == [1, 1], records
+    assert [[_analysed(f) for f in frames] for frames in records] == [[False], [False]], "analysed once per run, ahead of the first batch"
+    assert probe.jobs_before_first_batch == 0
+
+
+def test_an_empty_batch_of_a_stream_has_its_output_attributes_and_no_rows(spark, tmp_path):
+    from airflow_conduit.spark.runner import empty_batch_of
+
+    (tmp_path / "in").mkdir()
+    stream = spark.readStream.schema("id BIGINT, name STRING").json(str(tmp_path / "in"))
+    stand_in = empty_batch_of(spark, stream)
+    assert not stand_in.isStreaming
+    assert stand_in._jdf.logicalPlan().sameOutput(stream._jdf.queryExecution().analyzed())
+    assert stand_in.schema == stream.schema
+    assert stand_in.rdd.getNumPartitions() == 0 and stand_in.count() == 0
