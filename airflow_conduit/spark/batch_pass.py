@@ -35,7 +35,7 @@ from airflow_conduit.spark.dlq import BATCH_COLUMN_TYPES, DLQ_COLUMNS, ENTRY_FIE
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics, observe
 from airflow_conduit.spark.parsing import PENDING_REASON
-from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
+from airflow_conduit.spark.sources import FILE, PARTITION_SHIFT, POSITION_MASK, SPLIT
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -162,8 +162,33 @@ class BatchPass:
         return cache[key]
 
     def _in_tasks_per_core(self, status: DataFrame) -> DataFrame:
-        """``in_tasks_per_core``, the core count read once per run."""
-        return status.coalesce(self._once(("cores",), lambda: status.sparkSession.sparkContext.defaultParallelism))
+        """``in_tasks_per_core``, the core count read once per run, over only the columns read above it."""
+        cores = self._once(("cores",), lambda: status.sparkSession.sparkContext.defaultParallelism)
+        return self._crossing(status).coalesce(cores)
+
+    def _crossing(self, status: DataFrame) -> DataFrame:
+        """``status`` without the columns only read below the coalesce: the record's error, rejected text, fields as
+        read and origin go into the DLQ entry and the fate flags there. ``Coalesce`` and the observation are not
+        code-generated: every column that crosses them is written into the row of every record (the select list
+        built once per run per shape)."""
+        columns = tuple(status.columns)
+        below = self._once(("below",), self._read_below_only)
+        kept = [c for c in columns if c not in below and not c.startswith(C.ORIGINAL)]
+        if len(kept) == len(columns):
+            return status
+        return C.select(status, self._once(("crossing", columns), lambda: C.JvmColumns([C.col(c) for c in kept])))
+
+    def _read_below_only(self) -> frozenset[str]:
+        """The internal columns nothing above the coalesce reads (``_crossing``): the observation reads the source
+        and position only for a generator's last offset, the read order only for an expectation's first offender
+        (the DLQ's and the window's come in ``NACKED_SEQ``), a write only where it dedups on it (Kafka)."""
+        r = self.runner
+        below = {C.RAW, C.ERROR, C.FILTERED, C.SOURCE_INDEX, FILE, SPLIT}
+        if not any(plan.records is not None for plan in r.plans):
+            below |= {C.SOURCE_ID, C.POSITION}
+        if not r.rules and not any(dest.wants_record_id for dest in r.destinations):
+            below.add(C.SEQ)
+        return frozenset(below)
 
     def _over(self, key: tuple, leaf: DataFrame, build: Callable[[DataFrame], DataFrame]) -> DataFrame:
         """``build(leaf)``, analysed once per run where it can be: an earlier batch's, put over ``leaf`` when ``leaf``

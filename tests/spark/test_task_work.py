@@ -1,0 +1,102 @@
+"""The work every record costs in a batch's Spark tasks, as counts from the batch's physical plan (deterministic),
+never times: what crosses the parts of the plan that are not code-generated (the coalesce into one task per core,
+the observation), where each column is written into every record's row."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_conduit.spark import batch_pass as batch_pass_mod
+from airflow_conduit.spark import columns as C
+from airflow_conduit.spark import parsing
+from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, written
+from airflow_conduit.spark.runner import execute
+from spark_helpers import dlq_file, file_dest, file_source, good, pipeline, proc, write_lines
+
+pytestmark = pytest.mark.spark
+
+
+def _nodes(plan):
+    """The physical plan's nodes, top down."""
+    out, todo = [], [plan]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        children = node.children()
+        todo.extend(children.apply(i) for i in range(children.size()))
+    return out
+
+
+def _names(attributes) -> list[str]:
+    return [attributes.apply(i).name() for i in range(attributes.size())]
+
+
+@pytest.fixture(scope="module")
+def observed_plan(spark, tmp_path_factory):
+    """The physical plan of a batch's pass (the observed frame the first write reads) of a pipeline with a source
+    processor, a filter and an ``sql`` processor, a file destination and a file DLQ with a nack window, over good
+    records, a rejected line and a record of the wrong type."""
+    tmp_path = tmp_path_factory.mktemp("task_work")
+    write_lines(tmp_path / "in", "a.json", [good(1), "{broken", good(2), '{"id": "x", "name": "w"}', good(3)])
+    spec = pipeline("tasks", [file_source(tmp_path / "in", processors=[proc("up", "field.set", field="name", value="upper(name)")])],
+                    [file_dest(tmp_path / "out")],
+                    processors=[proc("keep", "filter", condition="id <> 2"), proc("more", "sql", select=["*", "id * 2 AS twice"])],
+                    dlq=dlq_file(tmp_path / "dlq", size=100, threshold=50))
+    plans = []
+    observe = batch_pass_mod.observe
+
+    def keeping(df, observation, metrics):
+        out = observe(df, observation, metrics)
+        plans.append(out._jdf.queryExecution().executedPlan())
+        return out
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(batch_pass_mod, "observe", keeping)
+    try:
+        code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    finally:
+        mp.undo()
+    assert code == 0, report.error
+    assert report.totals["dlq"] == 2 and report.totals["written"] == {"out": 2}
+    return plans[0]
+
+
+def test_only_the_columns_read_above_it_cross_the_coalesce(observed_plan):
+    """``Coalesce`` and the observation are not code-generated: every column of the rows they pass is written for
+    every record. The record's error, rejected text, origin and fields as read are read only below it, where the DLQ
+    entry and the fate flags are built, and the read order only by a Kafka write or an expectation: they do not
+    cross it."""
+    coalesce = [n for n in _nodes(observed_plan) if n.nodeName() == "Coalesce"]
+    assert len(coalesce) == 1, [n.nodeName() for n in _nodes(observed_plan)]
+    crossing = set(_names(coalesce[0].output()))
+    fields = {"id", "name", "amount", "twice"}
+    assert fields <= crossing and {NACKED, FILTERED_ALL, written(0), batch_pass_mod.DLQ_ENTRY} <= crossing, crossing
+    assert not crossing & {C.RAW, C.ERROR, C.FILTERED, C.SOURCE_INDEX, C.SOURCE_ID, C.POSITION, C.SEQ}, crossing
+    assert not [c for c in crossing if c.startswith(C.ORIGINAL)], crossing
+    # what is left: the destination's fields, the fate flags and the observation's inputs
+    assert len(crossing) == len(fields) + 3 + 3, sorted(crossing)
+
+
+def _expressions_holding(plan, name: str) -> list[str]:
+    """The plan's operators' expressions that hold an expression node called ``name``, once per such node."""
+    out = []
+    for node in _nodes(plan):
+        expressions = node.expressions()
+        for i in range(expressions.size()):
+            expression = expressions.apply(i)
+            found = sum(1 for line in expression.treeString().splitlines() if line.lstrip(" :+-").startswith(name))
+            out += [expression.toString()] * found
+    return out
+
+
+def test_a_rejected_lines_fields_are_parsed_once_each_and_only_where_the_reader_left_them_null(observed_plan):
+    """Each ``get_json_object`` parses the whole rejected line. The reason of a rejected line reads a field's JSON
+    value where it checks the field (missing, of the wrong type, named in the message): read there, a line of three
+    fields, one of them NOT NULL, was parsed five times, and every field of a line of five; read once per field in a
+    projection below, only where the reader left the field NULL (the field that broke the line, absent ones), it
+    is parsed for those fields alone."""
+    schema_fields = 3  # id BIGINT NOT NULL, name STRING, amount DOUBLE
+    reads = _expressions_holding(observed_plan, "get_json_object")
+    assert len(reads) == schema_fields, reads
+    for read in reads:  # a rejected line decidable in the pass, and a field the reader left NULL
+        assert read.startswith(f"CASE WHEN ({parsing.DECIDABLE}") and " AND isnull(" in read, read
