@@ -107,13 +107,14 @@ def record_size(key: Column, value: Column, headers: Column) -> Column:
             + F.lit(RECORD_OVERHEAD + BATCH_OVERHEAD))
 
 
-def size_guard(key: Column, value: Column, headers: Column, record_id: Column, limit: int) -> Column:
-    """NULL for a record of at most ``limit`` bytes; computing a bigger one fails with ``raise_error`` naming its
-    size and id (``over_limit`` reads them back). In the select list that builds the records, so the check costs
-    no plan of its own: records computed in the driver are checked when the optimizer folds them into a local
-    relation, before any is produced; others when they are cached, before Spark's Kafka sink writes any."""
-    size = record_size(key, value, headers)
-    refusal = F.concat(F.lit(OVER_LIMIT + " "), size.cast("string"), F.lit(" "), record_id, F.lit(" " + OVER_LIMIT))
+def size_guard(limit: int) -> Column:
+    """Over Kafka records (``key``, ``value``, ``headers``, ``RECORD_ID``): NULL for a record of at most ``limit``
+    bytes; computing a bigger one fails with ``raise_error`` naming its size and id (``over_limit`` reads them
+    back). A projection of the records' own plan, so the check costs no query of its own: records computed in the
+    driver are checked when the optimizer folds them into a local relation, before any is produced; others when
+    they are cached, before Spark's Kafka sink writes any."""
+    size = record_size(F.col("key"), F.col("value"), F.col("headers"))
+    refusal = F.concat(F.lit(OVER_LIMIT + " "), size.cast("string"), F.lit(" "), F.col(RECORD_ID), F.lit(" " + OVER_LIMIT))
     return F.when(size > F.lit(limit), F.raise_error(refusal)).alias(SIZE_GUARD)
 
 
@@ -577,13 +578,13 @@ class KafkaDeadLetterQueue(KafkaWriter):
                 record_id = dlq_record_id(df)
                 ours = self._ours(columns, F.col("batch_id"), query_id, record_id)  # the rows' batch id: batch_id
                 original = F.col(ORIGINAL_HEADERS)  # an array for every Kafka record, NULL for another source's
-                key_, value = F.col(ORIGINAL_KEY), F.when(original.isNotNull(), F.col(ORIGINAL_VALUE)).otherwise(dlq_value(df))
-                headers = F.concat(F.coalesce(original, F.array().cast(HEADER_TYPE)), ours)  # the original's first
                 self._selects[key] = C.JvmColumns([
-                    key_.alias("key"), value.alias("value"), headers.alias("headers"), record_id.alias(RECORD_ID),
-                    size_guard(key_, value, headers, record_id, self.size_limit),
+                    F.col(ORIGINAL_KEY).alias("key"),
+                    F.when(original.isNotNull(), F.col(ORIGINAL_VALUE)).otherwise(dlq_value(df)).alias("value"),
+                    F.concat(F.coalesce(original, F.array().cast(HEADER_TYPE)), ours).alias("headers"),  # the original's first
+                    record_id.alias(RECORD_ID),
                 ])
-            return C.select(df, self._selects[key])
+            return self._guarded(C.select(df, self._selects[key]))
         return self._records_read_back(df, batch_id, query_id)
 
     def _records_read_back(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:
@@ -597,8 +598,14 @@ class KafkaDeadLetterQueue(KafkaWriter):
             df = df.join(F.broadcast(originals), on, "left")
             key, value = F.col("__ac_o_key"), F.when(F.col(ORIGINAL_SOURCE).isNotNull(), F.col("__ac_o_value")).otherwise(value)
             ours = F.concat(F.coalesce(F.col("__ac_o_headers"), F.array().cast(HEADER_TYPE)), ours)  # the original's first
-        return df.select(key.alias("key"), value.alias("value"), ours.alias("headers"), record_id.alias(RECORD_ID),
-                         size_guard(key, value, ours, record_id, self.size_limit))
+        return self._guarded(df.select(key.alias("key"), value.alias("value"), ours.alias("headers"), record_id.alias(RECORD_ID)))
+
+    def _guarded(self, records: DataFrame) -> DataFrame:
+        """``records`` with their ``size_guard`` (a projection of its own over them: in theirs, the headers' expression
+        would be built and evaluated twice)."""
+        if "guard" not in self._selects:
+            self._selects["guard"] = C.JvmColumns([F.col("*"), size_guard(self.size_limit)])
+        return C.select(records, self._selects["guard"])
 
     measures_sizes = True
 
