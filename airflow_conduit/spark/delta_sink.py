@@ -51,6 +51,7 @@ TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 _ORDER = "__ac_delta_order"
+LOG_FOLDER = "_delta_log"
 
 
 class DeltaTargetError(FatalError):
@@ -155,7 +156,8 @@ class DeltaDestination(Destination):
         if self.is_delta_table():
             return
         folder = _local_folder(location)
-        if folder is not None and folder.exists() and any(p for p in folder.iterdir() if not p.name.startswith(".")):
+        if (folder is not None and folder.exists() and not (folder / LOG_FOLDER).is_dir()  # with one: a table being made
+                and any(p for p in folder.iterdir() if not p.name.startswith("."))):
             raise DeltaTargetError(
                 f"{location} ({self._where('path')}) holds files but is not a Delta table (no _delta_log): point "
                 "`path` at a Delta table or at a new folder, or convert the folder first "
@@ -172,7 +174,12 @@ class DeltaDestination(Destination):
         """The missing table's schema: ``columns`` made nullable (what Delta's writer creates from the first batch's
         records). The table is created by the commit of the batch's files (``write_in_pass``, ``commit``), in one
         commit with its data and transaction id, as Delta's writer creates one: a crash before it leaves no table.
-        A batch that writes no file creates none; the next batch's does."""
+        A batch that writes no file creates none; the next batch's does. The table's (empty) ``_delta_log`` folder is
+        made first: a folder holding the files of a first batch that died before its commit is a table being made,
+        not a folder of other files (``check_target``)."""
+        folder = _local_folder(self.location())
+        if folder is not None:
+            (folder / LOG_FOLDER).mkdir(parents=True, exist_ok=True)
         self._new_table = delta_txn.nullable(columns)
         return self._new_table
 
