@@ -225,12 +225,14 @@ def test_kafka_to_delta_runs_1_job_per_batch_with_or_without_bad_records_for_the
     assert _kafka_delta_jobs(spark, kafka, tmp_path / "bad", bad=True) == {b: 1 for b in range(KAFKA_BATCHES)}
 
 
-def test_the_first_batch_into_a_new_delta_table_runs_1_job_its_commit_creating_the_table(spark, kafka, tmp_path):
+def test_the_first_batch_into_a_new_delta_table_is_its_pass_and_the_job_delta_runs_after_a_table_s_first_commit(
+        spark, kafka, tmp_path):
     """The missing table is created by batch 0's own commit (version 0: the table's metadata with the batch's files and
-    transaction id), so batch 0 is written by the pass like every later batch, with no commit or job of its own for
-    the table (the history: one WRITE per batch, checked in _kafka_delta_jobs)."""
+    transaction id), so batch 0 is written by the pass like every later batch, with no commit of its own for the table
+    (the history: one WRITE per batch, checked in _kafka_delta_jobs). Delta's first commit of a table runs 1 job after
+    it, as in plain Structured Streaming's first append (test_over_many_batches_...)."""
     jobs = _kafka_delta_jobs(spark, kafka, tmp_path, bad=False, table_exists=False)
-    assert jobs == {b: 1 for b in range(KAFKA_BATCHES)}
+    assert jobs == {0: 1 + 1, **{b: 1 for b in range(1, KAFKA_BATCHES)}}
     first = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'lake'}`").where("version = 0").select("operationMetrics").first()
     assert int(first["operationMetrics"]["numOutputRows"]) > 0, "version 0 holds batch 0's records"
 
@@ -264,9 +266,9 @@ def _floor_jobs(spark, kafka, tmp_path, batches: int) -> dict[int, int]:
 
 def test_over_many_batches_the_runner_runs_no_spark_job_that_plain_structured_streaming_into_delta_does_not(spark, kafka, tmp_path):
     """12 batches with bad records into a new table, the runner (Kafka DLQ) and the floor side by side: each runs 1 job
-    per batch (the floor 2 for its first) and, for the batch whose commit reaches version 10 (the same batch in both),
-    as many more as the other for the same Delta checkpoint. Those are the extra jobs a many-batch run shows: Delta's,
-    not the runner's."""
+    per batch, 2 for its first (Delta's first commit of the table) and, for the batch whose commit reaches version 10
+    (the same batch in both), as many more as the other for the same Delta checkpoint. Those are the extra jobs a
+    many-batch run shows: Delta's, not the runner's."""
     runner = _kafka_delta_jobs(spark, kafka, tmp_path / "runner", bad=True, table_exists=False, batches=MANY_BATCHES)
     floor = _floor_jobs(spark, kafka, tmp_path / "floor", MANY_BATCHES)
     for lake in (tmp_path / "runner" / "lake", tmp_path / "floor" / "lake"):
@@ -275,4 +277,4 @@ def test_over_many_batches_the_runner_runs_no_spark_job_that_plain_structured_st
     checkpoint_jobs = floor[checkpoint_batch] - 1
     assert checkpoint_jobs > 0, floor
     assert floor == {0: 2, **{b: 1 for b in range(1, MANY_BATCHES)}, checkpoint_batch: 1 + checkpoint_jobs}
-    assert runner == {**{b: 1 for b in range(MANY_BATCHES)}, checkpoint_batch: 1 + checkpoint_jobs}, (runner, floor)
+    assert runner == floor, (runner, floor)
