@@ -29,8 +29,9 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations, source_lines
+from airflow_conduit.spark.analysed_plan import AnalysedPlan
 from airflow_conduit.spark.destinations import Destination
-from airflow_conduit.spark.dlq import BATCH_COLUMN_TYPES, DLQ_COLUMNS, ENTRY_FIELDS, dlq_entry
+from airflow_conduit.spark.dlq import BATCH_COLUMN_TYPES, DLQ_COLUMNS, ENTRY_FIELDS, ORIGINAL, dlq_entry
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics, observe
 from airflow_conduit.spark.parsing import PENDING_REASON
@@ -164,6 +165,25 @@ class BatchPass:
         """``in_tasks_per_core``, the core count read once per run."""
         return status.coalesce(self._once(("cores",), lambda: status.sparkSession.sparkContext.defaultParallelism))
 
+    def _over(self, key: tuple, leaf: DataFrame, build: Callable[[DataFrame], DataFrame]) -> DataFrame:
+        """``build(leaf)``, analysed once per run where it can be: an earlier batch's, put over ``leaf`` when ``leaf``
+        is that batch's plan put over this batch (``analysed_plan``: same output attributes); built otherwise."""
+        cache = self.runner.pass_columns
+        kept = cache.get(("analysed", *key))
+        if kept is not None:
+            try:
+                frame = kept.over(leaf)
+            except Exception:  # noqa: BLE001 - reuse is an optimisation: the frame is then built as usual
+                frame = None
+            if frame is not None:
+                return frame
+        frame = build(leaf)
+        try:  # checked ahead once: a plan kept again, after a batch that could not reuse it, is checked at its reuse
+            cache[("analysed", *key)] = AnalysedPlan(frame, leaf, check_ahead=kept is None)
+        except Exception:  # noqa: BLE001 - as above
+            cache.pop(("analysed", *key), None)
+        return frame
+
     # -- what the pass observes -------------------------------------------------------------------------
 
     def _window_enabled(self, window_needed: bool) -> bool:
@@ -248,8 +268,9 @@ class BatchPass:
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
         shape = (dlq_needed, self._window_enabled(window_needed), len(self.branches))
         inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(dlq_needed, window_needed=window_needed)))
-        status = C.with_columns(self.status, inputs) if inputs else self.status
-        status = self._in_tasks_per_core(status)  # above the DLQ entry: see in_tasks_per_core
+        # the observation's inputs, then the batch in one task per core above the DLQ entry (see in_tasks_per_core)
+        status = self._over(("inputs", *shape), self.status,
+                            lambda s: self._in_tasks_per_core(C.with_columns(s, inputs) if inputs else s))
         kept = reads_again(todo)
         if kept:
             status = status.persist()  # filled by the pass, read by the writes after it (then dropped)
@@ -268,7 +289,7 @@ class BatchPass:
         if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
             dest, branch = todo[0]
             r.stage.at("destination", dest.id, dest.plugin)
-            dest.write_in_pass(rows_for(dest, branch, observed, r.fates), b)
+            dest.write_in_pass(self._over(("rows", dest.id, "observed"), observed, lambda o: rows_for(dest, branch, o, r.fates)), b)
         else:
             r.stage.reset()
             observed.write.format("noop").mode("overwrite").save()
@@ -277,7 +298,7 @@ class BatchPass:
         if dlq_needed and r.dlq_may_hold_pending_reasons:  # whether a reason is pending (_pending)
             read += ("exception_class",)
         if dlq_needed and self._dlq_on_driver():  # the whole entries, to write the DLQ from the driver
-            read += tuple(f for f in ENTRY_FIELDS if f not in read)
+            read += tuple(f for f in ENTRY_FIELDS if f not in read and (f != ORIGINAL or self._originals_with_counts()))
         # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
         metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
                                   selects=self._once(("observed",), dict))
@@ -300,7 +321,8 @@ class BatchPass:
             if position == 0 and dest.carries_a_pass:
                 dest.commit(b)  # what its write in the pass wrote (a Delta transaction), now that the DLQ has committed
             elif n:
-                dest.write(rows_for(dest, branch, status if kept else self._in_tasks_per_core(self.status), r.fates), b)
+                dest.write(self._over(("rows", dest.id, kept), status if kept else self.status,
+                                      lambda s: rows_for(dest, branch, s if kept else self._in_tasks_per_core(s), r.fates)), b)
             r.crash_before_commit(dest.id, b)
             r.mark_committed(dest, b, n)
             written_now[dest.id] = n
@@ -351,10 +373,28 @@ class BatchPass:
         types = self._dlq_types(metrics)
         if types is None:
             return False
-        entries = metrics.fields("dlq", ENTRY_FIELDS)
         lines = r.source_lines.lines_of(r.spark, metrics.fields("dlq", source_lines.KEYS)) if r.source_lines.needed else None
+        entries = self._driver_entries(metrics, lines)
         rows = r.pending_reasons.driver_rows(entries, lines, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at)
         return r.dlq.write_rows(DLQ_COLUMNS, types, rows, self.batch_id)
+
+    def _originals_with_counts(self) -> bool:
+        """Whether the entries' record text comes with the counts for the driver's DLQ write: only where a DLQ row's
+        ``record`` is it. Without messages it is no row's; a file source's found line replaces it (``source_lines``),
+        so there it is read after the pass, and only when a line was not found (its file changed or gone)."""
+        return self.spec.dead_letter_queue.include_messages and not self.runner.source_lines.needed
+
+    def _driver_entries(self, metrics: ObservedMetrics, lines: list | None) -> list[tuple]:
+        """The gathered entries (``ENTRY_FIELDS``) for ``PendingReasons.driver_rows``; their record text read only where
+        a row takes it (``_originals_with_counts``), else None."""
+        at = ENTRY_FIELDS.index(ORIGINAL)
+        rest = metrics.fields("dlq", ENTRY_FIELDS[:at] + ENTRY_FIELDS[at + 1:])
+        messages = self.spec.dead_letter_queue.include_messages
+        if messages and (lines is None or None in lines):
+            originals = metrics.field("dlq", ORIGINAL)
+        else:
+            originals = [None] * len(rest)
+        return [(*entry[:at], original, *entry[at:]) for entry, original in zip(rest, originals, strict=True)]
 
     def _pending(self, metrics: ObservedMetrics, nacked: int) -> bool:
         """Whether a nacked record's reason is still to be worked out (``PendingReasons``; the pass works out most):

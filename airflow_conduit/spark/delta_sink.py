@@ -335,10 +335,11 @@ class DeltaDestination(Destination):
     def fit_to_table(self, df: DataFrame) -> DataFrame:
         """The records as the table takes them, each one that does not fit nacked with what is wrong.
 
-        Runs in the batch's plan (after this destination's processors), once per batch: the table's
+        Runs in the batch's plan (after this destination's processors), when the batch's plan is built: the table's
         schema is read at the batch's start, from the snapshot the batch's transaction then starts from (one
         read of the table's log per batch), so a column added to the table is seen by the next batch. The
-        columns that fit records to a schema are built once per run for each (records' schema, table's schema).
+        columns that fit records to a schema are built once per run for each (records' schema, table's schema);
+        a batch that reuses an earlier batch's plan reads the schema with ``refit_unchanged`` instead.
         """
         user = C.user_columns(df)
         self._fits_table = False
@@ -347,6 +348,7 @@ class DeltaDestination(Destination):
         typed = [df.schema[u] for u in user if not isinstance(df.schema[u].dataType, T.NullType)]
         if table is None and self.creates_tables and typed:  # a column of nulls only: Delta's writer drops it too
             table = self.create_table(T.StructType(typed))
+        self._fitted_to = table
         if table is None:
             return self._with_problems(df, self._key_problems(user))
         key = (tuple((f.name, f.dataType.json()) for f in df.schema.fields), table.json())
@@ -355,8 +357,24 @@ class DeltaDestination(Destination):
         error, select, fits = self._fits[key]
         fitted = df if error is None else C.frame(df._jdf.withColumn(C.ERROR, error._jc), df)
         self._fits_table = fits
-        self._fitted_to = table
         return C.select(fitted, select)
+
+    def fit_state(self) -> tuple:
+        """What the last ``fit_to_table`` fitted the records to (the table's schema, None without a table) and
+        whether a transaction writes them: kept with a batch's plan that a later batch reuses (``refit_unchanged``)."""
+        return self._fitted_to, self._fits_table
+
+    def refit_unchanged(self, state: tuple) -> bool:
+        """At a batch whose plan is reused instead of built: read the table's schema from its latest snapshot (which
+        the batch's transaction starts from, as ``fit_to_table`` does) and, when it is the one ``state`` was fitted
+        to, take that fit for this batch (True). False when the table changed: the batch's plan is built again."""
+        fitted_to, fits = state
+        self._fits_table = False
+        self._snapshot = None
+        if self._schema_now() != fitted_to:
+            return False
+        self._fitted_to, self._fits_table = fitted_to, fits
+        return True
 
     def _schema_now(self) -> T.StructType | None:
         """The table's schema from its latest snapshot (kept for the batch's transaction); None while it does not exist."""

@@ -213,21 +213,26 @@ class PendingReasons:
     ) -> list[tuple]:
         """What ``rows`` and ``source_lines.SourceLines.apply`` make of gathered entries without a pending reason,
         made on the driver: one tuple (``DLQ_COLUMNS``) per entry (``ENTRY_FIELDS``); ``lines``: each entry's
-        line in its file (number, text) or None (not found, or not looked up)."""
+        line in its file (number, text) or None (not found, or not looked up). Each row is picked in one C call
+        from the entry, the batch's values, its record and its configs (``_driver_row_picker``): a batch can have
+        tens of thousands, made while the executors wait."""
         dlq = self.spec.dead_letter_queue
         configs = component_configs(self.spec) if dlq.include_configs else {}
+        messages = dlq.include_messages
+        pick = _driver_row_picker()
+        position, original, component = (ENTRY_FIELDS.index(name) for name in ("source_position", ORIGINAL, "component_id"))
+        batch = (self.spec.id, run_id, batch_id, time_of_error)
         out = []
         for i, values in enumerate(entries):
-            e = dict(zip(ENTRY_FIELDS, values, strict=True))
+            if len(values) != len(ENTRY_FIELDS):
+                raise ValueError(f"a DLQ entry has {len(values)} fields, not {len(ENTRY_FIELDS)}")
             line = lines[i] if lines is not None else None
-            record = e[ORIGINAL] if dlq.include_messages else None
-            if line is not None:
-                e["source_position"] = line[0]
-                if dlq.include_messages:
-                    record = line[1]
-            e.update(pipeline_id=self.spec.id, run_id=run_id, batch_id=batch_id, time_of_error=time_of_error, record=record,
-                     configs=configs.get(e["component_id"]))
-            out.append(tuple(e[name] for name in DLQ_COLUMNS))
+            if line is None:
+                record = values[original] if messages else None
+            else:
+                values = (*values[:position], line[0], *values[position + 1:])
+                record = line[1] if messages else None
+            out.append(pick((*values, *batch, record, configs.get(values[component]))))
         return out
 
     def _batch_columns(self, run_id: str) -> dict[str, Column]:
@@ -246,6 +251,15 @@ class PendingReasons:
             batch.update({name: F.col(f"{BATCH_VALUES}.{name}") for name in ("batch_id", "time_of_error")})
             self._selects[key] = C.JvmColumns(_select_list(batch, self._as_gathered, keep))
         return self._selects[key]
+
+
+@functools.lru_cache(maxsize=1)
+def _driver_row_picker():
+    """The DLQ columns, in order, from (entry fields, pipeline id, run id, batch id, time of error, record, configs)."""
+    import operator
+
+    sources = (*ENTRY_FIELDS, "pipeline_id", "run_id", "batch_id", "time_of_error", "record", "configs")
+    return operator.itemgetter(*(sources.index(name) for name in DLQ_COLUMNS))
 
 
 def _sql_string(value: str) -> str:

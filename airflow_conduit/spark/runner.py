@@ -60,6 +60,7 @@ from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_i
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
 from airflow_conduit.spark.dlq import PendingReasons
+from airflow_conduit.spark.analysed_plan import AnalysedPlan
 from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, Fates, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
@@ -166,6 +167,8 @@ class PipelineRunner:
         self.fates = Fates()  # the fate columns, built at the first batch
         self.pass_columns: dict = {}  # what every batch pass builds the same, built at the first (batch_pass.BatchPass)
         self.processor_columns: dict = {}  # what the processors build the same at every batch (ProcessorContext.once)
+        self._kept_plan: tuple | None = None  # an earlier batch's plan, analysed, with its branches and fits (_plan_batch)
+        self._keep_plans = True  # False once a kept plan was refused for what it holds (analysed_plan)
         self._stream: DataFrame | None = None  # the streaming query's input (its schema is every batch's)
         self._planning_ahead = threading.Lock()  # held while the first batch's plan is built ahead of it
         self._stream_read = threading.Event()  # set once the query's input is read (or failed to be): the stand-in's schema
@@ -178,7 +181,8 @@ class PipelineRunner:
         self.commits.remove_leftovers()
         self.batch_numbers.adopt(checkpoint_query_id(self.checkpoint))
         # what this run's DLQ records fail under: a DLQ replay takes them only once it changed (spark/replay.py)
-        write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec))
+        # not fsync'd: lost with the machine, a replay takes the run's DLQ records again (as for a run that wrote none)
+        write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec), durable=False)
         secrets = secret_values(self.spec)
         invalid = expectations.unparsable_rule(self.spark, self.spec, self.rules)
         if invalid is not None:
@@ -327,13 +331,13 @@ class PipelineRunner:
             return None
         if any(p.plugin.removeprefix("builtin:") == "custom" for procs in stages for p in procs):
             return None
-        return self.spark.createDataFrame(self.spark.sparkContext.emptyRDD(), self._stream.schema)
+        return empty_batch_of(self.spark, self._stream)
 
     def _plan_ahead(self, stand_in: DataFrame) -> None:
         """The batch plan of ``stand_in``, as ``_process_batch`` builds it (analysed, never executed: no job runs)."""
         ctx = ProcessorContext(spec=self.spec, built=self.processor_columns)
         try:
-            status, branches = self._plan_batch(stand_in, ctx)
+            status, branches = self._plan_batch(stand_in, ctx, keep=False)
             BatchPass(self, status, branches, 0, utc_now_iso()).prepare()
         finally:
             ctx.release()
@@ -445,8 +449,39 @@ class PipelineRunner:
             self.stage.at("dlq", DEAD_LETTER_QUEUE_ID, self.dlq.plugin)
             raise self._threshold_error(result.crossed, batch_id)
 
-    def _plan_batch(self, batch: DataFrame, ctx: ProcessorContext) -> tuple[DataFrame, list[Branch]]:
-        """The whole batch as one plan (no Spark job, except custom processors): records with their fates."""
+    def _plan_batch(self, batch: DataFrame, ctx: ProcessorContext, *, keep: bool = True) -> tuple[DataFrame, list[Branch]]:
+        """The whole batch as one plan (no Spark job, except custom processors): records with their fates. Analysed
+        once per run where it can be: the plan ``keep`` kept of an earlier batch is put over this one (``_reused_plan``)."""
+        if keep and self._kept_plan is not None:
+            reused = self._reused_plan(batch)
+            if reused is not None:
+                return reused
+        self._kept_plan = None
+        status, branches = self._build_batch_plan(batch, ctx)
+        if keep and self._keep_plans:
+            try:
+                fits = [(d, d.fit_state()) for d in (self.destinations[i] for i in self._fitting_destinations())]
+                self._kept_plan = (AnalysedPlan(status, batch), branches, fits)
+            except Exception:  # noqa: BLE001 - reuse is an optimisation: each batch then builds its plan
+                log.debug("the batch's analysed plan not kept", exc_info=True)
+        return status, branches
+
+    def _reused_plan(self, batch: DataFrame) -> tuple[DataFrame, list[Branch]] | None:
+        """The kept plan over ``batch`` (``analysed_plan``), when every destination that fits records to its table
+        finds the table's schema unchanged; None (build it) otherwise, or on any error."""
+        plan, branches, fits = self._kept_plan
+        try:
+            if not all(dest.refit_unchanged(state) for dest, state in fits):
+                return None
+            status = plan.over(batch)
+        except Exception:  # noqa: BLE001 - as above
+            log.debug("the batch's analysed plan not reused", exc_info=True)
+            return None
+        if plan.refused is not None:  # the plan's own make-up: no later batch's can be reused either
+            self._keep_plans = False
+        return None if status is None else (status, branches)
+
+    def _build_batch_plan(self, batch: DataFrame, ctx: ProcessorContext) -> tuple[DataFrame, list[Branch]]:
         parts = []
         for source in self.source_records:
             plan = source.plan
@@ -568,7 +603,7 @@ class PipelineRunner:
             self._fail(error)
             raise RunFailed(error) from exc
         self.report.status = RunStatus.RUNNING
-        self._save_report()
+        self._save_report(durable=False)  # as a batch's: the run's start and end are fsync'd
         try:
             while True:
                 if query.awaitTermination(0.5):
@@ -639,6 +674,27 @@ def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:
             log.debug("the query's log level could not be restored", exc_info=True)
 
     return restore
+
+
+def empty_batch_of(spark: SparkSession, stream: DataFrame) -> DataFrame:
+    """An empty batch of ``stream`` as ``foreachBatch`` hands one over: a ``LogicalRDD`` with the stream's own output
+    attributes (Spark keeps them for every batch of the query), over an RDD without partitions.
+
+    With the same attributes, what is analysed over it is what the first batch would analyse over its own rows:
+    the records' select analysed ahead of the first batch is put over it (``analysed_plan``) instead of being
+    analysed again while the executors wait. Spark's developer API (``LogicalRDD``'s constructor, as
+    ``ForeachBatchSink`` builds the batch), through Py4J: its contract is tested in tests/spark/test_first_batch.py.
+    """
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    jvm = spark.sparkContext._jvm
+    rows = spark.createDataFrame(spark.sparkContext.emptyRDD(), stream.schema)._jdf.queryExecution().toRdd()
+    logical_rdd = getattr(jvm, "org.apache.spark.sql.execution.LogicalRDD")
+    none = jvm.scala.Option.empty()
+    node = logical_rdd(stream._jdf.queryExecution().analyzed().output(), rows, getattr(logical_rdd, "$lessinit$greater$default$3")(),
+                       getattr(logical_rdd, "$lessinit$greater$default$4")(), False, none, spark._jsparkSession, none, none)
+    of_rows = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows
+    return ClassicDataFrame(of_rows(spark._jsparkSession, node), spark)
 
 
 @contextlib.contextmanager

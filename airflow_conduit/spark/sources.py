@@ -316,7 +316,7 @@ class SourceRecords:
         if self._in_one:
             records = C.select(rows, self._columns)
             try:
-                self._analysed = AnalysedPlan(records, batch)
+                self._analysed = AnalysedPlan(records, batch, check_ahead=False)  # reused when the batch's whole plan is not
             except Exception:  # noqa: BLE001 - as above
                 log.debug("the records' analysed select not kept", exc_info=True)
             return records

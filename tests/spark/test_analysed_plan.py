@@ -77,3 +77,29 @@ def test_a_leaf_with_other_output_attributes_is_refused(spark):
     assert sorted(r["double"] for r in plan.over(same_attributes).collect()) == [2, 4]
     other = spark.createDataFrame([(1,), (2,)], "value BIGINT")  # the same schema, new attributes
     assert plan.over(other) is None
+
+
+def _kept_over_itself(frame, rows) -> tuple:
+    """(the plan put over a leaf with ``rows``'s attributes, or None; why it was refused)."""
+    plan = AnalysedPlan(frame, rows, check_ahead=False)
+    return plan.over(rows.where(F.lit(True))), plan.refused
+
+
+def test_a_plan_that_reads_another_relation_or_a_subquery_or_a_seeded_function_is_refused(spark):
+    rows = spark.createDataFrame([(1,), (2,)], "value BIGINT")
+    other = spark.range(2).withColumnRenamed("id", "value")
+    refused = {
+        "union": _kept_over_itself(rows.unionByName(other), rows),
+        "subquery": _kept_over_itself(rows.selectExpr("value", "(SELECT max(id) FROM range(3)) AS m"), rows),
+        "rand": _kept_over_itself(rows.select("value", F.rand().alias("r")), rows),
+        "shuffle": _kept_over_itself(rows.select(F.shuffle(F.array("value", F.lit(1))).alias("s")), rows),
+    }
+    for name, (frame, why) in refused.items():
+        assert frame is None and why, (name, why)
+    assert "relation other than the batch" in refused["union"][1]
+    assert "subquery" in refused["subquery"][1]
+    assert "Rand" in refused["rand"][1]
+    kept, why = _kept_over_itself(rows.select("value", F.monotonically_increasing_id().alias("seq"),
+                                              F.current_timestamp().alias("now"), F.input_file_name().alias("f")), rows)
+    assert kept is not None and why is None, "stateless nondeterministic functions and the current time are kept"
+    assert sorted(r["value"] for r in kept.collect()) == [1, 2]

@@ -3,7 +3,7 @@
 The runner's work around a batch's Spark jobs is its plan (Column calls, each a Py4J round trip to the driver's
 JVM), the input-file check (a stat per file looked at) and its state files (each an atomic rewrite, not fsync'd).
 Counted on the thread that runs the batch, in batches after the first (which builds what the run keeps), with whether
-the records' select of the batch ran the analyzer (it is analysed once per run: spark/analysed_plan.py).
+the batch's plan, the pass's columns and the write's rows ran the analyzer (analysed once per run: spark/analysed_plan.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from airflow_conduit.runs import report as report_mod
+from airflow_conduit.spark import batch_pass as batch_pass_mod
 from airflow_conduit.spark import input_files as input_files_mod
 from airflow_conduit.spark import sources as sources_mod
 from airflow_conduit.spark.runner import execute
@@ -29,7 +30,7 @@ HOUR_NS = 3600 * 10**9
 # JVM round trips of one batch of the reference pipeline (2 source processors, 1 pipeline processor, 1 file
 # destination, a file DLQ, bad records): the plan's few DataFrame calls (one per processor, with a schema read
 # where a processor depends on the fields), the observation and its one collect, the DLQ's rows and the two writes.
-CALLS_PER_BATCH = 70  # 42 today (the records' select put over the batch: 7); each step above adds a few, a select list rebuilt per batch adds dozens
+CALLS_PER_BATCH = 70  # 43 today (the batch's analysed plan put over the batch: one per plan node); each step above adds a few, a select list rebuilt per batch adds dozens
 CALLS_PER_PROCESSOR = 3  # a field.set: the fields it is added to (2 calls), its one withColumns
 
 
@@ -116,9 +117,29 @@ class BatchCounts:
             return frame
 
         monkeypatch.setattr(sources_mod.SourceRecords, "of", kept_records)
+        self._plans: list = []  # the batch's whole plan and the pass's frames over it (analysed once per run)
+        over = batch_pass_mod.BatchPass._over
+
+        def kept_pass_frames(pass_, key, leaf, build):
+            frame = over(pass_, key, leaf, build)
+            self._note_analysed(frame)
+            return frame
+
+        monkeypatch.setattr(batch_pass_mod.BatchPass, "_over", kept_pass_frames)
         for module in ("airflow_conduit.spark.runner", "airflow_conduit.spark.commits", "airflow_conduit.spark.window",
                        "airflow_conduit.spark.batch_numbers", "airflow_conduit.spark.input_files", "airflow_conduit.spark.kafka_sink"):
             monkeypatch.setattr(f"{module}.write_json_atomic", counted_write)
+
+    def _note_analysed(self, frame) -> None:
+        """Whether building ``frame`` ran the analyzer, asked now (once it runs, its tracker counts the optimizer's
+        rules too), with the JVM round trips of asking not counted."""
+        if self._now is None:
+            return
+        thread, self._thread = self._thread, None
+        try:
+            self._plans.append(_analysed(frame))
+        finally:
+            self._thread = thread
 
     def _counted(self, key: str, call):
         """``call``, counting its calls under ``key`` while a batch runs."""
@@ -139,10 +160,21 @@ class BatchCounts:
             finally:
                 counts, self._now = self._now, None
                 counts["records analysed"] = sum(_analysed(frame) for frame in self._records)
+                counts["plans analysed"] = sum(self._plans)
+                counts["plans"] = len(self._plans)
                 self._records.clear()
+                self._plans.clear()
                 self.batches.append(counts)
 
         runner._foreach_batch = counted
+        plan_batch = runner._plan_batch
+
+        def kept_plan(batch, ctx, **kwargs):
+            status, branches = plan_batch(batch, ctx, **kwargs)
+            self._note_analysed(status)
+            return status, branches
+
+        runner._plan_batch = kept_plan
 
 
 def _analysed(frame) -> bool:
@@ -163,6 +195,34 @@ def _run(spark, monkeypatch, tmp_path: Path, extra_processors: int = 0) -> list[
     return counts.batches[1:]  # the first batch builds what the run keeps
 
 
+def test_a_run_fsyncs_only_its_report_at_its_start_and_its_end(spark, tmp_path, monkeypatch):
+    """Two fsyncs (the file and its folder) for each of the two durable reports; the spec fingerprints, the report once the
+    query runs and every per-batch state file are replaced atomically without one (docs/architecture.md, state directory)."""
+    monkeypatch.setattr(input_files_mod, "SWEEP_SECONDS", 1e9)
+    _input(tmp_path / "in")
+    fsyncs: list[int] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), fsync(fd))[1])
+    durable: list[str] = []
+    write = report_mod.write_json_atomic
+
+    def noted(path, data, **kwargs):
+        if kwargs.get("durable", True):
+            durable.append(f"{Path(path).relative_to(tmp_path / 'state').parts[0]} {data.get('status') if isinstance(data, dict) else ''}")
+        return write(path, data, **kwargs)
+
+    monkeypatch.setattr(report_mod, "write_json_atomic", noted)
+    for module in ("airflow_conduit.spark.runner", "airflow_conduit.spark.commits", "airflow_conduit.spark.window",
+                   "airflow_conduit.spark.batch_numbers", "airflow_conduit.spark.input_files"):
+        monkeypatch.setattr(f"{module}.write_json_atomic", noted)
+    code, report = execute(spark, _spec(tmp_path, 0), state_dir=tmp_path / "state", run_id="r1")
+    monkeypatch.undo()
+    assert code == 0, report.error
+    assert len(report.batches) == FILES
+    assert durable == ["runs starting", "runs succeeded"], durable
+    assert len(fsyncs) == 4, fsyncs
+
+
 def test_a_batch_stats_its_own_file_and_writes_only_the_state_that_changed(spark, tmp_path, monkeypatch):
     for counts in _run(spark, monkeypatch, tmp_path):
         assert counts["stat"] == 1, f"the batch's own file only (settled files read before are not stat'd): {counts}"
@@ -180,6 +240,8 @@ def test_a_batch_stats_its_own_file_and_writes_only_the_state_that_changed(spark
 def test_a_batch_makes_a_bounded_number_of_jvm_round_trips_and_few_per_processor(spark, tmp_path, monkeypatch):
     batches = _run(spark, monkeypatch, tmp_path / "plain")
     assert [c["records analysed"] for c in batches] == [0] * len(batches), "the records' select is analysed once per run"
+    # the batch's plan (records, processors, fates), the pass's columns over it and the write's rows over the observation
+    assert [(c["plans"], c["plans analysed"]) for c in batches] == [(3, 0)] * len(batches), "analysed once per run"
     plain = [c["py4j"] for c in batches]
     assert max(plain) <= CALLS_PER_BATCH, plain
     extra = [c["py4j"] for c in _run(spark, monkeypatch, tmp_path / "extra", extra_processors=8)]
@@ -192,7 +254,7 @@ KAFKA_BATCHES, KAFKA_PER_BATCH = 4, 30
 # snapshot, the checksum's app ids, write, commit: classes kept per run) and the DLQ's driver producer (the intent's
 # end offsets, the records' sizes, Spark's Kafka writer task).
 KAFKA_DLQ_CALLS_PER_BATCH = 27  # of those, the Kafka DLQ's write (25 today); a size check as a query of its own adds 7 and a collect
-KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 109 (the records' select put over the batch: 7); a class looked up by its dotted path on every batch adds 5 to 8 each
+KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 108 (the batch's analysed plan put over the batch); a class looked up by its dotted path on every batch adds 5 to 8 each
 
 
 def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jvm_round_trips(spark, kafka, tmp_path, monkeypatch):
@@ -227,3 +289,4 @@ def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jv
         assert batch["py4j dlq"] <= KAFKA_DLQ_CALLS_PER_BATCH, batch
         assert batch["collect dlq"] == 0, f"the DLQ records' sizes are checked in their own plan, not collected: {batch}"
         assert batch["records analysed"] == 0, f"the records' select is analysed once per run: {batch}"
+        assert (batch["plans"], batch["plans analysed"]) == (3, 0), f"the batch's plan (with the Delta fit) too: {batch}"

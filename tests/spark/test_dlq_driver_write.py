@@ -68,3 +68,34 @@ def test_the_driver_writes_the_dlq_rows_spark_would_write(spark, tmp_path, monke
     assert driver == by_spark
     assert {r["source_position"] for r in driver if r["source_id"] == "json" and r["exception_class"].endswith("MalformedRecordError")} == {2}
     assert all(r["configs"] for r in driver)
+
+
+def test_the_driver_reads_a_records_text_after_the_pass_only_where_its_line_is_not_found(spark, tmp_path, monkeypatch):
+    """A found line is the DLQ row's ``record``: the entries' own text does not come with the counts; where the line
+    cannot be read again (here: no file can), the driver reads it then and writes the rows Spark would write."""
+    from airflow_conduit.spark import observed, source_lines
+    from airflow_conduit.spark.dlq import ORIGINAL
+
+    _inputs(tmp_path)
+    read_with_counts: list[tuple] = []
+    metrics_init = observed.ObservedMetrics.__init__
+
+    def noted(self, *args, **kwargs):
+        metrics_init(self, *args, **kwargs)
+        read_with_counts.append(tuple(kwargs.get("fields", ())))
+
+    monkeypatch.setattr(observed.ObservedMetrics, "__init__", noted)
+    monkeypatch.setattr(batch_pass, "ObservedMetrics", observed.ObservedMetrics)
+    _run(spark, tmp_path, "json", "found")
+    assert read_with_counts and all(("dlq", "exception_class") in f for f in read_with_counts if f)
+    assert not any(("dlq", ORIGINAL) in f for f in read_with_counts), "a found line replaces the entry's text"
+
+    def unreadable(*args, **kwargs):
+        raise OSError("gone")
+
+    monkeypatch.setattr(source_lines, "read_lines", unreadable)
+    driver = _run(spark, tmp_path, "json", "driver")
+    monkeypatch.setattr(batch_pass.BatchPass, "_dlq_on_driver", lambda self: False)
+    by_spark = _run(spark, tmp_path, "json", "spark")
+    assert len(driver) == 7 and driver == by_spark
+    assert any(r["record"] == '{"id": 2, "name": "b", "amo' for r in driver), "the reader's text where the line is not found"
