@@ -254,7 +254,7 @@ KAFKA_BATCHES, KAFKA_PER_BATCH = 4, 30
 # snapshot, the checksum's app ids, write, commit: classes kept per run) and the DLQ's driver producer (the intent's
 # end offsets, the records' sizes, Spark's Kafka writer task).
 KAFKA_DLQ_CALLS_PER_BATCH = 27  # of those, the Kafka DLQ's write (25 today); a size check as a query of its own adds 7 and a collect
-KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 108 (the batch's analysed plan put over the batch); a class looked up by its dotted path on every batch adds 5 to 8 each
+KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 107 (the batch's analysed plan put over the batch); a class looked up by its dotted path on every batch adds 5 to 8 each
 
 
 def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jvm_round_trips(spark, kafka, tmp_path, monkeypatch):
