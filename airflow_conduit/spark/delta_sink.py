@@ -13,9 +13,9 @@ app id, so a new checkpoint's batches are never taken for the old ones.
 An append, with the table's schema, goes through Delta's transaction API (``delta_txn``): its data files are
 written by the batch's pass (``write_in_pass``: the destination carries the pass, an observation on it sees every
 row) and committed after the DLQ (``commit``), with the transaction id, without the table-state rebuild Delta's
-DataFrameWriter runs for ``txnVersion`` on every write. A missing table is created first (``create_table``, at
-the first batch, before its pass): empty, in a commit without a transaction id, so a crash before the batch's own
-commit re-runs the batch into it. A write that adds columns (``merge-schema``), a merge, and the Delta DLQ (created
+DataFrameWriter runs for ``txnVersion`` on every write. A missing table is created by the first batch's commit
+(``create_table`` gives the schema its records are fitted to): a crash before that commit leaves no table, and the
+re-run of the batch creates it. A write that adds columns (``merge-schema``), a merge, and the Delta DLQ (created
 by its first write, and when its columns grow) go through the DataFrameWriter or MERGE, whose write is its
 commit: they do not carry the pass, and read the batch again (from memory: ``batch_pass.reads_again``).
 
@@ -51,6 +51,7 @@ TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 _ORDER = "__ac_delta_order"
+LOG_FOLDER = "_delta_log"
 
 
 class DeltaTargetError(FatalError):
@@ -96,6 +97,7 @@ class DeltaDestination(Destination):
         self._staged: delta_txn.StagedWrite | None = None  # files the pass wrote, committed by commit()
         self._snapshot = None  # the table's snapshot this batch's records were fitted to (its transaction starts there)
         self._fits: dict[tuple, tuple] = {}  # (records' schema, table's schema) -> what fits the records (see _fit)
+        self._new_table: T.StructType | None = None  # the schema of the missing table the pass's commit creates
 
     @property
     def carries_a_pass(self) -> bool:  # type: ignore[override]
@@ -154,7 +156,8 @@ class DeltaDestination(Destination):
         if self.is_delta_table():
             return
         folder = _local_folder(location)
-        if folder is not None and folder.exists() and any(p for p in folder.iterdir() if not p.name.startswith(".")):
+        if (folder is not None and folder.exists() and not (folder / LOG_FOLDER).is_dir()  # with one: a table being made
+                and any(p for p in folder.iterdir() if not p.name.startswith("."))):
             raise DeltaTargetError(
                 f"{location} ({self._where('path')}) holds files but is not a Delta table (no _delta_log): point "
                 "`path` at a Delta table or at a new folder, or convert the folder first "
@@ -168,14 +171,17 @@ class DeltaDestination(Destination):
         return self.mode == "append" and not self.is_dlq
 
     def create_table(self, columns: T.StructType) -> T.StructType:
-        """Create the missing table, empty, with ``columns`` made nullable (what Delta's writer creates from the
-        first batch's records), in a commit of its own (``CREATE TABLE``) that carries no transaction id: a crash
-        before the first batch's commit re-runs that batch into the empty table. Returns the table's schema."""
-        jvm = self.spark.sparkContext._jvm
-        jschema = self.spark._jsparkSession.parseDataType(delta_txn.nullable(columns).json())
-        jvm.io.delta.tables.DeltaTable.createIfNotExists(self.spark._jsparkSession) \
-            .location(self.location()).addColumns(jschema).execute()
-        return self.table_schema()
+        """The missing table's schema: ``columns`` made nullable (what Delta's writer creates from the first batch's
+        records). The table is created by the commit of the batch's files (``write_in_pass``, ``commit``), in one
+        commit with its data and transaction id, as Delta's writer creates one: a crash before it leaves no table.
+        A batch that writes no file creates none; the next batch's does. The table's (empty) ``_delta_log`` folder is
+        made first: a folder holding the files of a first batch that died before its commit is a table being made,
+        not a folder of other files (``check_target``)."""
+        folder = _local_folder(self.location())
+        if folder is not None:
+            (folder / LOG_FOLDER).mkdir(parents=True, exist_ok=True)
+        self._new_table = delta_txn.nullable(columns)
+        return self._new_table
 
     def table_schema(self) -> T.StructType | None:
         """The table's schema now, or None while the table does not exist (its first write creates it)."""
@@ -247,7 +253,8 @@ class DeltaDestination(Destination):
                 f"destination {self.id!r}: the records' columns ({df.schema.simpleString()}) are not those of the Delta "
                 f"table at {self.location()} they were fitted to; nothing was written"
             )
-        txn = delta_txn.Transaction(self.spark, self.location(), self.app_id(), snapshot=self._snapshot)
+        new_table, self._new_table = (self._new_table if self._snapshot is None else None), None  # no table at the fit
+        txn = delta_txn.Transaction(self.spark, self.location(), self.app_id(), snapshot=self._snapshot, new_table=new_table)
         version = self.txn_version(batch_id)
         if txn.has(version):  # an earlier attempt committed the batch: the pass still runs, writing nothing
             df.write.format("noop").mode("overwrite").save()

@@ -14,8 +14,8 @@ through ``Snapshot.transactions``, which rebuilds the table's whole state with S
 3. ``commit(files + SetTransaction(appId, version), WRITE append)``: one commit; or none when the pass wrote
    no rows.
 
-Only for a table that exists and whose schema the records have exactly (``matches``; a missing table is
-created first, empty: ``delta_sink.DeltaDestination.create_table``): creating a Delta DLQ table, adding columns (``merge-schema``) and tables with generated, identity or default columns go through the
+Only for a table whose schema the records have exactly (``matches``); a missing table is created by the first
+batch's commit (``new_table``: its metadata in that commit): creating a Delta DLQ table, adding columns (``merge-schema``) and tables with generated, identity or default columns go through the
 DataFrameWriter, which knows how. This module is the only user of Delta's Scala API; its contract (the calls
 it makes exist in the Delta release the project pins) is tested in tests/spark/test_delta_txn.py.
 """
@@ -112,11 +112,15 @@ class StagedWrite:
 class Transaction:
     """One Delta transaction on the table at ``location`` under ``app``."""
 
-    def __init__(self, spark: SparkSession, location: str, app: str, snapshot: Any = None):
-        """``snapshot``: the table's snapshot to start from (the one the batch's records were fitted to), else the latest."""
+    def __init__(self, spark: SparkSession, location: str, app: str, snapshot: Any = None,
+                 new_table: T.StructType | None = None):
+        """``snapshot``: the table's snapshot to start from (the one the batch's records were fitted to), else the latest.
+        ``new_table``: the schema of a table that does not exist yet, created by this transaction's commit."""
         self.spark = spark
         self.txn = delta_log(spark, location).startTransaction(none(spark), none(spark) if snapshot is None else some(spark, snapshot))
         self.app = app
+        if new_table is not None:
+            self._create(location, new_table)
         known = checksum_versions(self.txn.snapshot())
         if known is None:
             found = int(self.txn.txnVersion(app))  # rebuilds the state; registers the app id as read
@@ -124,6 +128,18 @@ class Transaction:
         else:
             getattr(self.txn.readTxn(), "$plus$eq")(app)  # what txnVersion records: a concurrent commit of app conflicts
             self.last = known.get(app)
+
+    def _create(self, location: str, schema: T.StructType) -> None:
+        """Make the commit create the table with ``schema`` (its metadata and protocol in the same commit as the
+        first batch's files and transaction id, as Delta's own writer creates a table)."""
+        if int(self.txn.snapshot().version()) >= 0:
+            raise RuntimeError(f"the Delta table at {location} was created by another writer while the batch ran; "
+                               "the batch is run again on it")
+        jvm = self.spark.sparkContext._jvm
+        metadata = jvm.org.apache.spark.sql.delta.actions.Metadata
+        default = [getattr(metadata, f"apply$default${i}")() for i in range(1, 9)]  # id, name, ..., createdTime
+        schema_string = self.spark._jsparkSession.parseDataType(schema.json()).json()
+        self.txn.updateMetadataForNewTable(metadata.apply(*default[:4], schema_string, *default[5:]))
 
     def has(self, version: int) -> bool:
         """Whether the table has ``version`` of the app id already (an earlier attempt committed it)."""

@@ -31,6 +31,7 @@ import contextlib
 import functools
 import json
 import logging
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ DEFAULT_MAX_REQUEST_SIZE = 1_048_576  # the Java producer's max.request.size
 BATCH_OVERHEAD = 61  # the batch header (one record per batch in the worst case)
 RECORD_OVERHEAD = 21  # length, attributes, timestamp and offset deltas, key and value lengths (varints)
 RECORD_HEADER_OVERHEAD = 10  # a header's key and value lengths (varints)
+SIZE_GUARD = "__ac_size_guard"  # a DLQ record's column that refuses it when over the limit (size_guard)
+OVER_LIMIT = "conduit-dlq-record-over-limit"  # brackets the size and record id in the guard's error message
 
 
 class KafkaRecordTooLarge(FatalError):
@@ -93,6 +96,32 @@ def too_large(exc: BaseException) -> bool:
     """Whether Spark's Kafka write failed because a record exceeds a size limit (broker's or producer's)."""
     text = str(exc)
     return "RecordTooLargeException" in text or "MESSAGE_TOO_LARGE" in text
+
+
+def record_size(key: Column, value: Column, headers: Column) -> Column:
+    """A Kafka record's bytes as Kafka stores it (key, value, headers, record and batch overhead: upper bounds)."""
+    header_bytes = F.aggregate(
+        headers, F.lit(0), lambda acc, h: acc + F.length(h["key"]) + F.coalesce(F.length(h["value"]), F.lit(0))
+        + F.lit(RECORD_HEADER_OVERHEAD))
+    return (F.coalesce(F.length(value), F.lit(0)) + F.coalesce(F.length(key), F.lit(0)) + header_bytes
+            + F.lit(RECORD_OVERHEAD + BATCH_OVERHEAD))
+
+
+def size_guard(limit: int) -> Column:
+    """Over Kafka records (``key``, ``value``, ``headers``, ``RECORD_ID``): NULL for a record of at most ``limit``
+    bytes; computing a bigger one fails with ``raise_error`` naming its size and id (``over_limit`` reads them
+    back). A projection of the records' own plan, so the check costs no query of its own: records computed in the
+    driver are checked when the optimizer folds them into a local relation, before any is produced; others when
+    they are cached, before Spark's Kafka sink writes any."""
+    size = record_size(F.col("key"), F.col("value"), F.col("headers"))
+    refusal = F.concat(F.lit(OVER_LIMIT + " "), size.cast("string"), F.lit(" "), F.col(RECORD_ID), F.lit(" " + OVER_LIMIT))
+    return F.when(size > F.lit(limit), F.raise_error(refusal)).alias(SIZE_GUARD)
+
+
+def over_limit(exc: BaseException) -> tuple[str, int] | None:
+    """(record id, bytes) of the record ``size_guard`` refused, when ``exc`` is its error; else None."""
+    found = re.search(rf"{OVER_LIMIT} (\d+) (.*?) {OVER_LIMIT}", str(exc), re.DOTALL)
+    return (found.group(2), int(found.group(1))) if found else None
 
 
 # -- where the batch is: the query's identity, the intents ---------------------------------------------
@@ -325,6 +354,15 @@ class KafkaWriter(Destination):
     def write(self, df: DataFrame, batch_id: int) -> None:
         if self.state_dir is None:
             raise RuntimeError(f"Kafka destination {self.id!r} was not attached to a state directory")
+        try:
+            self._write_batch(df, batch_id)
+        except Exception as exc:
+            over = over_limit(exc) if self.measures_sizes else None  # the DLQ's records' size_guard refused one
+            if over is None:
+                raise
+            raise self.too_large_error(df, batch_id, over, self.size_limit) from None
+
+    def _write_batch(self, df: DataFrame, batch_id: int) -> None:
         query_id = query_identity(self.state_dir)
         intents = IntentLog(self.state_dir, self.id)
         records = self.records(df, batch_id, query_id)
@@ -364,9 +402,9 @@ class KafkaWriter(Destination):
         return config
 
     def _produce(self, records: DataFrame, batch_id: int) -> None:
-        """Few records computed in the driver: measured, then produced from there (``produce_in_driver``)."""
+        """Few records computed in the driver (their sizes checked then: ``size_guard``), produced from there
+        (``produce_in_driver``)."""
         self.nacked_origins = None
-        self.check_sizes(records, batch_id)
         try:
             produce_in_driver(self.spark, records, self.producer_config, self.topic)
         except Exception as exc:
@@ -546,7 +584,7 @@ class KafkaDeadLetterQueue(KafkaWriter):
                     F.concat(F.coalesce(original, F.array().cast(HEADER_TYPE)), ours).alias("headers"),  # the original's first
                     record_id.alias(RECORD_ID),
                 ])
-            return C.select(df, self._selects[key])
+            return self._guarded(C.select(df, self._selects[key]))
         return self._records_read_back(df, batch_id, query_id)
 
     def _records_read_back(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:
@@ -560,7 +598,14 @@ class KafkaDeadLetterQueue(KafkaWriter):
             df = df.join(F.broadcast(originals), on, "left")
             key, value = F.col("__ac_o_key"), F.when(F.col(ORIGINAL_SOURCE).isNotNull(), F.col("__ac_o_value")).otherwise(value)
             ours = F.concat(F.coalesce(F.col("__ac_o_headers"), F.array().cast(HEADER_TYPE)), ours)  # the original's first
-        return df.select(key.alias("key"), value.alias("value"), ours.alias("headers"), record_id.alias(RECORD_ID))
+        return self._guarded(df.select(key.alias("key"), value.alias("value"), ours.alias("headers"), record_id.alias(RECORD_ID)))
+
+    def _guarded(self, records: DataFrame) -> DataFrame:
+        """``records`` with their ``size_guard`` (a projection of its own over them: in theirs, the headers' expression
+        would be built and evaluated twice)."""
+        if "guard" not in self._selects:
+            self._selects["guard"] = C.JvmColumns([F.col("*"), size_guard(self.size_limit)])
+        return C.select(records, self._selects["guard"])
 
     measures_sizes = True
 
@@ -572,31 +617,28 @@ class KafkaDeadLetterQueue(KafkaWriter):
                    int(self.options().get("kafka.max.request.size", DEFAULT_MAX_REQUEST_SIZE)))
 
     def check_sizes(self, records: DataFrame, batch_id: int) -> None:
-        """The DLQ's few records are measured before any is written: one the topic (``max.message.bytes``) or
-        the producer (``max.request.size``) would refuse stops the batch here. A refusal by the broker would
-        surface only after the producer's retries (``delivery.timeout.ms``, 2 minutes), as a timeout."""
-        limit = self.size_limit
-        biggest = self._biggest(records)
-        if biggest is not None and biggest[1] > limit:
-            raise self.too_large_error(records, batch_id, biggest, limit)
+        """Every DLQ record is measured before any is written: one the topic (``max.message.bytes``) or the producer
+        (``max.request.size``) would refuse stops the batch (a refusal by the broker would surface only after the
+        producer's retries, ``delivery.timeout.ms``, 2 minutes, as a timeout). The records' ``size_guard`` column
+        does it when they are computed: here, the many records Spark's Kafka sink writes, into their cache."""
+        records.count()
 
     def _biggest(self, records: DataFrame) -> tuple[str, int] | None:
         """(record id, bytes) of the biggest record as Kafka stores it (key, value, headers, record overhead)."""
         if "sizes" not in self._selects:
-            header_bytes = F.aggregate(
-                F.col("headers"), F.lit(0), lambda acc, h: acc + F.length(h["key"]) + F.coalesce(F.length(h["value"]), F.lit(0))
-                + F.lit(RECORD_HEADER_OVERHEAD))
-            size = (F.coalesce(F.length("value"), F.lit(0)) + F.coalesce(F.length("key"), F.lit(0)) + header_bytes
-                    + F.lit(RECORD_OVERHEAD + BATCH_OVERHEAD))
+            size = record_size(F.col("key"), F.col("value"), F.col("headers"))
             self._selects["sizes"] = C.JvmColumns([size.alias("size"), F.col(RECORD_ID)])
         rows = C.select(records, self._selects["sizes"]).collect()  # few: no sort (a shuffle, more jobs)
         biggest = max(rows, key=lambda row: row["size"], default=None)
         return (biggest[RECORD_ID], int(biggest["size"])) if biggest else None
 
-    def too_large_error(self, records: DataFrame, batch_id: int, biggest: tuple[str, int] | None = None,
+    def too_large_error(self, records: DataFrame, batch_id: int, over: tuple[str, int] | None = None,
                         limit: int | None = None) -> KafkaRecordTooLarge:
-        biggest = biggest or self._biggest(records)
-        which = f" (the biggest: {biggest[0]}, about {biggest[1]:,} bytes" if biggest else " ("
+        """``over``: (record id, bytes) of a record over ``limit`` (``size_guard`` found it); else the biggest, measured."""
+        which = f" (one of them: {over[0]}, about {over[1]:,} bytes" if over else ""
+        if not over:
+            biggest = self._biggest(records)
+            which = f" (the biggest: {biggest[0]}, about {biggest[1]:,} bytes" if biggest else " ("
         which += f"; the limit: {limit:,} bytes)" if limit else ")"
         return KafkaDlqRecordTooLarge(
             f"dead letter queue: a DLQ record of batch {batch_id} is larger than topic {self.topic!r} accepts{which}; "

@@ -69,7 +69,31 @@ class BatchCounts:
         def counted_send(*args, **kwargs):
             if self._now is not None and threading.get_ident() == self._thread:
                 self._now["py4j"] += 1
+                if self._in_dlq:
+                    self._now["py4j dlq"] += 1
             return send(*args, **kwargs)
+
+        self._in_dlq = False
+        from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+        from airflow_conduit.spark.kafka_sink import KafkaDeadLetterQueue
+
+        dlq_write, collect = KafkaDeadLetterQueue.write, ClassicDataFrame.collect
+
+        def counted_dlq_write(dlq, df, batch_id):
+            self._in_dlq = True
+            try:
+                return dlq_write(dlq, df, batch_id)
+            finally:
+                self._in_dlq = False
+
+        def counted_collect(df):
+            if self._now is not None and self._in_dlq:
+                self._now["collect dlq"] += 1
+            return collect(df)
+
+        monkeypatch.setattr(KafkaDeadLetterQueue, "write", counted_dlq_write)
+        monkeypatch.setattr(ClassicDataFrame, "collect", counted_collect)
 
         monkeypatch.setattr(client, "send_command", counted_send)
         monkeypatch.setattr(input_files_mod, "local_stat", self._counted("stat", input_files_mod.local_stat))
@@ -229,7 +253,8 @@ KAFKA_BATCHES, KAFKA_PER_BATCH = 4, 30
 # JVM round trips of one such batch: its plan (a dozen), the observation, Delta's transaction (start from the batch's
 # snapshot, the checksum's app ids, write, commit: classes kept per run) and the DLQ's driver producer (the intent's
 # end offsets, the records' sizes, Spark's Kafka writer task).
-KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 115 (the batch's analysed plan put over the batch); a class looked up by its dotted path on every batch adds 5 to 8 each
+KAFKA_DLQ_CALLS_PER_BATCH = 27  # of those, the Kafka DLQ's write (25 today); a size check as a query of its own adds 7 and a collect
+KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 107 (the batch's analysed plan put over the batch); a class looked up by its dotted path on every batch adds 5 to 8 each
 
 
 def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jvm_round_trips(spark, kafka, tmp_path, monkeypatch):
@@ -261,5 +286,7 @@ def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jv
         }, f"no nack window file when the window is off: {batch}"
         assert batch["fsync"] == 0, batch
         assert batch["py4j"] <= KAFKA_CALLS_PER_BATCH, batch
+        assert batch["py4j dlq"] <= KAFKA_DLQ_CALLS_PER_BATCH, batch
+        assert batch["collect dlq"] == 0, f"the DLQ records' sizes are checked in their own plan, not collected: {batch}"
         assert batch["records analysed"] == 0, f"the records' select is analysed once per run: {batch}"
         assert (batch["plans"], batch["plans analysed"]) == (3, 0), f"the batch's plan (with the Delta fit) too: {batch}"

@@ -99,9 +99,8 @@ def test_append_is_exactly_once_across_crashes_before_and_after_each_commit(spar
     assert sorted(r["id"] for r in rows(spark, tmp_path / "lake")) == good_ids  # none missing, none twice
     assert _bad_in(rows(spark, tmp_path / "dlq")) == bad
     # one Delta commit per batch in each table, whatever the crashes: the re-runs found the batch in the log.
-    # The lake was created (empty, no transaction id) before batch 0's pass; r1 died before batch 0's commit
-    # to it, and r2 wrote batch 0 into the empty table rather than taking it for written
-    assert history(spark, tmp_path / "lake") == ["CREATE TABLE"] + ["WRITE"] * 4
+    # The lake is created by batch 0's commit: r1 died before it (no table then), and r2 created it with batch 0
+    assert history(spark, tmp_path / "lake") == ["WRITE"] * 4
     assert history(spark, tmp_path / "dlq") == ["WRITE"] * 4
     (lake_app,) = txn_versions(spark, tmp_path / "lake")
     assert txn_versions(spark, tmp_path / "lake")[lake_app] == 3 and lake_app.endswith("/lake")
@@ -162,7 +161,7 @@ def test_append_is_exactly_once_across_real_sigkills_of_the_driver(spark, tmp_pa
 
     assert sorted(r["id"] for r in rows(spark, tmp_path / "lake")) == good_ids
     assert _bad_in(rows(spark, tmp_path / "dlq")) == bad
-    assert history(spark, tmp_path / "lake") == ["CREATE TABLE"] + ["WRITE"] * 3  # created before batch 0's pass
+    assert history(spark, tmp_path / "lake") == ["WRITE"] * 3  # created by batch 0's commit
     assert history(spark, tmp_path / "dlq") == ["WRITE"] * 3  # a Delta DLQ is created by its first write
 
 
@@ -389,7 +388,7 @@ pipeline:
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("replay 1 (batch -1, resumed): 1 record(s): written[lake=0]"), out.stdout
     assert sorted((r["id"], r["amount"]) for r in rows(spark, tmp_path / "lake")) == [(1, 1.5), (2, 2.5)]
-    assert history(spark, tmp_path / "lake") == ["CREATE TABLE", "WRITE", "WRITE"]
+    assert history(spark, tmp_path / "lake") == ["WRITE", "WRITE"]  # created by batch 0's commit
 
 
 def _jobs_started(spark) -> int:

@@ -213,7 +213,7 @@ def _kafka_delta_jobs(spark, kafka, tmp_path, *, bad: bool, table_exists: bool =
         i for i in ids if i not in bad_ids]
     assert len(kafka.read_all(dlq_topic)) == len(bad_ids)
     history = spark.sql(f"DESCRIBE HISTORY delta.`{lake}`").select("version", "operation").collect()
-    created = ["WRITE"] if table_exists else ["CREATE TABLE"]  # the test's own empty write, or the runner's CREATE
+    created = ["WRITE"] if table_exists else []  # the test's own empty write; a missing table is created by batch 0's commit
     assert [r["operation"] for r in sorted(history, key=lambda r: r["version"])] == created + ["WRITE"] * batches
     if bad:  # the Kafka DLQ's admin client (the DLQ topic's end offsets, every batch) was kept for the run, then closed
         assert runners[0].dlq.admin._admin is None
@@ -225,17 +225,22 @@ def test_kafka_to_delta_runs_1_job_per_batch_with_or_without_bad_records_for_the
     assert _kafka_delta_jobs(spark, kafka, tmp_path / "bad", bad=True) == {b: 1 for b in range(KAFKA_BATCHES)}
 
 
-def test_the_first_batch_into_a_new_delta_table_runs_its_write_plus_1_job_that_creates_the_table(spark, kafka, tmp_path):
-    """The missing table is created (empty, one Spark job: Delta's CREATE TABLE) before batch 0's pass, so batch 0
-    is written by the pass like every later batch, not by Delta's writer reading the batch a second time."""
+def test_the_first_batch_into_a_new_delta_table_is_its_pass_and_the_job_delta_runs_after_a_table_s_first_commit(
+        spark, kafka, tmp_path):
+    """The missing table is created by batch 0's own commit (version 0: the table's metadata with the batch's files and
+    transaction id), so batch 0 is written by the pass like every later batch, with no commit of its own for the table
+    (the history: one WRITE per batch, checked in _kafka_delta_jobs). Delta's first commit of a table runs 1 job after
+    it, as in plain Structured Streaming's first append (test_over_many_batches_...)."""
     jobs = _kafka_delta_jobs(spark, kafka, tmp_path, bad=False, table_exists=False)
     assert jobs == {0: 1 + 1, **{b: 1 for b in range(1, KAFKA_BATCHES)}}
+    first = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'lake'}`").where("version = 0").select("operationMetrics").first()
+    assert int(first["operationMetrics"]["numOutputRows"]) > 0, "version 0 holds batch 0's records"
 
 
 # Over many batches, Delta writes a checkpoint of the table's log every 10 commits (``delta.checkpointInterval``), in
 # the commit that reaches the version: Spark jobs of its own, in the batch whose commit it follows. Plain Structured
 # Streaming appending to Delta with foreachBatch (the benchmark's floor) runs the same jobs for the same checkpoint.
-# A new table's CREATE TABLE commit (version 0) makes the runner's batch 9 commit version 10, the floor's batch 10.
+# Both create a new table with batch 0's commit (version 0), so batch 10 commits version 10 in both.
 CHECKPOINT_INTERVAL = 10
 MANY_BATCHES = 12
 
@@ -261,14 +266,15 @@ def _floor_jobs(spark, kafka, tmp_path, batches: int) -> dict[int, int]:
 
 def test_over_many_batches_the_runner_runs_no_spark_job_that_plain_structured_streaming_into_delta_does_not(spark, kafka, tmp_path):
     """12 batches with bad records into a new table, the runner (Kafka DLQ) and the floor side by side: each runs 1 job
-    per batch, 2 for its first (the table's creation) and, for the batch whose commit reaches version 10, as many more
-    as the other for the same Delta checkpoint. Those are the extra jobs a many-batch run shows: Delta's, not the runner's."""
+    per batch, 2 for its first (Delta's first commit of the table) and, for the batch whose commit reaches version 10
+    (the same batch in both), as many more as the other for the same Delta checkpoint. Those are the extra jobs a
+    many-batch run shows: Delta's, not the runner's."""
     runner = _kafka_delta_jobs(spark, kafka, tmp_path / "runner", bad=True, table_exists=False, batches=MANY_BATCHES)
     floor = _floor_jobs(spark, kafka, tmp_path / "floor", MANY_BATCHES)
     for lake in (tmp_path / "runner" / "lake", tmp_path / "floor" / "lake"):
         assert (lake / "_delta_log" / f"{CHECKPOINT_INTERVAL:020d}.checkpoint.parquet").exists()
-    runner_checkpoint, floor_checkpoint = CHECKPOINT_INTERVAL - 1, CHECKPOINT_INTERVAL  # the batch that commits version 10
-    checkpoint_jobs = floor[floor_checkpoint] - 1
+    checkpoint_batch = CHECKPOINT_INTERVAL  # the batch that commits version 10, in both
+    checkpoint_jobs = floor[checkpoint_batch] - 1
     assert checkpoint_jobs > 0, floor
-    assert floor == {0: 2, **{b: 1 for b in range(1, MANY_BATCHES)}, floor_checkpoint: 1 + checkpoint_jobs}
-    assert runner == {0: 2, **{b: 1 for b in range(1, MANY_BATCHES)}, runner_checkpoint: 1 + checkpoint_jobs}, (runner, floor)
+    assert floor == {0: 2, **{b: 1 for b in range(1, MANY_BATCHES)}, checkpoint_batch: 1 + checkpoint_jobs}
+    assert runner == floor, (runner, floor)
