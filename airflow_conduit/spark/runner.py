@@ -337,7 +337,7 @@ class PipelineRunner:
         """The batch plan of ``stand_in``, as ``_process_batch`` builds it (analysed, never executed: no job runs)."""
         ctx = ProcessorContext(spec=self.spec, built=self.processor_columns)
         try:
-            status, branches = self._plan_batch(stand_in, ctx, keep=False)
+            status, branches = self._plan_batch(stand_in, ctx)
             BatchPass(self, status, branches, 0, utc_now_iso()).prepare()
         finally:
             ctx.release()

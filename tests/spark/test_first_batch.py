@@ -154,33 +154,42 @@ def _analysed(frame) -> bool:
 
 
 @pytest.mark.skipif(not (EXAMPLE / "pipeline.yaml").exists(), reason="examples/orders not present")
-def test_the_first_batch_puts_the_records_select_analysed_ahead_of_it_over_its_rows(spark, tmp_path, monkeypatch):
-    """The stand-in has the stream's own output attributes (``runner.empty_batch_of``): the records' select analysed
-    on it while the query starts is put over the first batch's rows, not analysed again while the executors wait."""
+def test_the_first_batch_puts_the_plan_analysed_ahead_of_it_over_its_rows(spark, tmp_path, monkeypatch):
+    """The stand-in has the stream's own output attributes (``runner.empty_batch_of``): the batch's plan analysed
+    on it while the query starts is put over the first batch's rows, not analysed again while the executors wait
+    (nor are the records' columns selected again)."""
     from airflow_conduit.spark import sources as sources_mod
 
     _, spec = _example(tmp_path)
     probe = FirstBatchProbe(spark, monkeypatch)
-    records: list[list] = []
+    selected: list[int] = []
+    plans: list = []
     records_of = sources_mod.SourceRecords.of
 
-    def kept(source, batch):
-        frame = records_of(source, batch)
+    def counted(source, batch):
         if probe._now is not None and threading.get_ident() == probe._thread:
-            records[-1].append(frame)
-        return frame
+            selected[-1] += 1
+        return records_of(source, batch)
 
     def wrap(runner) -> None:
         probe.wrap(runner)
-        run_batch = runner._foreach_batch
-        runner._foreach_batch = lambda batch, batch_id: (records.append([]), run_batch(batch, batch_id))[1]
+        run_batch, plan_batch = runner._foreach_batch, runner._plan_batch
 
-    monkeypatch.setattr(sources_mod.SourceRecords, "of", kept)
+        def planned(batch, ctx, **kwargs):
+            status, branches = plan_batch(batch, ctx, **kwargs)
+            if probe._now is not None and threading.get_ident() == probe._thread:
+                plans.append(status)
+            return status, branches
+
+        runner._plan_batch = planned
+        runner._foreach_batch = lambda batch, batch_id: (selected.append(0), run_batch(batch, batch_id))[1]
+
+    monkeypatch.setattr(sources_mod.SourceRecords, "of", counted)
     code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1", on_runner=wrap)
     monkeypatch.undo()
     assert code == 0, report.error
-    assert [len(frames) for frames in records] == [1, 1], records
-    assert [[_analysed(f) for f in frames] for frames in records] == [[False], [False]], "analysed once per run, ahead of the first batch"
+    assert selected == [0, 0], "the records' columns are selected once per run, ahead of the first batch"
+    assert [_analysed(f) for f in plans] == [False, False], "the batch's plan analysed once per run, ahead of the first batch"
     assert probe.jobs_before_first_batch == 0
 
 
