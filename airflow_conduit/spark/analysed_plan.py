@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.jvm_refs import jvm_member
@@ -163,3 +163,23 @@ class AnalysedPlan:
             if found is not None:
                 return found
         return None
+
+
+def empty_batch_of(spark: SparkSession, stream: DataFrame) -> DataFrame:
+    """An empty batch of ``stream`` as ``foreachBatch`` hands one over: a ``LogicalRDD`` with the stream's own output
+    attributes (Spark keeps them for every batch of the query), over an RDD without partitions.
+
+    With the same attributes, a plan analysed over it is put over the first batch's rows (``AnalysedPlan.over``)
+    instead of being analysed again while the executors wait. Spark's developer API (``LogicalRDD``'s constructor,
+    as ``ForeachBatchSink`` builds the batch), through Py4J: its contract is tested in tests/spark/test_first_batch.py.
+    """
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    jvm = spark.sparkContext._jvm
+    rows = spark.createDataFrame(spark.sparkContext.emptyRDD(), stream.schema)._jdf.queryExecution().toRdd()
+    logical_rdd = getattr(jvm, "org.apache.spark.sql.execution.LogicalRDD")
+    none = jvm.scala.Option.empty()
+    node = logical_rdd(stream._jdf.queryExecution().analyzed().output(), rows, getattr(logical_rdd, "$lessinit$greater$default$3")(),
+                       getattr(logical_rdd, "$lessinit$greater$default$4")(), False, none, spark._jsparkSession, none, none)
+    of_rows = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows
+    return ClassicDataFrame(of_rows(spark._jsparkSession, node), spark)

@@ -60,7 +60,7 @@ from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_i
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
 from airflow_conduit.spark.dlq import PendingReasons
-from airflow_conduit.spark.analysed_plan import AnalysedPlan
+from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
 from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, Fates, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
@@ -674,27 +674,6 @@ def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:
             log.debug("the query's log level could not be restored", exc_info=True)
 
     return restore
-
-
-def empty_batch_of(spark: SparkSession, stream: DataFrame) -> DataFrame:
-    """An empty batch of ``stream`` as ``foreachBatch`` hands one over: a ``LogicalRDD`` with the stream's own output
-    attributes (Spark keeps them for every batch of the query), over an RDD without partitions.
-
-    With the same attributes, what is analysed over it is what the first batch would analyse over its own rows:
-    the records' select analysed ahead of the first batch is put over it (``analysed_plan``) instead of being
-    analysed again while the executors wait. Spark's developer API (``LogicalRDD``'s constructor, as
-    ``ForeachBatchSink`` builds the batch), through Py4J: its contract is tested in tests/spark/test_first_batch.py.
-    """
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-    jvm = spark.sparkContext._jvm
-    rows = spark.createDataFrame(spark.sparkContext.emptyRDD(), stream.schema)._jdf.queryExecution().toRdd()
-    logical_rdd = getattr(jvm, "org.apache.spark.sql.execution.LogicalRDD")
-    none = jvm.scala.Option.empty()
-    node = logical_rdd(stream._jdf.queryExecution().analyzed().output(), rows, getattr(logical_rdd, "$lessinit$greater$default$3")(),
-                       getattr(logical_rdd, "$lessinit$greater$default$4")(), False, none, spark._jsparkSession, none, none)
-    of_rows = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows
-    return ClassicDataFrame(of_rows(spark._jsparkSession, node), spark)
 
 
 @contextlib.contextmanager

@@ -155,7 +155,7 @@ def _analysed(frame) -> bool:
 
 @pytest.mark.skipif(not (EXAMPLE / "pipeline.yaml").exists(), reason="examples/orders not present")
 def test_the_first_batch_puts_the_plan_analysed_ahead_of_it_over_its_rows(spark, tmp_path, monkeypatch):
-    """The stand-in has the stream's own output attributes (``runner.empty_batch_of``): the batch's plan analysed
+    """The stand-in has the stream's own output attributes (``analysed_plan.empty_batch_of``): the batch's plan analysed
     on it while the query starts is put over the first batch's rows, not analysed again while the executors wait
     (nor are the records' columns selected again)."""
     from airflow_conduit.spark import sources as sources_mod
@@ -194,7 +194,7 @@ def test_the_first_batch_puts_the_plan_analysed_ahead_of_it_over_its_rows(spark,
 
 
 def test_an_empty_batch_of_a_stream_has_its_output_attributes_and_no_rows(spark, tmp_path):
-    from airflow_conduit.spark.runner import empty_batch_of
+    from airflow_conduit.spark.analysed_plan import empty_batch_of
 
     (tmp_path / "in").mkdir()
     stream = spark.readStream.schema("id BIGINT, name STRING").json(str(tmp_path / "in"))
