@@ -225,16 +225,15 @@ class RejectedParses:
 def _parsed_reason(
     text: Column, not_an_object: Column, raw_of: dict[str, Column], is_null: Callable[[str], Column],
     schema: T.StructType, *, what: str, max_string_length: int, where: dict,
-    longer_string: Column, longer_number: Column, wrong_of: Callable[[str], Column] | None = None,
+    longer_string: Column, longer_number: Column,
 ) -> Column:
     """The reason of a rejected line that is valid UTF-8: size limit / malformed, missing field, wrong type.
 
     ``not_an_object``: TRUE when the text is not a JSON object; ``raw_of[name]``: the field's JSON value,
-    NULL when the key is absent or its value is JSON null; ``is_null(name)``: the reader left it NULL;
-    ``wrong_of(name)``: TRUE when the field is of the wrong type, where it is told more cheaply than from those.
+    NULL when the key is absent or its value is JSON null; ``is_null(name)``: the reader left it NULL.
     """
     missing_key = _missing(schema, lambda name: raw_of[name])
-    wrong = [(f.name, wrong_of(f.name) if wrong_of else raw_of[f.name].isNotNull() & is_null(f.name)) for f in schema.fields]
+    wrong = [(f.name, raw_of[f.name].isNotNull() & is_null(f.name)) for f in schema.fields]
     expected = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
     too_large_or_malformed = _too_large_or_malformed(
         text, what, max_string_length, where, longer_string=longer_string, longer_number=longer_number
@@ -292,26 +291,6 @@ def decidable_in_the_pass(text: Column, max_string_length: int) -> Column:
     return ((length <= F.lit(short_line_limit(max_string_length))) | bounded) & ~text.rlike(r"[\x00-\x1F]")
 
 
-# Columns of the projection below the one that holds a JSON source's error (``pass_value_columns``): whether a
-# rejected line gets its reason in the pass, and per field its JSON value, read only where the reason needs it.
-DECIDABLE = "__ac_jd"
-_VALUE = "__ac_jv"
-
-
-def pass_value_columns(text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *,
-                       max_string_length: int) -> list[tuple[str, Column]]:
-    """The columns ``json_error(defer_reason=True)`` reads its in-pass reason from, in two projections (the second
-    reads the first): ``DECIDABLE`` (a rejected line, valid UTF-8, ``decidable_in_the_pass``), then per field its
-    JSON value, read by path only on such a line and only where the reader left the field NULL (a typed field is
-    present). Each ``get_json_object`` parses the whole line: read where the reason mentions a field, a line of five
-    fields would be parsed eight times; read here, once per field that can be missing or of the wrong type. Good
-    records evaluate one condition each (``failed`` is FALSE), nothing else."""
-    decidable = [(DECIDABLE, failed & F.is_valid_utf8(text) & decidable_in_the_pass(text, max_string_length))]
-    values = [(f"{_VALUE}{i}", F.when(F.col(DECIDABLE) & typed(f.name).isNull(), F.get_json_object(text, f"$.{f.name}")))
-              for i, f in enumerate(schema.fields)]
-    return decidable + values
-
-
 def _short_line_reason(text: Column, typed: ValueOf, schema: T.StructType, *, what: str, max_string_length: int,
                        where: dict) -> Column:
     """The reason of a rejected line ``decidable_in_the_pass``, from code-generated expressions only.
@@ -319,16 +298,12 @@ def _short_line_reason(text: Column, typed: ValueOf, schema: T.StructType, *, wh
     ``json_object_keys`` (NULL: not a JSON object) and ``get_json_object`` (NULL: key absent or JSON null)
     are code-generated, where ``from_json`` is not: in the pass's projection they keep whole-stage code
     generation, and being inside the rejected lines' branch, good records never evaluate them. Such a
-    line is never over a size limit (no lifted parse needed), so the DLQ gets it with its reason. A field's
-    JSON value is read in the projection below (``pass_value_columns``); one the reader typed is present.
+    line is never over a size limit (no lifted parse needed), so the DLQ gets it with its reason.
     """
-    value = {f.name: F.col(f"{_VALUE}{i}") for i, f in enumerate(schema.fields)}
-    # a field the reader typed is present (its value NULL below): absent = no value and not typed
-    raw_of = {f.name: F.coalesce(value[f.name], typed(f.name).cast("string")) for f in schema.fields if not f.nullable}
+    raw_of = {f.name: F.get_json_object(text, f"$.{f.name}") for f in schema.fields}
     return _parsed_reason(
         text, F.json_object_keys(text).isNull(), raw_of, lambda name: typed(name).isNull(), schema, what=what,
         max_string_length=max_string_length, where=where, longer_string=F.lit(False), longer_number=F.lit(False),
-        wrong_of=lambda name: value[name].isNotNull(),  # a value where the reader left NULL
     )
 
 
@@ -342,15 +317,14 @@ def json_error(
     The reason of a rejection is worked out from ``text`` for rejected records only; ``max_string_length``:
     the parser's limit the text was read with. ``defer_reason``: a rejected (valid UTF-8) line gets the
     placeholder class ``PENDING_REASON``, its reason worked out later by ``rejected_json_reason`` on the
-    few rejected lines (see the module docstring: it keeps ``from_json`` out of the pass over every record); it reads
-    the columns of ``pass_value_columns``, which the caller adds in the projections below.
+    few rejected lines (see the module docstring: it keeps ``from_json`` out of the pass over every record).
     """
     if defer_reason:  # the message holds the typed-NULL flags until the reason replaces it
         pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
         out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where))
         if reason_in_the_pass(schema):
             reason = _short_line_reason(text, typed, schema, what=what, max_string_length=max_string_length, where=where)
-            out = out.when(F.col(DECIDABLE), reason)
+            out = out.when(failed & decidable_in_the_pass(text, max_string_length), reason)
         out = out.when(failed, pending)
     else:
         parsed = _map_reason(

@@ -299,7 +299,6 @@ class SourceRecords:
         self._in_one = not (plan.origin_in_columns and plan.parser != "kafka")
         seq = _read_order() if self._in_one else F.col(C.SEQ)
         self._columns = C.JvmColumns(_record_columns(plan, keep_originals=keep_originals, seq=seq))
-        self._below = [C.JvmColumns([c for _, c in part], [n for n, _ in part]) for part in _columns_below(plan)]
         self._analysed: AnalysedPlan | None = None  # the records' select of an earlier batch, analysed
 
     def of(self, batch: DataFrame) -> DataFrame:
@@ -314,8 +313,6 @@ class SourceRecords:
                 return reused
         plan = self.plan
         rows = batch if self._mine is None else batch.where(self._mine)
-        for columns in self._below:
-            rows = C.with_columns(rows, columns)
         if self._in_one:
             records = C.select(rows, self._columns)
             try:
@@ -360,16 +357,6 @@ def _replayed_csv_line(plan: SourcePlan, raw: Column) -> Column:
     ddl = ", ".join(f"{C.quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": parsing.CORRUPT, "sep": csv_separator(plan.spec)}
     return F.from_csv(_without_cr(raw), ddl, options)
-
-
-def _columns_below(plan: SourcePlan) -> list[list[tuple[str, Column]]]:
-    """What ``_record_columns`` reads that a projection below it computes, one list per projection (each reads the one
-    before): a JSON file source's per-field values of rejected lines (``parsing.pass_value_columns``)."""
-    if plan.parser != "json" or not parsing.reason_in_the_pass(plan.schema):
-        return []
-    columns = parsing.pass_value_columns(F.col(C.RAW), lambda name: F.col(plan.field_column(name)), F.col(C.RAW).isNotNull(),
-                                         plan.schema, max_string_length=json_max_string_length(plan.spec))
-    return [columns[:1], columns[1:]]
 
 
 def _record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> list[Column]:

@@ -8,7 +8,6 @@ import pytest
 
 from airflow_conduit.spark import batch_pass as batch_pass_mod
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark import parsing
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, written
 from airflow_conduit.spark.runner import execute
 from spark_helpers import dlq_file, file_dest, file_source, good, pipeline, proc, write_lines
@@ -75,28 +74,3 @@ def test_only_the_columns_read_above_it_cross_the_coalesce(observed_plan):
     assert not [c for c in crossing if c.startswith(C.ORIGINAL)], crossing
     # what is left: the destination's fields, the fate flags and the observation's inputs
     assert len(crossing) == len(fields) + 3 + 3, sorted(crossing)
-
-
-def _expressions_holding(plan, name: str) -> list[str]:
-    """The plan's operators' expressions that hold an expression node called ``name``, once per such node."""
-    out = []
-    for node in _nodes(plan):
-        expressions = node.expressions()
-        for i in range(expressions.size()):
-            expression = expressions.apply(i)
-            found = sum(1 for line in expression.treeString().splitlines() if line.lstrip(" :+-").startswith(name))
-            out += [expression.toString()] * found
-    return out
-
-
-def test_a_rejected_lines_fields_are_parsed_once_each_and_only_where_the_reader_left_them_null(observed_plan):
-    """Each ``get_json_object`` parses the whole rejected line. The reason of a rejected line reads a field's JSON
-    value where it checks the field (missing, of the wrong type, named in the message): read there, a line of three
-    fields, one of them NOT NULL, was parsed five times, and every field of a line of five; read once per field in a
-    projection below, only where the reader left the field NULL (the field that broke the line, absent ones), it
-    is parsed for those fields alone."""
-    schema_fields = 3  # id BIGINT NOT NULL, name STRING, amount DOUBLE
-    reads = _expressions_holding(observed_plan, "get_json_object")
-    assert len(reads) == schema_fields, reads
-    for read in reads:  # a rejected line decidable in the pass, and a field the reader left NULL
-        assert read.startswith(f"CASE WHEN ({parsing.DECIDABLE}") and " AND isnull(" in read, read
