@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import operator
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -256,8 +257,6 @@ class PendingReasons:
 @functools.lru_cache(maxsize=1)
 def _driver_row_picker():
     """The DLQ columns, in order, from (entry fields, pipeline id, run id, batch id, time of error, record, configs)."""
-    import operator
-
     sources = (*ENTRY_FIELDS, "pipeline_id", "run_id", "batch_id", "time_of_error", "record", "configs")
     return operator.itemgetter(*(sources.index(name) for name in DLQ_COLUMNS))
 
