@@ -66,6 +66,8 @@ class AnalysedPlan:
         sc = frame.sparkSession.sparkContext
         self._nil = jvm_member(sc, "scala.Nil", lambda jvm: getattr(getattr(jvm, "scala.collection.immutable.Nil$"), "MODULE$"))
         self._of_rows = jvm_member(sc, "classic.Dataset.ofRows", lambda jvm: getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows)
+        self._local_relation = jvm_member(sc, "LocalRelation", lambda jvm: getattr(
+            getattr(jvm, "org.apache.spark.sql.catalyst.plans.logical.LocalRelation$"), "MODULE$"))
         self._nondeterministic_class = jvm_member(
             sc, "Nondeterministic", lambda jvm: jvm.java.lang.Class.forName(_EXPRESSIONS + "Nondeterministic"))
         if check_ahead:
@@ -129,21 +131,26 @@ class AnalysedPlan:
             raise Refused(f"it reads a relation other than the batch ({node.nodeName()})")
         return node, [self._walk(children.apply(i)) for i in range(count)]
 
-    def _check_expressions(self, shape) -> None:
-        """Refuse a nondeterministic expression with per-plan state in any node: a node over the leaf alone tells
-        whether its own expressions are deterministic; only a node that is not is looked into."""
+    def _check_expressions(self, shape, stand_in=None) -> None:
+        """Refuse a nondeterministic expression with per-plan state in any node: a node over a deterministic stand-in
+        of the leaf alone (a relation of the leaf's attributes, no rows, no expressions) tells whether its own
+        expressions are deterministic; only a node that is not is looked into. Over the leaf itself, a leaf that is
+        not deterministic (the records' select numbers the read order) would have every node's expressions looked
+        into, one by one."""
         if shape is None:
             return
+        if stand_in is None:
+            stand_in = self._local_relation.apply(self.leaf.output())
         node, children = shape
         leaves = self._nil
         for _ in children:
-            leaves = getattr(leaves, "$colon$colon")(self.leaf)
+            leaves = getattr(leaves, "$colon$colon")(stand_in)
         if not node.withNewChildren(leaves).deterministic():
             found = self._stateful(node.expressions())
             if found is not None:
                 raise Refused(f"{found.rsplit('.', 1)[-1]} is nondeterministic: its seed is fixed when a plan is analysed")
         for child in children:
-            self._check_expressions(child)
+            self._check_expressions(child, stand_in)
 
     def _stateful(self, expressions) -> str | None:
         """The class of the first nondeterministic expression in ``expressions`` that is not stateless, or None."""
@@ -172,11 +179,13 @@ def empty_batch_of(spark: SparkSession, stream: DataFrame) -> DataFrame:
     With the same attributes, a plan analysed over it is put over the first batch's rows (``AnalysedPlan.over``)
     instead of being analysed again while the executors wait. Spark's developer API (``LogicalRDD``'s constructor,
     as ``ForeachBatchSink`` builds the batch), through Py4J: its contract is tested in tests/spark/test_first_batch.py.
+    Its rows are Spark's ``EmptyRDD``: a frame of the stream's schema made to get them would be optimised, planned and
+    compiled, a projection per field, while the first batch waits for the plan built on the stand-in.
     """
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
     jvm = spark.sparkContext._jvm
-    rows = spark.createDataFrame(spark.sparkContext.emptyRDD(), stream.schema)._jdf.queryExecution().toRdd()
+    rows = spark.sparkContext._jsc.emptyRDD().rdd()  # no rows, no partitions: nothing to plan or compile for it
     logical_rdd = getattr(jvm, "org.apache.spark.sql.execution.LogicalRDD")
     none = jvm.scala.Option.empty()
     node = logical_rdd(stream._jdf.queryExecution().analyzed().output(), rows, getattr(logical_rdd, "$lessinit$greater$default$3")(),

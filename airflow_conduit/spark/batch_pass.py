@@ -267,16 +267,24 @@ class BatchPass:
     # -- the pass ---------------------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Build what the run's first pass builds (its columns, the observation's, the writes' and the DLQ's select
-        lists), on an empty stand-in of a batch while the query starts; nothing runs, nothing is written, nothing
+        """Build what the run's first pass builds, on an empty stand-in of a batch while the query starts: its columns,
+        the observation's, the writes' and the DLQ's select lists, and the pass's frames analysed (``_over``), so that
+        the first batch puts them over its own rows as any later batch does. Nothing runs, nothing is written, nothing
         is observed. A first pass has no DLQ commit and no saved window yet."""
         r = self.runner
         shape = (True, self._window_enabled(True), len(self.branches))
         inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(True, window_needed=True)))
-        status = self._in_tasks_per_core(C.with_columns(self.status, inputs) if inputs else self.status)
-        self._once(("metrics", *shape), lambda: C.JvmColumns(self._metrics(True, window_needed=True)))
-        for dest, branch in zip(r.destinations, self.branches):
-            rows_for(dest, branch, status, r.fates)  # the select lists it keeps (no observation: that is the batch's)
+        status = self._over(("inputs", *shape), self.status, lambda s: self._in_tasks_per_core(C.with_columns(s, inputs) if inputs else s))
+        metrics = self._once(("metrics", *shape), lambda: C.JvmColumns(self._metrics(True, window_needed=True)))
+        todo = sorted(zip(r.destinations, self.branches), key=lambda pair: not pair[0].carries_a_pass)  # as run orders them
+        kept = reads_again(todo)
+        for position, (dest, branch) in enumerate(todo):
+            if position == 0 and dest.carries_a_pass:  # its rows over the observed pass (an observation never used)
+                observed = observe(status, Observation(f"conduit-plan-ahead-{uuid.uuid4().hex}"), metrics)
+                self._over(("rows", dest.id, "observed"), observed, lambda o: rows_for(dest, branch, o, r.fates))
+            else:
+                self._over(("rows", dest.id, kept), status if kept else self.status,
+                           lambda s: rows_for(dest, branch, s if kept else self._in_tasks_per_core(s), r.fates))
         r.pending_reasons  # noqa: B018 - cached_property: the DLQ rows' columns
 
     def run(self) -> PassResult:

@@ -193,6 +193,38 @@ def test_the_first_batch_puts_the_plan_analysed_ahead_of_it_over_its_rows(spark,
     assert probe.jobs_before_first_batch == 0
 
 
+@pytest.mark.skipif(not (EXAMPLE / "pipeline.yaml").exists(), reason="examples/orders not present")
+def test_the_first_batch_puts_the_pass_frames_analysed_ahead_of_it_over_its_rows(spark, tmp_path, monkeypatch):
+    """The pass's frames (the observation's inputs in one task per core, the first write's rows over the observed
+    pass) are analysed on the stand-in too (``BatchPass.prepare``): no batch, the first included, runs the analyzer
+    for them."""
+    from airflow_conduit.spark.batch_pass import BatchPass
+
+    _, spec = _example(tmp_path)
+    probe = FirstBatchProbe(spark, monkeypatch)
+    frames: list[list] = []
+    over = BatchPass._over
+
+    def recorded(self, key, leaf, build):
+        frame = over(self, key, leaf, build)
+        if probe._now is not None and threading.get_ident() == probe._thread:
+            frames[-1].append((key[0], frame))
+        return frame
+
+    def wrap(runner) -> None:
+        probe.wrap(runner)
+        run_batch = runner._foreach_batch
+        runner._foreach_batch = lambda batch, batch_id: (frames.append([]), run_batch(batch, batch_id))[1]
+
+    monkeypatch.setattr(BatchPass, "_over", recorded)
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1", on_runner=wrap)
+    monkeypatch.undo()
+    assert code == 0, report.error
+    assert [[key for key, _ in batch] for batch in frames] == [["inputs", "rows"]] * 2
+    assert [[_analysed(frame) for _, frame in batch] for batch in frames] == [[False, False]] * 2, \
+        "the pass's frames analysed once per run, ahead of the first batch"
+
+
 def test_an_empty_batch_of_a_stream_has_its_output_attributes_and_no_rows(spark, tmp_path):
     from airflow_conduit.spark.analysed_plan import empty_batch_of
 
@@ -203,3 +235,17 @@ def test_an_empty_batch_of_a_stream_has_its_output_attributes_and_no_rows(spark,
     assert stand_in._jdf.logicalPlan().sameOutput(stream._jdf.queryExecution().analyzed())
     assert stand_in.schema == stream.schema
     assert stand_in.rdd.getNumPartitions() == 0 and stand_in.count() == 0
+
+
+def test_an_empty_batch_of_a_stream_makes_one_rdd_and_no_python_rdd(spark, tmp_path):
+    """The stand-in's rows are one ``EmptyRDD`` made in the JVM: no frame of the stream's schema (a Python RDD, its
+    rows converted, a projection planned per field) is made for them while the first batch may be waiting."""
+    from airflow_conduit.spark.analysed_plan import empty_batch_of
+
+    (tmp_path / "in").mkdir()
+    stream = spark.readStream.schema("id BIGINT, name STRING").json(str(tmp_path / "in"))
+    sc = spark.sparkContext._jsc.sc()
+    before = sc.newRddId()
+    stand_in = empty_batch_of(spark, stream)
+    assert sc.newRddId() - before == 2, "one RDD made between the two ids taken here"
+    assert stand_in._jdf.logicalPlan().rdd().getClass().getSimpleName() == "EmptyRDD"
