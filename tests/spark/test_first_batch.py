@@ -208,7 +208,7 @@ def test_the_first_batch_puts_the_pass_frames_analysed_ahead_of_it_over_its_rows
     def recorded(self, key, leaf, build):
         frame = over(self, key, leaf, build)
         if probe._now is not None and threading.get_ident() == probe._thread:
-            frames[-1].append((key[0], frame))
+            frames[-1].append((key[0], _analysed(frame)))  # asked when built (the write runs rules on it after)
         return frame
 
     def wrap(runner) -> None:
@@ -221,7 +221,7 @@ def test_the_first_batch_puts_the_pass_frames_analysed_ahead_of_it_over_its_rows
     monkeypatch.undo()
     assert code == 0, report.error
     assert [[key for key, _ in batch] for batch in frames] == [["inputs", "rows"]] * 2
-    assert [[_analysed(frame) for _, frame in batch] for batch in frames] == [[False, False]] * 2, \
+    assert [[analysed for _, analysed in batch] for batch in frames] == [[False, False]] * 2, \
         "the pass's frames analysed once per run, ahead of the first batch"
 
 
