@@ -232,8 +232,11 @@ def _parsed_reason(
     ``not_an_object``: TRUE when the text is not a JSON object; ``raw_of[name]``: the field's JSON value,
     NULL when the key is absent or its value is JSON null; ``is_null(name)``: the reader left it NULL.
     """
-    missing_key = _missing(schema, lambda name: raw_of[name])
-    wrong = [(f.name, raw_of[f.name].isNotNull() & is_null(f.name)) for f in schema.fields]
+    # each field's typed NULL first: it is the cheap test, and it short-circuits the field's JSON value, which
+    # re-reads the line (get_json_object), for every field the reader typed (a key absent or NULL in the text
+    # is NULL typed too, so the results are the same)
+    missing_key = [(f.name, is_null(f.name) & raw_of[f.name].isNull()) for f in schema.fields if not f.nullable]
+    wrong = [(f.name, is_null(f.name) & raw_of[f.name].isNotNull()) for f in schema.fields]
     expected = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
     too_large_or_malformed = _too_large_or_malformed(
         text, what, max_string_length, where, longer_string=longer_string, longer_number=longer_number

@@ -74,3 +74,33 @@ def test_only_the_columns_read_above_it_cross_the_coalesce(observed_plan):
     assert not [c for c in crossing if c.startswith(C.ORIGINAL)], crossing
     # what is left: the destination's fields, the fate flags and the observation's inputs
     assert len(crossing) == len(fields) + 3 + 3, sorted(crossing)
+
+
+def _children(expression) -> list:
+    children = expression.children()
+    return [children.apply(i) for i in range(children.size())]
+
+
+def _json_reads(expression, guarded: bool = False) -> list[bool]:
+    """For each ``get_json_object`` in ``expression``: whether it is the right operand of an ``AND`` whose left operand
+    is an ``IS NULL`` (short-circuited when that is false)."""
+    name = expression.nodeName()
+    if name == "GetJsonObject":
+        return [guarded]
+    if name == "And":
+        left, right = _children(expression)
+        return _json_reads(left, guarded) + _json_reads(right, guarded or left.nodeName() == "IsNull")
+    return [found for child in _children(expression) for found in _json_reads(child, guarded)]
+
+
+def test_a_rejected_line_is_read_again_only_for_the_fields_the_reader_left_null(observed_plan):
+    """A rejected line's reason reads a field's JSON value (``get_json_object``, a parse of the whole line) only
+    behind the test that the reader left that field NULL: a line with one wrong-typed field is read again once or
+    twice, not once per field of the schema."""
+    reads = []
+    for node in _nodes(observed_plan):
+        expressions = node.expressions()
+        for i in range(expressions.size()):
+            reads += _json_reads(expressions.apply(i))
+    assert reads, "the pass works out a rejected line's reason with get_json_object"
+    assert all(reads), f"{reads.count(False)} of {len(reads)} field reads of a rejected line are not behind the field's typed NULL"
