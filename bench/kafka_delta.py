@@ -102,7 +102,7 @@ def latency(spark, broker, root: Path, way: str, rate: int, seconds: float, warm
 
     def feed(stop) -> None:
         deadline = time.time() + 600
-        while not (lake / "_delta_log").exists() and time.time() < deadline:
+        while not delta_log(lake) and time.time() < deadline:  # the first commit (the runner makes the folder before it)
             time.sleep(0.2)
         base, started, total = visible_count(lake), time.time(), int(rate * (seconds + warmup))
         produce(broker, topic, total, lambda i: (time.sleep(max(0.0, started + i / rate - time.time())),
