@@ -1,8 +1,8 @@
 """The ``--faults`` option (fault injection for tests and demos), validated before anything starts.
 
 Fault injection is a test tool, but a mistyped value must not turn into a job that fails the
-same way on every restart: ``{"transient_first_runs": "abc"}`` used to pass the key check and
-fail inside every driver, classified as a passing fault, for ever. Every key and value is
+same way on every restart: ``{"transient_first_runs": "abc"}`` would otherwise fail inside every
+driver, classified as a passing fault, for ever. Every key and value is
 checked here, and each problem names the key. The CLI, the operator and the Spark entrypoint
 read faults through ``parse_faults``. Keys: docs/architecture.md (fault injection).
 """
