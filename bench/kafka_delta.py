@@ -93,16 +93,18 @@ def visible_count(lake: Path) -> int:
 
 
 def latency(spark, broker, root: Path, way: str, rate: int, seconds: float, warmup: float) -> dict[str, Any]:
-    """Continuous mode, 1 s trigger: once the first commit is there, records at ``rate``/s, each carrying its produce time;
-    its latency is the commit time of the Delta version that added it. Records of the first ``warmup`` seconds not counted."""
+    """Continuous mode, 1 s trigger: once the first batch (the probe record) has ended, records at ``rate``/s, each carrying
+    its produce time; its latency is the commit time of the Delta version that added it. Records of the first ``warmup``
+    seconds not counted. (The first batch ends after its commit: the feed waits for the way's own end of it, a runner's
+    batch report or the query's first progress, so that neither way's start-up is a backlog in the figure.)"""
     import pyarrow.parquet as pq
 
     topic, lake, work = broker.create_topic(partitions=PARTITIONS), root / f"latency-{way}" / "lake", root / f"latency-{way}"
     produce(broker, topic, 1, lambda i: json.dumps({"id": -1, "produced_at": time.time(), "pad": "first"}).encode())
 
-    def feed(stop) -> None:
+    def feed(stop, first_batch_ended) -> None:
         deadline = time.time() + 600
-        while not (lake / "_delta_log").exists() and time.time() < deadline:
+        while not (delta_log(lake) and first_batch_ended()) and time.time() < deadline:
             time.sleep(0.2)
         base, started, total = visible_count(lake), time.time(), int(rate * (seconds + warmup))
         produce(broker, topic, total, lambda i: (time.sleep(max(0.0, started + i / rate - time.time())),
@@ -113,10 +115,11 @@ def latency(spark, broker, root: Path, way: str, rate: int, seconds: float, warm
 
     if way == "runner":
         run_pipeline(spark, runner_spec(broker.bootstrap, topic, broker.create_topic(partitions=1), lake, None, "continuous", LATENCY_SCHEMA),
-                     work, on_runner=lambda r: threading.Thread(target=feed, args=(lambda: r.request_stop("benchmark done"),), daemon=True).start())
+                     work, on_runner=lambda r: threading.Thread(target=feed, args=(lambda: r.request_stop("benchmark done"),
+                                                                                   lambda: len(r.report.batches) > 0), daemon=True).start())
     else:
         query = floor_query(spark, broker.bootstrap, topic, lake, work / "checkpoint", None, LATENCY_SCHEMA, {"processingTime": "1 seconds"})
-        feed(query.stop)
+        feed(query.stop, lambda: query.lastProgress is not None)
         query.awaitTermination(120)
     pairs = []
     for _, actions in delta_log(lake):

@@ -258,6 +258,66 @@ def produce_in_driver(spark: SparkSession, records: DataFrame, producer_config, 
         task.close()
 
 
+class CompiledRecords:
+    """The Kafka DLQ's records of its rows (``records`` and its ``size_guard``), optimised once per run and kept as
+    compiled projections: each batch's rows, computed in the driver, go through them to Spark's Kafka writer task,
+    with no plan of their own to analyse, optimise and plan per batch.
+
+    Built from a batch's ``records`` over its ``rows``: the kept nodes above the rows (``AnalysedPlan``: only
+    deterministic expressions, no other relation) put over a stand-in of the rows that the optimizer cannot fold (a
+    ``LogicalRDD`` with their attributes), optimised, and taken when the optimised plan is projections over the
+    stand-in alone; their expressions are compiled against the rows' columns by position (``UnsafeProjection``). A
+    later batch's rows are taken when their schema is the one compiled for and they are a local relation. Spark's
+    developer API through Py4J (``UnsafeProjection.create``, ``LocalTableScanExec.executeCollect``, ``Iterator.map``);
+    its contract is tested in tests/spark/test_kafka_sink.py."""
+
+    def __init__(self, spark: SparkSession, records: DataFrame, rows: DataFrame):
+        from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
+
+        self.spark = spark
+        self.schema = rows._jdf.queryExecution().analyzed().schema()
+        stand_in = empty_batch_of(spark, rows)
+        over = AnalysedPlan(records, rows, check_ahead=False).over(stand_in)
+        if over is None:
+            raise ValueError("the records' plan is not projections of the rows alone")
+        node = over._jdf.queryExecution().optimizedPlan()
+        self.output = node.output()  # what Spark's Kafka writer task reads (key, value, headers) by name
+        lists = []
+        while node.nodeName() == "Project":
+            lists.insert(0, (node.projectList(), node.child().output()))
+            node = node.child()
+        if not lists or not node.sameOutput(stand_in._jdf.logicalPlan()) or not node.children().isEmpty():
+            raise ValueError(f"the optimised records are not projections of the rows ({node.nodeName()})")
+        create = jvm_ref(spark, "UnsafeProjection", lambda jvm: jvm.org.apache.spark.sql.catalyst.expressions.UnsafeProjection)
+        projections = [create.create(exprs, inputs) for exprs, inputs in lists]
+        self.projection = functools.reduce(lambda first, then: first.andThen(then), projections)  # one Function1
+        self._local = jvm_ref(spark, "LocalTableScanExec.class", lambda jvm: jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.execution.LocalTableScanExec"))
+        self._topics: dict[str, Any] = {}
+
+    def rows_of(self, rows: DataFrame):
+        """``rows``' computed rows (an ``InternalRow`` array) when they are a local relation of the compiled schema (no
+        Spark job: the optimizer folds their projections into the relation); else None."""
+        if not rows._jdf.schema().equals(self.schema):
+            return None
+        plan = rows._jdf.queryExecution().executedPlan()
+        return plan.executeCollect() if self._local.isInstance(plan) else None
+
+    def produce(self, rows, producer_config, topic: str) -> None:
+        """Every record of ``rows`` (``rows_of``) computed (the size guard refuses one over the limit before any is
+        produced), then produced with Spark's Kafka writer task; returns once every one is acknowledged (see
+        ``produce_in_driver``). The projections reuse their output row: each record is read once, as it is computed."""
+        rows = jvm_ref(self.spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(rows)
+        rows.iterator().map(self.projection).toList()  # each computed (a mapped iterator's length computes none)
+        if topic not in self._topics:
+            self._topics[topic] = some(self.spark, topic)
+        task = jvm_ref(self.spark, "org.apache.spark.sql.kafka010.KafkaWriteTask")(producer_config, self.output, self._topics[topic])
+        try:
+            task.execute(rows.iterator().map(self.projection))
+        finally:
+            task.close()
+
+
 def in_driver(df: DataFrame) -> DataFrame:
     """``df`` computed once (one Spark job) and kept in the driver's JVM as a local relation, for few rows: what is
     then read of it without an aggregate (a projection, a filter) runs no Spark job, and a write of it one job.
@@ -365,10 +425,12 @@ class KafkaWriter(Destination):
     def _write_batch(self, df: DataFrame, batch_id: int) -> None:
         query_id = query_identity(self.state_dir)
         intents = IntentLog(self.state_dir, self.id)
-        records = self.records(df, batch_id, query_id)
         recorded = intents.get(batch_id, query_id, self.topic)
         told_few = self.nacked_origins is not None and len(self.nacked_origins) <= IN_DRIVER_LIMIT  # by the pass: no plan asked
         few = self.measures_sizes and (told_few or is_local(df))
+        if few and recorded is None and self._produce_compiled(df, batch_id, query_id, intents):
+            return
+        records = self.records(df, batch_id, query_id)
         if recorded is None:
             intents.record(batch_id, query_id, self.topic, self.admin.end_offsets(self.topic))
         else:
@@ -388,6 +450,27 @@ class KafkaWriter(Destination):
             self.nacked_origins = None
             if self.measures_sizes and records.is_cached:
                 records.unpersist()
+
+    def compiled(self, df: DataFrame, batch_id: int, query_id: str) -> CompiledRecords | None:  # noqa: ARG002
+        """The run's compiled records of rows like ``df`` (``CompiledRecords``), or None (a writer without them)."""
+        return None
+
+    def _produce_compiled(self, df: DataFrame, batch_id: int, query_id: str, intents: IntentLog) -> bool:
+        """Few rows of a first attempt produced through the run's compiled records: the intent recorded, then every
+        record computed and checked, then produced. False (nothing done) when they cannot be."""
+        compiled = self.compiled(df, batch_id, query_id)
+        rows = compiled.rows_of(df) if compiled is not None else None
+        if rows is None:
+            return False
+        intents.record(batch_id, query_id, self.topic, self.admin.end_offsets(self.topic))
+        self.nacked_origins = None
+        try:
+            compiled.produce(rows, self.producer_config, self.topic)
+        except Exception as exc:
+            if too_large(exc) and over_limit(exc) is None:
+                raise self.too_large_error(self.records(df, batch_id, query_id), batch_id) from exc
+            raise
+        return True
 
     @functools.cached_property
     def producer_config(self):
@@ -586,6 +669,21 @@ class KafkaDeadLetterQueue(KafkaWriter):
                 ])
             return self._guarded(C.select(df, self._selects[key]))
         return self._records_read_back(df, batch_id, query_id)
+
+    def compiled(self, df: DataFrame, batch_id: int, query_id: str) -> CompiledRecords | None:
+        """The records of rows carrying their Kafka record (``records``' select list, kept per run), compiled once per
+        run from its first DLQ rows (``CompiledRecords``); None for other rows (a replay's) or where they cannot be."""
+        from airflow_conduit.spark.kafka_source import ORIGINAL_HEADERS
+
+        key = ("compiled", query_id)  # rows of another schema are refused by its rows_of
+        if key not in self._selects:
+            self._selects[key] = None
+            if ORIGINAL_HEADERS in df.columns:
+                try:
+                    self._selects[key] = CompiledRecords(self.spark, self.records(df, batch_id, query_id), df)
+                except Exception:  # noqa: BLE001 - an optimisation: the records are then planned at every batch
+                    log.debug("the Kafka DLQ's records are not compiled; they are planned at every batch", exc_info=True)
+        return self._selects[key]
 
     def _records_read_back(self, df: DataFrame, batch_id: int, query_id: str) -> DataFrame:
         """Records of DLQ rows the pass carried no Kafka record for (a replay's): a Kafka source's read back."""

@@ -259,3 +259,62 @@ def test_produce_in_driver_sends_a_local_relation_through_spark_kafka_writer_tas
 
     got = sorted((m.key(), m.value(), m.headers()) for m in kafka.read_all(topic))
     assert got == sorted((k, v, [("h", hv) for _, hv in h]) for k, v, h in rows)
+
+
+def test_compiled_records_produce_each_batch_rows_through_projections_compiled_once_and_refuse_other_rows(spark, kafka):
+    """Contract of ``kafka_sink.CompiledRecords`` (the Kafka DLQ's records compiled once per run): a later batch's rows,
+    a new local relation of the same schema, are produced with the records' values and headers, without a Spark job and
+    without the optimizer running over the records' plan; the size guard refuses an oversized record before any is
+    produced; rows of another schema or not local are refused (None: the records are then planned as usual)."""
+    from pyspark.sql import functions as F
+
+    from airflow_conduit.spark.kafka_sink import (OVER_LIMIT, RECORD_ID, CompiledRecords, in_driver, over_limit, produce_in_driver,
+                                                  size_guard)
+
+    def rows_of(batch: int, values: list[str]):
+        return in_driver(spark.createDataFrame([(f"r{i}", v, batch) for i, v in enumerate(values)], "rid string, text string, batch long"))
+
+    def records_of(rows):
+        records = rows.select(F.col("rid").cast("binary").alias("key"), F.col("text").cast("binary").alias("value"),
+                              F.array(F.struct(F.lit("batch").alias("key"), F.col("batch").cast("string").cast("binary").alias("value")))
+                              .alias("headers"), F.col("rid").alias(RECORD_ID))
+        return records.select("*", size_guard(200))
+
+    first = rows_of(0, ["a"])
+    compiled = CompiledRecords(spark, records_of(first), first)
+    topic = kafka.create_topic()
+    config = spark.sparkContext._jvm.java.util.HashMap()
+    config.put("bootstrap.servers", kafka.bootstrap)
+    for name in ("key.serializer", "value.serializer"):
+        config.put(name, "org.apache.kafka.common.serialization.ByteArraySerializer")
+    rule_executor = getattr(getattr(spark.sparkContext._jvm, "org.apache.spark.sql.catalyst.rules.RuleExecutor$"), "MODULE$")
+
+    def rule_runs(produce) -> int:
+        """Spark's analyzer and optimizer rules run by ``produce``."""
+        before = rule_executor.getCurrentMetrics().numRuns()
+        produce()
+        return rule_executor.getCurrentMetrics().numRuns() - before
+
+    later, planned, other_topic = rows_of(7, ["x", "yy", "zzz"]), records_of(rows_of(7, ["x"])), kafka.create_topic()
+    group = "compiled-records-contract"
+    spark.sparkContext.setJobGroup(group, "the contract test's produce")
+    try:
+        data = compiled.rows_of(later)  # the rows' own small plan is optimised here, as Spark computes any DataFrame
+        compiled_runs = rule_runs(lambda: compiled.produce(data, config, topic))
+        planned_runs = rule_runs(lambda: produce_in_driver(spark, planned, config, other_topic))  # as before: planned per batch
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == []
+    assert compiled_runs * 10 < planned_runs, f"the records' plan is neither analysed nor optimised: {compiled_runs} vs {planned_runs}"
+    got = [(m.key(), m.value(), m.headers()) for m in kafka.read_all(topic)]
+    assert got == [(b"r%d" % i, v, [("batch", b"7")]) for i, v in enumerate([b"x", b"yy", b"zzz"])]
+
+    big = rows_of(8, ["small", "b" * 500])
+    with pytest.raises(Exception) as refused:
+        compiled.produce(compiled.rows_of(big), config, topic)
+    assert OVER_LIMIT in str(refused.value) and over_limit(refused.value)[0] == "r1"
+    assert len(kafka.read_all(topic)) == 3, "nothing of the refused rows was produced"
+
+    assert compiled.rows_of(spark.createDataFrame([("r", "t")], "rid string, text string")) is None  # another schema
+    spread = spark.createDataFrame([("r", "t", 9)], "rid string, text string, batch long").repartition(2)
+    assert compiled.rows_of(spread) is None  # not a local relation
