@@ -131,32 +131,25 @@ _PARSE_PARTS = tuple(f.name for f in dataclasses.fields(parsing.RejectedParses))
 
 
 def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Column]:
-    """Per JSON source, its pending lines parsed as the reader parsed them (``parsing.from_json_text``), as a map, and
-    checked against the size limits, as columns of their own projection (see ``parsing.RejectedParses``)."""
+    """Per JSON source, its pending lines parsed once (as a map) and checked against the size limits, as
+    columns of their own projection (see ``parsing.RejectedParses``)."""
     out: list[Column] = []
     for plan in _json_plans(plans):
         mine = source_id == F.lit(plan.id)
-        limit = json_max_string_length(plan.spec)
-        parses = parsing.RejectedParses.of(text, limit)
+        parses = parsing.RejectedParses.of(text, json_max_string_length(plan.spec))
         out += [F.when(mine, getattr(parses, part)).alias(_parse_column(plan, part)) for part in _PARSE_PARTS]
-        out.append(F.when(mine, parsing.from_json_text(text, plan.schema, max_string_length=limit)).alias(_typed_column(plan)))
     return out
 
 
-def _typed_column(plan: SourcePlan) -> str:
-    """The column ``_parses`` puts ``plan``'s pending lines parsed into its schema in."""
-    return f"__ac_typed{plan.index}"
-
-
-def _reason(plans: list[SourcePlan], text: str, source_id: Column) -> Column | None:
-    """The pending reason, from the columns ``_parses`` added (``text``: a column name)."""
+def _reason(plans: list[SourcePlan], text: str, source_id: Column, flags: str) -> Column | None:
+    """The pending reason, from the columns ``_parses`` added and the typed-NULL flags the pass kept (``text`` and
+    ``flags``: column names)."""
     reason = None
     for plan in _json_plans(plans):
         where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
         parses = parsing.RejectedParses(*(_parse_column(plan, part) for part in _PARSE_PARTS))
         found = parsing.rejected_json_reason(
-            text, _typed_column(plan), parses, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec),
-            **where,
+            text, flags, parses, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec), **where,
         )
         cond = source_id == F.lit(plan.id)
         reason = F.when(cond, found) if reason is None else reason.when(cond, found)
@@ -186,7 +179,7 @@ class PendingReasons:
         """The pending text, its parses, its reason and the DLQ's columns with the reason in them."""
         text, source_id = F.col("text"), F.col("source_id")
         pending_text = F.when(F.col("exception_class") == F.lit(parsing.PENDING_REASON), F.col(ORIGINAL)).alias("text")
-        reason_of = _reason(self.plans, "text", source_id).alias("reason")
+        reason_of = _reason(self.plans, "text", source_id, "exception_message").alias("reason")
         pending, reason = text.isNotNull(), F.col("reason")
         per_record = dict(self._as_gathered)  # already aliased; only the two reason columns are new
         for name, field in (("exception_class", "exception_class"), ("exception_message", "message")):

@@ -28,10 +28,11 @@ record runs through, growing it with the schema's width. So the file sources
 only mark a rejected JSON line in the pass (``defer_reason``: the class
 ``PENDING_REASON``) and keep its text, and its reason is worked out on the
 DLQ's rows after the pass, on the driver where they were gathered
-(``rejected_json_reason``; see ``dlq.PendingReasons``). Which fields the
-reader left NULL comes from a second typed parse of the line there, with the
-reader's options (``from_json_text``): the reader's partial result of a
-rejected line is what that parse gives.
+(``rejected_json_reason``; see ``dlq.PendingReasons``). The pass keeps which
+fields the reader left NULL (``typed_null_flags``, in the pending error's
+message): the reader's partial result of a rejected line is what a second
+typed parse would give, so the reason needs one parse of the line (into a
+map), not two.
 """
 
 from __future__ import annotations
@@ -102,6 +103,15 @@ def _any(conds: list[Column]) -> Column:
 
 def _missing(schema: T.StructType, value_of) -> list[tuple[str, Column]]:
     return [(f.name, value_of(f.name).isNull()) for f in schema.fields if not f.nullable]
+
+
+def typed_null_flags(schema: T.StructType, typed: ValueOf) -> Column:
+    """One character per field of ``schema``, in order: ``1`` where the typed value is NULL, else ``0``.
+
+    What a pending reason needs of the reader's (partial) result of a rejected line: which fields did not
+    come out typed. Flags, not names: any field name is safe in them.
+    """
+    return F.concat(*[F.when(typed(f.name).isNull(), F.lit("1")).otherwise(F.lit("0")) for f in schema.fields])
 
 
 def _missing_error(missing: list[tuple[str, Column]], what: str, where: dict) -> Column:
@@ -267,8 +277,8 @@ def json_error(
     placeholder class ``PENDING_REASON``, its reason worked out later by ``rejected_json_reason`` on the
     few rejected lines (see the module docstring: it keeps ``from_json`` and the per-field reason out of the pass).
     """
-    if defer_reason:  # no message until the reason replaces it
-        pending = C.error_struct(exception_class=PENDING_REASON, message=F.lit(None).cast("string"), **where)
+    if defer_reason:  # the message holds the typed-NULL flags until the reason replaces it
+        pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
         out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where)).when(failed, pending)
     else:
         parsed = _map_reason(
@@ -288,22 +298,23 @@ def text_as_map(text: Column, max_string_length: int) -> Column:
 
 
 def rejected_json_reason(
-    text: str, typed: str, parses: RejectedParses, schema: T.StructType, *, what: str, max_string_length: int,
+    text: str, flags: str, parses: RejectedParses, schema: T.StructType, *, what: str, max_string_length: int,
     **where: str,
 ) -> Column:
     """The error of a rejected JSON line (the reason ``json_error(defer_reason=True)`` left pending).
 
-    A pending line is valid UTF-8 (an invalid one got its error in the pass). ``typed``: the column holding the line
-    parsed as the reader parsed it (``from_json_text``: which fields the reader left NULL); ``parses``: the names of
-    the columns holding ``RejectedParses.of(text)``; both computed in an earlier projection, on the rejected lines only.
+    A pending line is valid UTF-8 (an invalid one got its error in the pass). ``flags`` = the column of the pending
+    error's message (``typed_null_flags``: which fields the reader left NULL); ``parses``: the names of the columns
+    holding ``RejectedParses.of(text)``, computed in an earlier projection, on the rejected lines only.
 
     The same expression as ``_map_reason``'s, written as one SQL expression: built with ``Column`` calls it is a
     few dozen JVM round trips per field of the schema; parsed from its text it is one, whatever the width.
     """
-    as_map, typed_struct = _sql_column(parses.as_map), _sql_column(typed)
+    position = {f.name: i + 1 for i, f in enumerate(schema.fields)}
+    as_map = _sql_column(parses.as_map)
     return F.expr(_parsed_reason_sql(
         _sql_column(text), f"({as_map} IS NULL)", lambda name: f"try_element_at({as_map}, {_sql_string(name)})",
-        lambda name: f"({typed_struct}.{_sql_column(name)} IS NULL)", schema, what=what,
+        lambda name: f"(substring({_sql_column(flags)}, {position[name]}, 1) = '1')", schema, what=what,
         max_string_length=max_string_length, where=where, longer_string=_sql_column(parses.longer_string),
         longer_number=_sql_column(parses.longer_number),
     ))

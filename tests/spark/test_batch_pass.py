@@ -303,10 +303,11 @@ def test_a_short_rejected_line_gets_its_reason_without_a_parse_in_the_pass(spark
     assert "wrong type: id (" in dlq[4]["exception_message"]
 
 
-def test_a_long_rejected_line_gets_its_reason_after_the_pass(spark, tmp_path, monkeypatch):
+def test_a_long_rejected_line_is_parsed_once_after_the_pass(spark, tmp_path, monkeypatch):
     """A rejected line that may be over a size limit (a run of 1,200 digits) keeps its reason pending through the
-    pass, as every rejected line does; it is worked out on the driver (no DLQ plan written by Spark, no ``from_json``
-    in the pass), and the reason still names the field of the wrong type."""
+    pass, as every rejected line does. The reader's typed result of it rides in its pending error (which fields came
+    out NULL), so working out the reason needs no typed parse; it is worked out on the driver (no DLQ plan written by
+    Spark, no ``from_json`` in the pass), and the reason still names the field of the wrong type."""
     long_wrong = '{"id": 2, "name": "' + "1" * 1200 + '", "amount": "lots"}'
     write_lines(tmp_path / "in", "a.json", [good(1), "{bad", long_wrong])
     spec = pipeline("once", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))

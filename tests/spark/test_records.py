@@ -171,9 +171,9 @@ def test_max_string_length_raises_the_json_parser_limit(spark, tmp_path):
 
 
 def test_each_json_source_names_its_own_wrong_typed_fields(spark, tmp_path):
-    """Which fields the reader left NULL is worked out per line against its own source's schema (after the pass, from
-    a parse of the line with its source's schema): two sources with other fields in another order each name exactly
-    their field of the wrong type."""
+    """Which fields the reader left NULL is kept per line against its own source's schema (the reason is worked
+    out after the pass, from those flags and one parse of the line): two sources with other fields in another
+    order each name exactly their field of the wrong type."""
     write_lines(tmp_path / "a", "a.json", ['{"id": 1, "name": "x", "amount": "lots"}', good(2)])
     write_lines(tmp_path / "b", "b.json", ['{"amount": 2.5, "id": "seven", "note": "n"}', '{"amount": 1.0, "id": 3, "note": "ok"}'])
     spec = pipeline(

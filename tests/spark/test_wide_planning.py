@@ -184,12 +184,14 @@ def _error_nodes(spark, fields: int) -> int:
     return len(analysed.expressions().head().treeString().splitlines())
 
 
-def test_a_json_sources_error_column_has_no_expression_per_nullable_field(spark):
-    """The error column, which every plan of a batch analyses and optimises, tests only the NOT NULL fields (both
-    widths have two); a rejected line's reason (which fields are missing or of the wrong type) is worked out after
-    the pass."""
+# Expression nodes per field of the error column, which every plan of a batch analyses and optimises: the field's
+# typed-NULL flag (5); its reason (which fields are missing or of the wrong type) is worked out after the pass.
+ERROR_NODES_PER_FIELD = 5
+
+
+def test_a_json_sources_error_column_has_a_bounded_number_of_expressions_per_field(spark):
     narrow, wide = _error_nodes(spark, 10), _error_nodes(spark, 50)
-    assert wide == narrow, (narrow, wide)
+    assert (wide - narrow) / 40 <= ERROR_NODES_PER_FIELD, (narrow, wide)
 
 
 def _largest_generated_method(spark, tmp_path, fields: int) -> int:
@@ -215,14 +217,14 @@ def _largest_generated_method(spark, tmp_path, fields: int) -> int:
     return largest
 
 
-# Bytes of generated code per field in the records' largest method: the field's own value (about 60). The reason's
-# per-field code (which fields the reader left NULL, which are missing or of the wrong type, each field's JSON
-# value) is not in the pass: with it the method grew by about 240 bytes a field.
-CODE_BYTES_PER_FIELD = 80
+# Bytes of generated code per field the error column adds to the records' largest method: the field's typed-NULL
+# flag. The reason's per-field code (which fields are missing or of the wrong type, each field's JSON value) is not
+# in the pass: with it the method grew by about 240 bytes a field.
+ERROR_CODE_BYTES_PER_FIELD = 120
 
 
 def test_the_records_generated_method_holds_no_per_field_reason(spark, tmp_path):
     """A rejected line's reason is worked out after the pass (``dlq.PendingReasons``), so the generated method every
-    record runs through grows with the width by the fields' own values only."""
+    record runs through grows with the width by the typed-NULL flags only."""
     narrow, wide = (_largest_generated_method(spark, tmp_path, n) for n in (10, 50))
-    assert (wide - narrow) / 40 <= CODE_BYTES_PER_FIELD, (narrow, wide)
+    assert (wide - narrow) / 40 <= ERROR_CODE_BYTES_PER_FIELD, (narrow, wide)
