@@ -398,18 +398,16 @@ class BatchPass:
 
     def _write_dlq_from_driver(self, metrics: ObservedMetrics, nacked: int) -> bool:
         """Write the DLQ's rows from the entries the observation brought to the driver, without a Spark job, when
-        every nacked record is among them (a pending reason worked out over them as a local relation,
-        ``PendingReasons.worked_out``); False when it cannot (then ``_dlq_frame`` and a Spark write)."""
+        every nacked record is among them and none has a reason still to work out (``PendingReasons``); False
+        when it cannot (then ``_dlq_frame`` and a Spark write)."""
         r = self.runner
-        if not self._dlq_on_driver() or metrics.size("dlq") != nacked:
+        if not self._dlq_on_driver() or metrics.size("dlq") != nacked or self._pending(metrics, nacked):
             return False
         types = self._dlq_types(metrics)
         if types is None:
             return False
         lines = r.source_lines.lines_of(r.spark, metrics.fields("dlq", source_lines.KEYS)) if r.source_lines.needed else None
         entries = self._driver_entries(metrics, lines)
-        if self._pending(metrics, nacked):
-            entries = r.pending_reasons.worked_out(entries, metrics.local_elements("dlq"))
         rows = r.pending_reasons.driver_rows(entries, lines, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at)
         return r.dlq.write_rows(DLQ_COLUMNS, types, rows, self.batch_id)
 

@@ -160,8 +160,8 @@ class PendingReasons:
     """DLQ rows from the entries the pass gathered (``rows``): every pending reason worked out, the batch's own
     columns added. Its columns are built once per run, the reasons' only when a batch first has a pending one.
 
-    A JSON source's rejected line is pending (``parsing.json_error``'s ``defer_reason``): its reason is worked out
-    here, on the few DLQ rows, not in the pass over every record.
+    Only a rejected line not ``parsing.decidable_in_the_pass`` (or of a schema a JSON path cannot name) is pending (the
+    others get their reason in the pass), so most runs never build it.
     """
 
     def __init__(self, spec: PipelineSpec, plans: list[SourcePlan]):
@@ -192,8 +192,8 @@ class PendingReasons:
     ) -> DataFrame:
         """The DLQ rows (``DLQ_COLUMNS``) of ``entries`` (the columns of ``dlq_entry``), on these few rows, after the pass.
 
-        ``pending``: some entry's reason is still to be worked out (a JSON source's rejected line); without one
-        the rows are one projection of the entries.
+        ``pending``: some entry's reason is still to be worked out (a line not ``parsing.decidable_in_the_pass``,
+        or a field name a JSON path cannot name); without one the rows are one projection of the entries.
         ``keep``: columns of ``entries`` kept after the DLQ's (``source_lines.ORDINAL``).
         The reasons in three projections, so that each line is parsed once (an expression used many times
         is not inlined into the next projection when it is not cheap): the parses, the reason, the DLQ's columns.
@@ -208,23 +208,6 @@ class PendingReasons:
         pending_text, parses, reason, per_record = self._reasons
         entries = entries.select("*", pending_text, *parses).select("*", reason)
         return entries.select(*_select_list(batch, per_record, keep))
-
-    def worked_out(self, entries: list[tuple], local: DataFrame) -> list[tuple]:
-        """``entries`` (``ENTRY_FIELDS``) with each pending reason worked out, for ``driver_rows``. ``local``: the same
-        entries, in the same order, as a local relation (``ObservedMetrics.local_elements``): Spark folds the
-        reasons' projections into it, so reading them runs no Spark job."""
-        pending_text, parses, reason, per_record = self._reasons
-        found = (local.select("*", pending_text, *parses).select("*", reason)
-                 .select(per_record["exception_class"], per_record["exception_message"]).collect())
-        if len(found) != len(entries):
-            raise ValueError(f"{len(found)} reasons worked out for {len(entries)} DLQ entries")
-        at_class, at_message = ENTRY_FIELDS.index("exception_class"), ENTRY_FIELDS.index("exception_message")
-        out = []
-        for values, (exception_class, message) in zip(entries, found, strict=True):
-            values = list(values)
-            values[at_class], values[at_message] = exception_class, message
-            out.append(tuple(values))
-        return out
 
     def driver_rows(
         self, entries: list[tuple], lines: list[tuple[int, str] | None] | None, *, run_id: str, batch_id: int, time_of_error: str,

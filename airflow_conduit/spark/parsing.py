@@ -22,21 +22,24 @@ search per string field of every record: the only check good CSV records pay).
 
 Spark's ``from_json`` has no generated code: an expression holding it takes
 the whole projection out of whole-stage code generation, for every record.
-And a reason is per-field code (which fields are missing, which are of the
-wrong type), which in the pass would sit in the generated method every
-record runs through, growing it with the schema's width. So the file sources
-only mark a rejected JSON line in the pass (``defer_reason``: the class
-``PENDING_REASON``) and keep its text, and its reason is worked out on the
-DLQ's rows after the pass, on the driver where they were gathered
-(``rejected_json_reason``; see ``dlq.PendingReasons``). The pass keeps which
-fields the reader left NULL (``typed_null_flags``, in the pending error's
-message): the reader's partial result of a rejected line is what a second
-typed parse would give, so the reason needs one parse of the line (into a
-map), not two.
+So the file sources work out the reason of a rejected JSON line without it
+(``defer_reason``). A line that cannot be over a size limit (no longer than
+``short_line_limit``, or no longer than the string limit and without a run of
+number characters over the number limit) and holds no control character
+(``decidable_in_the_pass``) gets its reason in the pass, from ``json_object_keys`` and ``get_json_object``, which
+are code-generated (``_short_line_reason``). Any other line (or one of a schema
+whose field names a JSON path cannot name) is only marked (``PENDING_REASON``)
+and keeps its text, and its reason is worked out on the DLQ's rows, after the
+pass (``rejected_json_reason``; see ``dlq.PendingReasons``). The pass keeps
+which fields the reader left NULL (``typed_null_flags``, in the pending
+error's message): the reader's partial result of a rejected line is what a
+second typed parse would give, so the reason needs one parse of the line
+(into a map), not two.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -265,6 +268,48 @@ def _map_reason(
     )
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def reason_in_the_pass(schema: T.StructType) -> bool:
+    """Whether a short rejected line of ``schema`` gets its reason in the pass (``_short_line_reason``): its
+    fields are read by JSON path, which names a plain field name exactly."""
+    return all(_PLAIN_NAME.match(f.name) for f in schema.fields)
+
+
+def short_line_limit(max_string_length: int) -> int:
+    """Lines up to this many characters cannot be over a size limit: their reason needs no lifted parse."""
+    return min(max_string_length, JSON_MAX_NUMBER_LENGTH)
+
+
+def decidable_in_the_pass(text: Column, max_string_length: int) -> Column:
+    """TRUE when the JSON functions ``_short_line_reason`` reads a rejected line with see it as the reader did, so that
+    their reason is exact: the line cannot be over a parser size limit (no longer than ``short_line_limit``, or no
+    longer than the string limit, the reader's and the functions', and without a run of number characters longer
+    than the number limit: no parse with a limit lifted is needed) and holds no control character (which the
+    functions accept inside a string and the reader rejects). Evaluated on rejected lines only."""
+    number_run = f"[-+0-9.eE]{{{JSON_MAX_NUMBER_LENGTH + 1}}}"
+    length = F.length(text)
+    bounded = (length <= F.lit(min(max_string_length, JSON_MAX_STRING_LENGTH))) & ~text.rlike(number_run)
+    return ((length <= F.lit(short_line_limit(max_string_length))) | bounded) & ~text.rlike(r"[\x00-\x1F]")
+
+
+def _short_line_reason(text: Column, typed: ValueOf, schema: T.StructType, *, what: str, max_string_length: int,
+                       where: dict) -> Column:
+    """The reason of a rejected line ``decidable_in_the_pass``, from code-generated expressions only.
+
+    ``json_object_keys`` (NULL: not a JSON object) and ``get_json_object`` (NULL: key absent or JSON null)
+    are code-generated, where ``from_json`` is not: in the pass's projection they keep whole-stage code
+    generation, and being inside the rejected lines' branch, good records never evaluate them. Such a
+    line is never over a size limit (no lifted parse needed), so the DLQ gets it with its reason.
+    """
+    raw_of = {f.name: F.get_json_object(text, f"$.{f.name}") for f in schema.fields}
+    return _parsed_reason(
+        text, F.json_object_keys(text).isNull(), raw_of, lambda name: typed(name).isNull(), schema, what=what,
+        max_string_length=max_string_length, where=where, longer_string=F.lit(False), longer_number=F.lit(False),
+    )
+
+
 def json_error(
     text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, what: str,
     max_string_length: int = JSON_MAX_STRING_LENGTH, defer_reason: bool = False, **where: str,
@@ -275,11 +320,15 @@ def json_error(
     The reason of a rejection is worked out from ``text`` for rejected records only; ``max_string_length``:
     the parser's limit the text was read with. ``defer_reason``: a rejected (valid UTF-8) line gets the
     placeholder class ``PENDING_REASON``, its reason worked out later by ``rejected_json_reason`` on the
-    few rejected lines (see the module docstring: it keeps ``from_json`` and the per-field reason out of the pass).
+    few rejected lines (see the module docstring: it keeps ``from_json`` out of the pass over every record).
     """
     if defer_reason:  # the message holds the typed-NULL flags until the reason replaces it
         pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
-        out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where)).when(failed, pending)
+        out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where))
+        if reason_in_the_pass(schema):
+            reason = _short_line_reason(text, typed, schema, what=what, max_string_length=max_string_length, where=where)
+            out = out.when(failed & decidable_in_the_pass(text, max_string_length), reason)
+        out = out.when(failed, pending)
     else:
         parsed = _map_reason(
             text, RejectedParses.of(text, max_string_length), lambda name: typed(name).isNull(), schema, what=what,

@@ -365,7 +365,8 @@ class PipelineRunner:
 
     @property
     def dlq_may_hold_pending_reasons(self) -> bool:
-        """A JSON source's rejected lines get their reason after the pass (``dlq.PendingReasons``)."""
+        """A JSON source's rejected lines not ``parsing.decidable_in_the_pass`` get their reason after the pass
+        (``dlq.PendingReasons``)."""
         return any(plan.parser == "json" for plan in self.plans)
 
     def _has_generator(self) -> bool:

@@ -280,10 +280,10 @@ def _parses_per_write(monkeypatch) -> dict[str, list[list[str]]]:
     return parses
 
 
-def test_a_short_rejected_line_gets_its_reason_without_a_parse_in_the_pass(spark, tmp_path, monkeypatch):
-    """A rejected line is only marked in the pass (no ``from_json`` in it); its reason is worked out on the driver over
-    the gathered entries (no DLQ plan written by Spark), and it still names the field of the wrong type and tells a
-    malformed line from a missing field."""
+def test_a_short_rejected_line_gets_its_reason_in_the_pass_without_a_parse(spark, tmp_path, monkeypatch):
+    """A rejected line no longer than ``parsing.short_line_limit`` gets its reason in the pass, from
+    code-generated JSON functions (no ``from_json`` in the pass; the DLQ's rows need none either), and the reason still
+    names the field of the wrong type and tells a malformed line from a missing field."""
     write_lines(tmp_path / "in", "a.json", [
         good(1), "{bad", '{"id": 2, "name": "b", "amount": "lots"}', '{"name": "c", "amount": 1}', "[1, 2]",
         '{"id": "five", "name": null, "amount": 1}',
@@ -304,17 +304,18 @@ def test_a_short_rejected_line_gets_its_reason_without_a_parse_in_the_pass(spark
 
 
 def test_a_long_rejected_line_is_parsed_once_after_the_pass(spark, tmp_path, monkeypatch):
-    """A rejected line that may be over a size limit (a run of 1,200 digits) keeps its reason pending through the
-    pass, as every rejected line does. The reader's typed result of it rides in its pending error (which fields came
-    out NULL), so working out the reason needs no typed parse; it is worked out on the driver (no DLQ plan written by
-    Spark, no ``from_json`` in the pass), and the reason still names the field of the wrong type."""
+    """A rejected line that may be over a size limit (a run of 1,200 digits: ``parsing.decidable_in_the_pass``) keeps
+    its reason pending through the pass. The reader's
+    typed result of it rides in its pending error (which fields came out NULL), so working out the reason
+    needs no typed parse: the DLQ write parses it into a map only (one ``from_json``, plus the two size-limit
+    checks, which parse only lines over a limit), and the reason still names the field of the wrong type."""
     long_wrong = '{"id": 2, "name": "' + "1" * 1200 + '", "amount": "lots"}'
     write_lines(tmp_path / "in", "a.json", [good(1), "{bad", long_wrong])
     spec = pipeline("once", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
     parses = _parses_per_write(monkeypatch)
     code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
     assert code == 0, report.error
-    assert parses == {"out": [[]]}, "no parse in the pass; the DLQ is written by the driver (no Spark plan)"
+    assert parses == {"out": [[]], "dead-letter-queue": [["MapType"] * 3]}
     dlq = sorted(read_json_rows(spark, tmp_path / "dlq"), key=lambda r: r["source_position"])
     assert [r["exception_class"].rsplit(".", 1)[1] for r in dlq] == ["MalformedRecordError", "WrongTypeError"]
     assert "wrong type: amount (" in dlq[1]["exception_message"]

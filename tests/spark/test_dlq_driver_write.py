@@ -21,7 +21,7 @@ from spark_helpers import dlq_file, file_dest, file_source, pipeline, proc, writ
 pytestmark = pytest.mark.spark
 
 SCHEMA = "id BIGINT NOT NULL, name STRING NOT NULL, amount DOUBLE"
-LONG = "0" * 2_000  # a run of digits over the number limit: its reason needs a parse with the limit lifted
+LONG = "0" * 2_000  # a run of digits over the number limit (parsing.decidable_in_the_pass): its reason is worked out after the pass
 
 
 def _inputs(root):
@@ -59,7 +59,7 @@ def test_the_driver_writes_the_dlq_rows_spark_would_write(spark, tmp_path, monke
     monkeypatch.setattr(batch_pass.BatchPass, "_write_dlq_from_driver",
                         lambda self, *a: written_by_driver.append(original(self, *a)) or written_by_driver[-1])
     driver = _run(spark, tmp_path, fmt, "driver")
-    assert written_by_driver and all(written_by_driver), "every batch's DLQ by the driver, the long line's pending reason too"
+    assert True in written_by_driver and False in written_by_driver, "both ways ran: the long line's batch by Spark"
 
     monkeypatch.setattr(batch_pass.BatchPass, "_dlq_on_driver", lambda self: False)
     by_spark = _run(spark, tmp_path, fmt, "spark")

@@ -96,7 +96,7 @@ WIDE_KINDS = ("DOUBLE", "STRING", "BIGINT", "TIMESTAMP")
 
 
 def _wide_line(i: int, **override) -> str:
-    """A record of ``WIDE`` fields, about 2,000 characters."""
+    """A record of ``WIDE`` fields, about 2,000 characters: longer than ``parsing.short_line_limit``."""
     values = {"DOUBLE": i * 1.5, "STRING": f"text-{i}-" + "w" * 8, "BIGINT": i * 31, "TIMESTAMP": "2026-11-26T10:00:00Z"}
     record = {"id": i, "name": f"n{i}", "addr": {"street": f"{i} Main St", "city": "c"},
               **{f"f{j:02d}": values[WIDE_KINDS[j % 4]] for j in range(WIDE - 3)}}
@@ -104,10 +104,10 @@ def _wide_line(i: int, **override) -> str:
     return json.dumps({k: v for k, v in record.items() if v is not None})
 
 
-def test_a_wide_batch_with_long_bad_lines_runs_1_job_their_reasons_worked_out_on_the_driver(spark, tmp_path):
-    """Records of 100 fields, rejected lines of about 2,000 characters: their reasons are worked out after the pass
-    on the driver, over the gathered entries as a local relation, and the parquet DLQ is written by the driver:
-    1 job a batch."""
+def test_a_wide_batch_with_long_bad_lines_runs_1_job_their_reasons_worked_out_in_the_pass(spark, tmp_path):
+    """Records of 100 fields: a rejected line is longer than ``parsing.short_line_limit``, but holds no run of number
+    characters over the number limit, so it cannot be over a size limit and its reason is worked out in the pass
+    (``parsing.decidable_in_the_pass``): no reason is pending, the parquet DLQ is written by the driver, 1 job a batch."""
     schema = ", ".join(["id BIGINT NOT NULL", "name STRING NOT NULL", "addr STRUCT<street: STRING, city: STRING>",
                         *(f"f{j:02d} {WIDE_KINDS[j % 4]}" for j in range(WIDE - 3))])
     for f in range(FILES):

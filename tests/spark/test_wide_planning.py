@@ -17,7 +17,7 @@ from spark_helpers import dlq_file, file_dest, file_source, pipeline, proc, read
 
 pytestmark = pytest.mark.spark
 
-PAD = "0" * 1200  # a string value that may be a number over the parser's limit: a long line's reason needs a lifted parse
+PAD = "0" * 1200  # a string value that may be a number over the parser's limit (parsing.decidable_in_the_pass): its reason is pending
 
 
 class Py4JCalls:
@@ -64,8 +64,8 @@ def test_the_pending_reason_is_built_in_as_many_jvm_round_trips_at_any_width(spa
 
 
 def test_a_long_rejected_line_gets_the_reason_a_short_one_gets(spark, tmp_path):
-    """Each kind of rejected line, short and long (over a parser size limit or possibly so): the DLQ rows' classes
-    and messages are the same. The field names
+    """Each kind of rejected line, short (reason in the pass, Column expressions) and long (reason pending, worked
+    out after the pass from one SQL expression): the DLQ rows' classes and messages are the same. The field names
     need quoting (a quote, a backslash): such a schema's reasons are all pending, and they name the fields exactly."""
     schema = "id BIGINT NOT NULL, name STRING NOT NULL, amount DOUBLE, pad STRING"
     kinds = {
@@ -103,8 +103,9 @@ def test_a_long_rejected_line_gets_the_reason_a_short_one_gets(spark, tmp_path):
 
 
 def test_a_line_with_a_control_character_in_a_string_is_malformed_short_or_long(spark, tmp_path):
-    """The reader rejects a raw control character inside a string (JSON path functions accept it, so from them such a
-    line would look like one of the wrong type); its reason, short or long, is the reader's: malformed."""
+    """The reader rejects a raw control character inside a string; the JSON functions the pass reads a rejected line
+    with accept it, so from them such a line would look like one of the wrong type. It is explained after the pass
+    (``parsing.decidable_in_the_pass``), short or long, as the reader saw it: malformed."""
     tab = '{"id": 1, "name": "a\tb", "amount": 1.0}'
     long_tab = '{"id": 2, "name": "a\tb", "amount": 2.0, "pad": "' + "x" * 1200 + '"}'
     assert "\t" in tab and "\\t" not in tab
@@ -171,7 +172,7 @@ def test_a_batch_plans_in_as_many_round_trips_at_100_fields_as_at_10(spark, tmp_
 
 
 def _error_nodes(spark, fields: int) -> int:
-    """Expression nodes of a JSON source's error column (its reason pending), as Spark analyses it."""
+    """Expression nodes of a JSON source's error column (its reason worked out in the pass), as Spark analyses it."""
     from pyspark.sql import functions as F
 
     from airflow_conduit.spark import parsing
@@ -185,46 +186,11 @@ def _error_nodes(spark, fields: int) -> int:
 
 
 # Expression nodes per field of the error column, which every plan of a batch analyses and optimises: the field's
-# typed-NULL flag (5); its reason (which fields are missing or of the wrong type) is worked out after the pass.
-ERROR_NODES_PER_FIELD = 5
+# typed-NULL flag (5), its JSON value read by path (3) and its wrong-type test (6); 16 with a coalesce around each
+# test (a NULL condition of a CASE WHEN counts as FALSE already).
+ERROR_NODES_PER_FIELD = 14
 
 
 def test_a_json_sources_error_column_has_a_bounded_number_of_expressions_per_field(spark):
     narrow, wide = _error_nodes(spark, 10), _error_nodes(spark, 50)
     assert (wide - narrow) / 40 <= ERROR_NODES_PER_FIELD, (narrow, wide)
-
-
-def _largest_generated_method(spark, tmp_path, fields: int) -> int:
-    """Bytes of the largest Java method Spark generates for a JSON source's records (its error column and its
-    fields) read by the file reader: the method every record of a batch runs through."""
-    from pyspark.sql import functions as F
-
-    from airflow_conduit.spark import parsing
-
-    schema = parsing.parse_schema(_schema(fields))
-    path = tmp_path / f"lines{fields}.json"
-    path.write_text(json.dumps({"id": 1, "name": "a"}) + "\n{bad\n")
-    frame = spark.read.schema(parsing.reader_schema(schema)).option("columnNameOfCorruptRecord", parsing.CORRUPT).json(str(path))
-    raw = F.col(parsing.CORRUPT)
-    error = parsing.json_error(raw, F.col, raw.isNotNull(), schema, what="record", defer_reason=True, stage="source",
-                               component_id="in", component_type="file")
-    records = frame.select(error.alias("error"), *[F.col(f.name) for f in schema.fields])
-    debug = getattr(spark._jvm, "org.apache.spark.sql.execution.debug.package$").__getattr__("MODULE$")
-    generated = debug.codegenStringSeq(records._jdf.queryExecution().executedPlan()).iterator()
-    largest = 0
-    while generated.hasNext():
-        largest = max(largest, generated.next()._3().maxMethodCodeSize())
-    return largest
-
-
-# Bytes of generated code per field the error column adds to the records' largest method: the field's typed-NULL
-# flag. The reason's per-field code (which fields are missing or of the wrong type, each field's JSON value) is not
-# in the pass: with it the method grew by about 240 bytes a field.
-ERROR_CODE_BYTES_PER_FIELD = 120
-
-
-def test_the_records_generated_method_holds_no_per_field_reason(spark, tmp_path):
-    """A rejected line's reason is worked out after the pass (``dlq.PendingReasons``), so the generated method every
-    record runs through grows with the width by the typed-NULL flags only."""
-    narrow, wide = (_largest_generated_method(spark, tmp_path, n) for n in (10, 50))
-    assert (wide - narrow) / 40 <= ERROR_CODE_BYTES_PER_FIELD, (narrow, wide)
