@@ -44,7 +44,8 @@ from airflow_conduit.spark.sources import SourcePlan, csv_header
 JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
 CSV_BLANK = bytes(range(33))  # Java's String.trim: a CSV line of these makes no record
 DEFAULT_MAX_STRING_LEN = 20_000_000  # Jackson's own limit on one string value
-CHUNK = 64 << 20  # a file is read in pieces of about this size, each ending at a line end
+CHUNK = 1 << 20  # a file is read in pieces of at most this size, each ending at a line end: its lines are found
+# in a piece while it is in the CPU's cache, and the read stops within a piece of the last wanted record
 log = logging.getLogger(__name__)
 
 KEYS = ("source_id", "source_file", "source_split_start", "source_position")

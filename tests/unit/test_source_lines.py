@@ -147,3 +147,40 @@ def test_one_lookup_reads_all_its_files_into_one_buffer(tmp_path, monkeypatch):
     assert [line for line, _ in found] == [4, 501, 1000] * 5
     assert found[0][1] == '{"n": 0, "i": 3}'
     assert len(made) == 1  # 5 files, one buffer
+
+
+def test_a_file_is_read_only_up_to_the_piece_of_its_last_wanted_record(tmp_path, monkeypatch):
+    import builtins
+
+    read = []
+
+    class Counting:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def readinto(self, buffer):
+            got = self.f.readinto(buffer)
+            read.append(got)
+            return got
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(source_lines, "open", lambda *a, **k: Counting(builtins.open(*a, **k)), raising=False)
+    path = tmp_path / "big.json"
+    line = b'{"a": "' + b"x" * 90 + b'"}\n'
+    path.write_bytes(line * (8 * source_lines.CHUNK // len(line)))  # 8 pieces
+    rules = LineRules(JSON_BLANK, False, arrays=True)
+    got = source_lines.read_lines(None, f"file:{path}", rules, {0: {3}}, source_lines.ReadBuffer())
+    assert got == {(0, 3): (4, line[:-1])}
+    assert sum(read) <= source_lines.CHUNK  # the first piece, not the whole file
+    read.clear()
+    last = path.stat().st_size // len(line) - 1
+    source_lines.read_lines(None, f"file:{path}", rules, {0: {last}}, source_lines.ReadBuffer())
+    assert sum(read) == path.stat().st_size
