@@ -25,6 +25,7 @@ import base64
 import functools
 import json
 import logging
+import os
 from dataclasses import dataclass, replace
 from typing import Iterator
 from urllib.parse import unquote, urlparse
@@ -43,7 +44,8 @@ from airflow_conduit.spark.sources import SourcePlan, csv_header
 JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
 CSV_BLANK = bytes(range(33))  # Java's String.trim: a CSV line of these makes no record
 DEFAULT_MAX_STRING_LEN = 20_000_000  # Jackson's own limit on one string value
-CHUNK = 64 << 20  # a file is read in pieces of about this size, each ending at a line end
+CHUNK = 1 << 20  # a file is read in pieces of at most this size, each ending at a line end: its lines are found
+# in a piece while it is in the CPU's cache, and the read stops within a piece of the last wanted record
 log = logging.getLogger(__name__)
 
 KEYS = ("source_id", "source_file", "source_split_start", "source_position")
@@ -121,8 +123,12 @@ class _Lines:
     a large file cost about a second per 200 MB. Without numpy, that loop.
     """
 
-    def __init__(self, chunk: bytes):
+    def __init__(self, chunk: bytes | memoryview):
+        if _np is None or not isinstance(chunk, memoryview):
+            chunk = bytes(chunk)
         self.chunk = chunk
+        # a memoryview is a file's piece in the reader's buffer (``_local_chunks``): from the buffer's start
+        self._raw = chunk.obj if isinstance(chunk, memoryview) else chunk
         if _np is None:
             self._lines = chunk.split(b"\n")
             if self._lines and self._lines[-1] == b"":
@@ -131,14 +137,14 @@ class _Lines:
             return
         self._bytes = _np.frombuffer(chunk, dtype=_np.uint8)
         newlines = _np.flatnonzero(self._bytes == 0x0A)
-        self._ends = newlines if chunk.endswith(b"\n") or not chunk else _np.append(newlines, len(chunk))
+        self._ends = newlines if not chunk or chunk[-1:] == b"\n" else _np.append(newlines, len(chunk))
         self._starts = _np.concatenate(([0], newlines + 1))[: len(self._ends)]
         self.count = len(self._ends)
 
     def __getitem__(self, index: int) -> bytes:
         if _np is None:
             return self._lines[index]
-        return self.chunk[int(self._starts[index]):int(self._ends[index])]
+        return bytes(self.chunk[int(self._starts[index]):int(self._ends[index])])
 
     def _maybe_blank(self, blank: bytes) -> Iterator[int]:
         """The lines that may hold other than one record: empty, or starting with a byte of ``blank``."""
@@ -154,7 +160,7 @@ class _Lines:
 
     def _has_lone_cr(self) -> bool:
         """Whether a ``\\r`` ends a reader's line inside a physical line (not CRLF's, not the file's last byte)."""
-        if b"\r" not in self.chunk:
+        if self._raw.find(b"\r", 0, len(self.chunk)) < 0:
             return False
         if _np is None:
             return any(b"\r" in line[:-1] for line in self._lines)
@@ -231,24 +237,49 @@ def _local_path(uri: str) -> str | None:
     return None
 
 
-def _local_chunks(path: str, start: int = 0) -> Iterator[bytes]:
-    """The file from byte ``start`` in pieces of about ``CHUNK`` bytes, each ending at a line end."""
-    with open(path, "rb") as f:
+class ReadBuffer:
+    """One buffer the files of a lookup are read into, grown to the largest piece asked for: its pages are
+    touched once (a fresh piece per read cost the kernel's page faults on each, several times the copy from the
+    page cache)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def at_least(self, size: int) -> bytearray:
+        if len(self.data) < size:
+            self.data = bytearray(size)
+        return self.data
+
+
+def _local_chunks(path: str, start: int = 0, buffer: ReadBuffer | None = None) -> Iterator[memoryview]:
+    """The file from byte ``start`` in pieces of at most about ``CHUNK`` bytes, each ending at a line end, read
+    into ``buffer`` (a longer line grows a copy). A piece is valid until the next is asked for."""
+    with open(path, "rb", buffering=0) as f:
         f.seek(start)
-        rest = b""
+        size = min(CHUNK, max(os.fstat(f.fileno()).st_size - start, 0) + 1)  # + 1: the end seen in one read
+        buf = (buffer or ReadBuffer()).at_least(size)
+        kept = 0  # the previous piece's unfinished last line, moved to the buffer's start
         while True:
-            block = f.read(CHUNK)
-            if not block:
-                if rest:
-                    yield rest
+            if kept == len(buf):  # one line longer than the buffer
+                buf = buf + bytearray(len(buf))
+            view = memoryview(buf)
+            end = kept
+            while end < len(buf):
+                got = f.readinto(view[end:])
+                if not got:
+                    break
+                end += got
+            if end < len(buf):  # the file's end
+                if end:
+                    yield view[:end]
                 return
-            block = rest + block
-            cut = block.rfind(b"\n") + 1
+            cut = buf.rfind(b"\n", 0, end) + 1
             if cut == 0:
-                rest = block
+                kept = end
                 continue
-            rest = block[cut:]
-            yield block[:cut]
+            yield view[:cut]
+            buf[:end - cut] = buf[cut:end]
+            kept = end - cut
 
 
 def _local_split_start(path: str, split: int) -> tuple[int, int, int]:
@@ -299,10 +330,12 @@ def _hadoop_bytes(spark: SparkSession, uri: str) -> bytes:
         stream.close()
 
 
-def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int, set[int]]) -> dict[tuple[int, int], tuple[int, bytes]]:
+def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int, set[int]],
+               buffer: ReadBuffer | None = None) -> dict[tuple[int, int], tuple[int, bytes]]:
     """(split start, index in the split) -> (line number, line bytes), for the wanted records of one file.
 
-    A local file is read in pieces, up to its last wanted record; a file of another file system whole.
+    A local file is read in pieces into ``buffer`` (see ``_local_chunks``), up to its last wanted record; a file
+    of another file system whole.
     """
     out: dict[tuple[int, int], tuple[int, bytes]] = {}
     local = _local_path(uri)
@@ -310,7 +343,7 @@ def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int
     for split, indices in wanted.items():
         if local is not None:
             start, before, line_start = (0, 0, 0) if split == 0 else _local_split_start(local, split)
-            chunks = _local_chunks(local, start)
+            chunks = _local_chunks(local, start, buffer)
             head = _local_bytes(local, line_start, start) if line_start < start else b""
         else:
             data = data if data is not None else _hadoop_bytes(spark, uri)
@@ -369,10 +402,11 @@ class SourceLines:
             index = int(position) - rules.first_position(split)
             per_file.setdefault((source_id, file), {}).setdefault(split, set()).add(index)
         out: list[tuple] = []
+        buffer = ReadBuffer()  # one for all the files
         for (source_id, file), wanted in per_file.items():
             rules = self.rules[source_id]
             try:
-                found = read_lines(spark, file, rules, wanted)
+                found = read_lines(spark, file, rules, wanted, buffer)
             except Exception as exc:  # noqa: BLE001 - gone or unreadable since the pass: the reader's numbers stay
                 log.warning("DLQ records of %s keep the reader's record numbers and text: the file cannot be read "
                             "again (%s: %s)", file, type(exc).__name__, exc)

@@ -107,3 +107,80 @@ def test_a_split_of_a_large_file_counts_its_records_from_its_first_whole_line_an
         monkeypatch.setattr(source_lines, "_hadoop_bytes", lambda spark, uri: data)  # another file system: read whole
         got = source_lines.read_lines(None, "s3a://bucket/big.json", LineRules(JSON_BLANK, False), wanted)
         assert {i: v for (s, i), v in got.items()} == expected, (trial, data, split)
+
+
+def test_a_local_file_read_in_pieces_smaller_than_its_lines_gives_the_same_lines(tmp_path, monkeypatch):
+    rng = random.Random(13)
+    parts = [b'{"a": 1}', b"", b"  ", b'{"b": 22}\r', b"x\ry", b'{"long": "' + b"z" * 40 + b'"}', b"[]"]
+    path = tmp_path / "pieces.json"
+    rules = LineRules(JSON_BLANK, False, arrays=True)
+    for trial in range(100):
+        data = b"\n".join(rng.choice(parts) for _ in range(rng.randint(1, 30))) + rng.choice([b"", b"\n"])
+        path.write_bytes(data)
+        expected = _model(data, rules)
+        wanted = {0: set(expected) | {len(expected) + 1}}
+        for chunk in (1, 7, 16, 1 << 20):  # a piece shorter than a line grows the buffer
+            monkeypatch.setattr(source_lines, "CHUNK", chunk)
+            got = source_lines.read_lines(None, f"file:{path}", rules, wanted, source_lines.ReadBuffer())
+            assert {i: v for (s, i), v in got.items()} == expected, (trial, data, chunk)
+
+
+def test_one_lookup_reads_all_its_files_into_one_buffer(tmp_path, monkeypatch):
+    """A buffer per read cost the kernel's page faults on every piece of every file: one per lookup."""
+    made: list[int] = []
+
+    class CountingBuffer(source_lines.ReadBuffer):
+        def at_least(self, size: int) -> bytearray:
+            if len(self.data) < size:
+                made.append(size)
+            return super().at_least(size)
+
+    monkeypatch.setattr(source_lines, "ReadBuffer", CountingBuffer)
+    keys = []
+    for n in range(5):
+        path = tmp_path / f"part-{n}.json"
+        path.write_bytes(b"".join(b'{"n": %d, "i": %d}\n' % (n, i) for i in range(1000)))
+        keys += [("in", f"file:{path}", 0, i + 1) for i in (3, 500, 999)]
+    lines = source_lines.SourceLines.__new__(source_lines.SourceLines)
+    lines.rules, lines.include_messages = {"in": LineRules(JSON_BLANK, False, arrays=True)}, True
+    found = lines.lines_of(None, keys)
+    assert [line for line, _ in found] == [4, 501, 1000] * 5
+    assert found[0][1] == '{"n": 0, "i": 3}'
+    assert len(made) == 1  # 5 files, one buffer
+
+
+def test_a_file_is_read_only_up_to_the_piece_of_its_last_wanted_record(tmp_path, monkeypatch):
+    import builtins
+
+    read = []
+
+    class Counting:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def readinto(self, buffer):
+            got = self.f.readinto(buffer)
+            read.append(got)
+            return got
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(source_lines, "open", lambda *a, **k: Counting(builtins.open(*a, **k)), raising=False)
+    path = tmp_path / "big.json"
+    line = b'{"a": "' + b"x" * 90 + b'"}\n'
+    path.write_bytes(line * (8 * source_lines.CHUNK // len(line)))  # 8 pieces
+    rules = LineRules(JSON_BLANK, False, arrays=True)
+    got = source_lines.read_lines(None, f"file:{path}", rules, {0: {3}}, source_lines.ReadBuffer())
+    assert got == {(0, 3): (4, line[:-1])}
+    assert sum(read) <= source_lines.CHUNK  # the first piece, not the whole file
+    read.clear()
+    last = path.stat().st_size // len(line) - 1
+    source_lines.read_lines(None, f"file:{path}", rules, {0: {last}}, source_lines.ReadBuffer())
+    assert sum(read) == path.stat().st_size
