@@ -55,6 +55,7 @@ from airflow_conduit.runs.report import read_json, utc_now_iso, write_json_atomi
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
 from airflow_conduit.spark.batch_numbers import checkpoint_query_id
 from airflow_conduit.spark.destination_base import Destination
 from airflow_conduit.spark.jvm_refs import jvm_ref, some
@@ -272,8 +273,6 @@ class CompiledRecords:
     its contract is tested in tests/spark/test_kafka_sink.py."""
 
     def __init__(self, spark: SparkSession, records: DataFrame, rows: DataFrame):
-        from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
-
         self.spark = spark
         self.schema = rows._jdf.queryExecution().analyzed().schema()
         stand_in = empty_batch_of(spark, rows)

@@ -239,8 +239,8 @@ def _local_path(uri: str) -> str | None:
 
 class ReadBuffer:
     """One buffer the files of a lookup are read into, grown to the largest piece asked for: its pages are
-    touched once (a fresh piece per read cost the kernel's page faults on each, several times the copy from the
-    page cache)."""
+    touched once (a fresh piece per read would pay the kernel's page faults on each, several times the copy from
+    the page cache)."""
 
     def __init__(self) -> None:
         self.data = bytearray()
