@@ -508,3 +508,144 @@ def from_json_text(text: Column, schema: T.StructType, *, max_string_length: int
 
 def _ddl(schema: T.StructType) -> str:
     return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+
+
+# -- a JSON file source's error as SQL text, the same expression as ``json_error(defer_reason=True)`` ----------
+# The record columns of a JSON file source are built once per run as a select list of SQL text (one JVM round trip
+# for the list, whatever the schema's width: ``sources.SourceRecords``). Each builder below writes the expression
+# its ``Column`` namesake builds, node for node, so that the plan (and its generated code) is the same.
+
+
+def _sql_struct_error(*, exception_class: str, message: str, where: dict) -> str:
+    """``columns.error_struct`` as SQL, as ``F.struct`` of aliased columns builds it; ``exception_class`` and
+    ``message`` are SQL expressions."""
+    return (
+        f"CAST(struct({_sql_string(where['stage'])} AS stage, {_sql_string(where['component_id'])} AS component_id, "
+        f"{_sql_string(where['component_type'])} AS component_type, "
+        f"CAST({exception_class} AS STRING) AS exception_class, CAST({message} AS STRING) AS message, "
+        f"CAST(NULL AS STRING) AS stacktrace, CAST(1 AS INT) AS attempt) AS {C.ERROR_TYPE})"
+    )
+
+
+def _sql_case(branches: list[tuple[str, str]], otherwise: str | None = None) -> str:
+    """``F.when(c1, v1).when(c2, v2)...[.otherwise(o)]`` as SQL."""
+    whens = " ".join(f"WHEN {cond} THEN {value}" for cond, value in branches)
+    return f"CASE {whens}" + (f" ELSE {otherwise}" if otherwise is not None else "") + " END"
+
+
+def _sql_or(conds: list[str]) -> str:
+    """``_any`` (and ``functools.reduce`` of ``|``) as SQL: left-nested, no coalesce."""
+    if not conds:
+        return "false"
+    out = conds[0]
+    for cond in conds[1:]:
+        out = f"({out} OR {cond})"
+    return out
+
+
+def _sql_names_exact(pairs: list[tuple[str, str]]) -> str:
+    """``_names_where`` as SQL (no coalesce: a NULL condition of CASE WHEN counts as FALSE)."""
+    parts = [f"CASE WHEN {cond} THEN {_sql_string(name)} END" for name, cond in pairs]
+    return "concat_ws(', '" + "".join(f", {p}" for p in parts) + ")"
+
+
+def _sql_is_null(value: str) -> str:
+    return f"({value} IS NULL)"
+
+
+def is_invalid_utf8_sql(text: str) -> str:
+    """``is_invalid_utf8`` as SQL."""
+    return f"(NOT is_valid_utf8({text}))"
+
+
+def kept_text_sql(text: str) -> str:
+    """``kept_text`` as SQL."""
+    return f"CASE WHEN {is_invalid_utf8_sql(text)} THEN base64(CAST({text} AS BINARY)) ELSE {text} END"
+
+
+def _utf8_error_sql(text: str, where: dict) -> str:
+    """``_utf8_error`` as SQL."""
+    hexed = f"hex(CAST({text} AS BINARY))"
+    valid = f"length(regexp_extract({hexed}, {_sql_string(_VALID_UTF8_PREFIX_HEX)}, 0))"
+    located = (f"concat('invalid UTF-8 byte 0x', substring({hexed}, ({valid} + 1), 2), ' at byte offset ', "
+               f"CAST(CAST(({valid} / 2) AS BIGINT) AS STRING), ' of the record')")
+    message = _sql_case([(f"({valid} < length({hexed}))", located)], "'invalid UTF-8 in the record'")
+    return _sql_struct_error(
+        exception_class=_sql_string(INVALID_UTF8),
+        message=f"concat({message}, ' (the record is kept base64-encoded in the DLQ)')",
+        where=where,
+    )
+
+
+def typed_null_flags_sql(schema: T.StructType, typed: Callable[[str], str]) -> str:
+    """``typed_null_flags`` as SQL (``typed(name)``: the field's typed value as SQL)."""
+    return "concat(" + ", ".join(f"CASE WHEN {_sql_is_null(typed(f.name))} THEN '1' ELSE '0' END" for f in schema.fields) + ")"
+
+
+def _missing_error_sql(missing: list[tuple[str, str]], what: str, where: dict) -> str:
+    """``_missing_error`` as SQL."""
+    return _sql_struct_error(
+        exception_class=_sql_string(C.MISSING_FIELD),
+        message=f"concat({_sql_string(f'{what} is missing required field(s): ')}, {_sql_names_exact(missing)})",
+        where=where,
+    )
+
+
+def _short_line_reason_sql(text: str, typed: Callable[[str], str], schema: T.StructType, *, what: str,
+                           max_string_length: int, where: dict) -> str:
+    """``_short_line_reason`` (``_parsed_reason`` of the JSON functions' reading, never over a size limit) as SQL."""
+    raw_of = {f.name: f"get_json_object({text}, {_sql_string('$.' + f.name)})" for f in schema.fields}
+    missing_key = [(f.name, f"({_sql_is_null(typed(f.name))} AND {_sql_is_null(raw_of[f.name])})")
+                   for f in schema.fields if not f.nullable]
+    wrong = [(f.name, f"({_sql_is_null(typed(f.name))} AND ({raw_of[f.name]} IS NOT NULL))") for f in schema.fields]
+    expected = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
+    over_string_limit = (f"{what} exceeds the parser's size limit of {max_string_length:,} characters for a string "
+                         "value (source setting max-string-length); the record is ")
+    too_large = _sql_struct_error(
+        exception_class=_sql_string(RECORD_TOO_LARGE),
+        message=f"concat({_sql_string(over_string_limit)}, format_number(length({text}), 0), ' characters long')",
+        where=where,
+    )
+    too_long_number = _sql_struct_error(
+        exception_class=_sql_string(RECORD_TOO_LARGE),
+        message=_sql_string(f"{what} exceeds the parser's size limit of {JSON_MAX_NUMBER_LENGTH:,} digits for a number"),
+        where=where,
+    )
+    malformed = _sql_struct_error(exception_class=_sql_string(C.MALFORMED_RECORD),
+                                  message=_sql_string(f"malformed JSON {what}: not a JSON object"), where=where)
+    too_large_or_malformed = _sql_case([("false", too_large), ("false", too_long_number)], malformed)
+    branches = [(_sql_is_null(f"json_object_keys({text})"), too_large_or_malformed)]
+    if missing_key:
+        branches.append((_sql_or([c for _, c in missing_key]), _missing_error_sql(missing_key, what, where)))
+    wrong_type = _sql_struct_error(
+        exception_class=_sql_string(C.WRONG_TYPE),
+        message=(f"concat({_sql_string(f'{what} has field(s) of the wrong type: ')}, {_sql_names_exact(wrong)}, "
+                 f"{_sql_string(f' (expected {expected})')})"),
+        where=where,
+    )
+    return _sql_case(branches, wrong_type)
+
+
+def decidable_in_the_pass_sql(text: str, max_string_length: int) -> str:
+    """``decidable_in_the_pass`` as SQL."""
+    number_run = _sql_string(f"[-+0-9.eE]{{{JSON_MAX_NUMBER_LENGTH + 1}}}")
+    length = f"length({text})"
+    bounded = f"(({length} <= {min(max_string_length, JSON_MAX_STRING_LENGTH)}) AND (NOT ({text} RLIKE {number_run})))"
+    control = _sql_string(r"[\x00-\x1F]")
+    return f"((({length} <= {short_line_limit(max_string_length)}) OR {bounded}) AND (NOT ({text} RLIKE {control})))"
+
+
+def json_error_sql(text: str, typed: Callable[[str], str], failed: str, schema: T.StructType, *, what: str,
+                   max_string_length: int = JSON_MAX_STRING_LENGTH, **where: str) -> str:
+    """``json_error(..., defer_reason=True)`` as SQL: ``text``, ``typed(name)`` and ``failed`` are SQL expressions."""
+    pending = _sql_struct_error(exception_class=_sql_string(PENDING_REASON), message=typed_null_flags_sql(schema, typed),
+                                where=where)
+    branches = [(f"({failed} AND {is_invalid_utf8_sql(text)})", _utf8_error_sql(text, where))]
+    if reason_in_the_pass(schema):
+        reason = _short_line_reason_sql(text, typed, schema, what=what, max_string_length=max_string_length, where=where)
+        branches.append((f"({failed} AND {decidable_in_the_pass_sql(text, max_string_length)})", reason))
+    branches.append((failed, pending))
+    missing_value = [(f.name, _sql_is_null(typed(f.name))) for f in schema.fields if not f.nullable]
+    if missing_value:
+        branches.append((_sql_or([c for _, c in missing_value]), _missing_error_sql(missing_value, what, where)))
+    return _sql_case(branches)

@@ -297,8 +297,14 @@ class SourceRecords:
         # the read order numbered in the records' own projection (one plan analysis), unless the origin columns
         # come first (a custom processor caches the batch)
         self._in_one = not (plan.origin_in_columns and plan.parser != "kafka")
-        seq = _read_order() if self._in_one else F.col(C.SEQ)
-        self._columns = C.JvmColumns(_record_columns(plan, keep_originals=keep_originals, seq=seq))
+        self._columns: C.JvmColumns | None = None
+        self._text = None  # the select list as SQL text (a JSON file source): one JVM round trip at any width
+        if plan.parser == "json":
+            seq_sql = f"monotonically_increasing_id() AS {C.quote(C.SEQ)}" if self._in_one else C.quote(C.SEQ)
+            self._text = C.jvm_strings(_record_columns_sql(plan, keep_originals=keep_originals, seq=seq_sql))
+        else:
+            seq = _read_order() if self._in_one else F.col(C.SEQ)
+            self._columns = C.JvmColumns(_record_columns(plan, keep_originals=keep_originals, seq=seq))
         self._analysed: AnalysedPlan | None = None  # the records' select of an earlier batch, analysed
 
     def of(self, batch: DataFrame) -> DataFrame:
@@ -314,7 +320,7 @@ class SourceRecords:
         plan = self.plan
         rows = batch if self._mine is None else batch.where(self._mine)
         if self._in_one:
-            records = C.select(rows, self._columns)
+            records = self._select(rows)
             try:
                 self._analysed = AnalysedPlan(records, batch, check_ahead=False)  # reused when the batch's whole plan is not
             except Exception:  # noqa: BLE001 - as above
@@ -324,7 +330,10 @@ class SourceRecords:
         seq = C.jvm_function("monotonically_increasing_id")()
         rows = C.frame(rows._jdf.withColumn(C.SEQ, seq), rows)
         rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
-        return C.select(rows, self._columns)
+        return self._select(rows)
+
+    def _select(self, rows: DataFrame) -> DataFrame:
+        return C.select_expr(rows, self._text) if self._text is not None else C.select(rows, self._columns)
 
 
 def _read_order() -> Column:
@@ -357,6 +366,35 @@ def _replayed_csv_line(plan: SourcePlan, raw: Column) -> Column:
     ddl = ", ".join(f"{C.quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": parsing.CORRUPT, "sep": csv_separator(plan.spec)}
     return F.from_csv(_without_cr(raw), ddl, options)
+
+
+def _record_columns_sql(plan: SourcePlan, *, keep_originals: bool, seq: str) -> list[str]:
+    """``_record_columns`` of a JSON file source as SQL text, expression for expression (``parsing.json_error_sql``);
+    ``seq`` is its ``SEQ`` column as SQL."""
+    where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
+    raw = C.quote(C.RAW)
+    value_of = lambda name: C.quote(plan.field_column(name))  # noqa: E731
+    names = [f.name for f in plan.schema.fields]
+    error = parsing.json_error_sql(raw, value_of, f"({raw} IS NOT NULL)", plan.schema, what="record",
+                                   max_string_length=json_max_string_length(plan.spec), **where)
+    fields = [f"{value_of(name)} AS {C.quote(name)}" for name in names]
+    if plan.origin_in_columns:
+        fields += [C.quote(FILE), C.quote(SPLIT)]
+    originals = [f"{value_of(name)} AS {C.quote(plan.original_column(name))}" for name in names] if keep_originals else []
+    required_missing = [f"({value_of(f.name)} IS NULL)" for f in plan.schema.fields if not f.nullable]
+    broken = parsing._sql_or(required_missing)
+    as_read = f"CASE WHEN {broken} THEN to_json(struct({', '.join(f'{value_of(n)} AS {C.quote(n)}' for n in names)})) END"
+    return [
+        C.quote(C.SOURCE_ID),
+        C.quote(C.SOURCE_INDEX),
+        C.quote(C.POSITION),
+        seq,
+        f"coalesce({parsing.kept_text_sql(raw)}, {as_read}) AS {C.quote(C.RAW)}",
+        f"{error} AS {C.quote(C.ERROR)}",
+        f"false AS {C.quote(C.FILTERED)}",
+        *originals,
+        *fields,
+    ]
 
 
 def _record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> list[Column]:
