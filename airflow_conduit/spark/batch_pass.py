@@ -170,13 +170,13 @@ class BatchPass:
         """``status`` without the columns only read below the coalesce: the record's error, rejected text, fields as
         read and origin go into the DLQ entry and the fate flags there. ``Coalesce`` and the observation are not
         code-generated: every column that crosses them is written into the row of every record (the select list
-        built once per run per shape)."""
+        built once per run per shape, as SQL text: one JVM round trip at any width)."""
         columns = tuple(status.columns)
         below = self._once(("below",), self._read_below_only)
         kept = [c for c in columns if c not in below and not c.startswith(C.ORIGINAL)]
         if len(kept) == len(columns):
             return status
-        return C.select(status, self._once(("crossing", columns), lambda: C.JvmColumns([C.col(c) for c in kept])))
+        return C.select_expr(status, self._once(("crossing", columns), lambda: C.jvm_strings([C.quote(c) for c in kept])))
 
     def _read_below_only(self) -> frozenset[str]:
         """The internal columns nothing above the coalesce reads (``_crossing``): the observation reads the source

@@ -372,9 +372,7 @@ def rejected_json_reason(
 # -- the pending reason as SQL text (one JVM round trip to build, whatever the schema's width) ----------------
 
 
-def _sql_string(value: str) -> str:
-    """A Spark SQL string literal (the default parser: backslash escapes)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+_sql_string = C.sql_string
 
 
 def _sql_column(name: str) -> str:
@@ -533,7 +531,7 @@ def _sql_case(branches: list[tuple[str, str]], otherwise: str | None = None) -> 
     return f"CASE {whens}" + (f" ELSE {otherwise}" if otherwise is not None else "") + " END"
 
 
-def _sql_or(conds: list[str]) -> str:
+def sql_or(conds: list[str]) -> str:
     """``_any`` (and ``functools.reduce`` of ``|``) as SQL: left-nested, no coalesce."""
     if not conds:
         return "false"
@@ -616,7 +614,7 @@ def _short_line_reason_sql(text: str, typed: Callable[[str], str], schema: T.Str
     too_large_or_malformed = _sql_case([("false", too_large), ("false", too_long_number)], malformed)
     branches = [(_sql_is_null(f"json_object_keys({text})"), too_large_or_malformed)]
     if missing_key:
-        branches.append((_sql_or([c for _, c in missing_key]), _missing_error_sql(missing_key, what, where)))
+        branches.append((sql_or([c for _, c in missing_key]), _missing_error_sql(missing_key, what, where)))
     wrong_type = _sql_struct_error(
         exception_class=_sql_string(C.WRONG_TYPE),
         message=(f"concat({_sql_string(f'{what} has field(s) of the wrong type: ')}, {_sql_names_exact(wrong)}, "
@@ -647,5 +645,5 @@ def json_error_sql(text: str, typed: Callable[[str], str], failed: str, schema: 
     branches.append((failed, pending))
     missing_value = [(f.name, _sql_is_null(typed(f.name))) for f in schema.fields if not f.nullable]
     if missing_value:
-        branches.append((_sql_or([c for _, c in missing_value]), _missing_error_sql(missing_value, what, where)))
+        branches.append((sql_or([c for _, c in missing_value]), _missing_error_sql(missing_value, what, where)))
     return _sql_case(branches)

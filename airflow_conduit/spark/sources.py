@@ -121,14 +121,14 @@ def read_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
         stream = _parquet_stream(spark, plan)
     else:
         stream = _parsed_text_stream(spark, plan)
-    fields = [] if plan.parser == "generator" else [F.col(C.quote(f.name)).alias(plan.field_column(f.name)) for f in plan.schema.fields]
-    return stream.select(
-        F.lit(spec.id).alias(C.SOURCE_ID),
-        F.lit(plan.index).alias(C.SOURCE_INDEX),
-        F.col("pos").cast("long").alias(C.POSITION),
-        F.col("raw").cast("string").alias(C.RAW),
+    fields = [] if plan.parser == "generator" else [f"{C.quote(f.name)} AS {C.quote(plan.field_column(f.name))}" for f in plan.schema.fields]
+    return C.select_expr(stream, C.jvm_strings([  # SQL text: one JVM call for the list at any width
+        f"{C.sql_string(spec.id)} AS {C.quote(C.SOURCE_ID)}",
+        f"{int(plan.index)} AS {C.quote(C.SOURCE_INDEX)}",
+        f"CAST(pos AS BIGINT) AS {C.quote(C.POSITION)}",
+        f"CAST(raw AS STRING) AS {C.quote(C.RAW)}",
         *fields,
-    )
+    ]))
 
 
 # Spark skips files older (by modification time) than the newest seen minus maxFileAge (default 7 days):
@@ -169,21 +169,21 @@ def _parsed_text_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
         rows = reader.option("header", str(csv_header(spec)).lower()).option("sep", csv_separator(spec)).csv(_setting(spec, "path"))
     else:
         rows = reader.option("maxStringLen", json_max_string_length(spec)).json(_setting(spec, "path"))
-    return rows.select(
-        *[F.col(C.quote(f.name)) for f in plan.schema.fields],
-        F.lit(None).cast("long").alias("pos"),  # numbered per batch (monotonically_increasing_id is batch-only)
-        F.col(parsing.CORRUPT).alias("raw"),
-    )
+    return C.select_expr(rows, C.jvm_strings([
+        *[C.quote(f.name) for f in plan.schema.fields],
+        "CAST(NULL AS BIGINT) AS pos",  # numbered per batch (monotonically_increasing_id is batch-only)
+        f"{C.quote(parsing.CORRUPT)} AS raw",
+    ]))
 
 
 def _parquet_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     spec = plan.spec
     rows = _reader(spark, spec).schema(parsing.nullable(plan.schema)).parquet(_setting(spec, "path"))
-    return rows.select(
-        *[F.col(C.quote(f.name)) for f in plan.schema.fields],
-        (F.col("_metadata.row_index") + 1).alias("pos"),
-        F.lit(None).cast("string").alias("raw"),
-    )
+    return C.select_expr(rows, C.jvm_strings([
+        *[C.quote(f.name) for f in plan.schema.fields],
+        "(_metadata.row_index + 1) AS pos",
+        "CAST(NULL AS STRING) AS raw",
+    ]))
 
 
 def _generated_value(name: str, dtype: T.DataType, offset, seed: int):
@@ -382,7 +382,7 @@ def _record_columns_sql(plan: SourcePlan, *, keep_originals: bool, seq: str) -> 
         fields += [C.quote(FILE), C.quote(SPLIT)]
     originals = [f"{value_of(name)} AS {C.quote(plan.original_column(name))}" for name in names] if keep_originals else []
     required_missing = [f"({value_of(f.name)} IS NULL)" for f in plan.schema.fields if not f.nullable]
-    broken = parsing._sql_or(required_missing)
+    broken = parsing.sql_or(required_missing)
     as_read = f"CASE WHEN {broken} THEN to_json(struct({', '.join(f'{value_of(n)} AS {C.quote(n)}' for n in names)})) END"
     return [
         C.quote(C.SOURCE_ID),
