@@ -398,7 +398,8 @@ def _record_columns_sql(plan: SourcePlan, *, keep_originals: bool, seq: str) -> 
 
 
 def _record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> list[Column]:
-    """The select list of ``records``; ``seq`` is its ``SEQ`` column (numbered there, or by a projection below)."""
+    """The select list of ``records``; ``seq`` is its ``SEQ`` column (numbered there, or by a projection below). A JSON
+    file source's goes as SQL text (``_record_columns_sql``; its JSON branch here is what a test holds that text to)."""
     if plan.parser == "kafka":
         return kafka_source.record_columns(plan, keep_originals=keep_originals, seq=seq)
     where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)

@@ -251,3 +251,45 @@ def test_the_first_batchs_plan_is_built_ahead_in_as_many_round_trips_at_100_fiel
     narrow = _plan_ahead_round_trips(spark, tmp_path, 10, monkeypatch)
     wide = _plan_ahead_round_trips(spark, tmp_path, 100, monkeypatch)
     assert wide - narrow <= 20, (narrow, wide)
+
+
+@pytest.mark.parametrize("schema", [
+    "id BIGINT NOT NULL, name STRING NOT NULL, ts TIMESTAMP, addr STRUCT<street: STRING, city: STRING>, f00 DOUBLE",
+    "id BIGINT NOT NULL, `it's` STRING NOT NULL, `back\\slash` DOUBLE, `sp ace` INT NOT NULL",
+    "a STRING, b DOUBLE",
+])
+def test_a_json_sources_record_columns_as_sql_text_are_the_column_builders_expressions(spark, schema):
+    """``sources._record_columns_sql`` writes the expressions ``_record_columns`` builds from Column calls: the
+    analysed and optimised plans are the same node for node (so are the names, types, nullability and every error
+    reason), with quoted field names, a string limit that sends lines to the pending reason, the fields as read kept
+    or not, the origin columns read first or not."""
+    import re
+
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from airflow_conduit.pipeline.model import SourceSpec
+    from airflow_conduit.spark import columns as C
+    from airflow_conduit.spark import parsing
+    from airflow_conduit.spark import sources as S
+
+    def plans(frame) -> tuple[str, str]:
+        execution = frame._jdf.queryExecution()
+        return tuple(re.sub(r"#\d+L?", "#", str(p.toString())) for p in (execution.analyzed(), execution.optimizedPlan()))
+
+    for settings in ({}, {"max-string-length": 500}):
+        spec = SourceSpec(id="in'x", plugin="file", settings={"format": "json", "schema": schema, "path": "/x", **settings})
+        for origin in (False, True):
+            plan = S.SourcePlan(spec, 0, parsing.parse_schema(schema), "json", origin_in_columns=origin)
+            fields = [T.StructField(C.SOURCE_ID, T.StringType()), T.StructField(C.SOURCE_INDEX, T.IntegerType()),
+                      T.StructField(C.POSITION, T.LongType()), T.StructField(C.RAW, T.StringType()),
+                      *(T.StructField(plan.field_column(f.name), f.dataType) for f in plan.schema.fields)]
+            if origin:
+                fields += [T.StructField(S.FILE, T.StringType()), T.StructField(S.SPLIT, T.LongType()), T.StructField(C.SEQ, T.LongType())]
+            batch = spark.createDataFrame([], T.StructType(fields))
+            seq, seq_sql = (F.col(C.SEQ), C.quote(C.SEQ)) if origin else (S._read_order(), f"monotonically_increasing_id() AS {C.quote(C.SEQ)}")
+            for keep in (False, True):
+                built = batch.select(*S._record_columns(plan, keep_originals=keep, seq=seq))
+                text = batch.selectExpr(*S._record_columns_sql(plan, keep_originals=keep, seq=seq_sql))
+                assert text.schema == built.schema
+                assert plans(text) == plans(built), (settings, origin, keep)
