@@ -75,6 +75,7 @@ log = logging.getLogger(__name__)
 
 QUERY_NAME = "pipeline"  # checkpoint folder: STATE_DIR/checkpoints/pipeline
 STOP_WAIT_SECONDS = 120.0
+CODEGEN_MAX_FIELDS = 1000  # spark.sql.codegen.maxFields while a pipeline runs (wide_records_code_generated)
 
 
 class StopRequested(Exception):
@@ -575,7 +576,7 @@ class PipelineRunner:
         Writes the report throughout; raises RunFailed (after writing the failed report) on error.
         """
         self._save_report()
-        with files_read_one_per_partition(self.spark):
+        with files_read_one_per_partition(self.spark), wide_records_code_generated(self.spark):
             try:
                 return self._run()
             finally:
@@ -689,6 +690,28 @@ def files_read_one_per_partition(spark: SparkSession):
             spark.conf.unset(key)
         else:
             spark.conf.set(key, previous)
+
+
+@contextlib.contextmanager
+def wide_records_code_generated(spark: SparkSession):
+    """Whole-stage code generation for records of up to ``CODEGEN_MAX_FIELDS`` fields while the pipeline runs.
+
+    Spark leaves a plan node out of whole-stage codegen when its rows have more than
+    ``spark.sql.codegen.maxFields`` fields, nested ones counted (100 by default): a batch's projections (the record,
+    its fates, the observation's inputs) each then copy every record into a row of its own. Code-generated they are
+    one loop with one row at the coalesce; a stage whose generated method outgrows ``spark.sql.codegen.hugeMethodLimit``
+    still falls back to Spark's own execution. A value the user set is kept. Set for the run only: the stream's
+    session is a copy made when the query starts, and the caller's session is left as it was.
+    """
+    key = "spark.sql.codegen.maxFields"
+    if spark.conf.get(key, None) is not None:
+        yield
+        return
+    spark.conf.set(key, str(CODEGEN_MAX_FIELDS))
+    try:
+        yield
+    finally:
+        spark.conf.unset(key)
 
 
 def install_sigterm_handler(runner: PipelineRunner) -> None:
