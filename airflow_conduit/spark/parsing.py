@@ -401,25 +401,34 @@ def _sql_any(conds: list[str]) -> str:
     return "(" + " OR ".join(["false", *(f"coalesce({cond}, false)" for cond in conds)]) + ")"
 
 
+def _not_an_object_errors_sql(text: str, *, what: str, max_string_length: int, where: dict,
+                              struct: Callable[..., str]) -> tuple[str, str, str]:
+    """The errors of a JSON line the parser did not read as an object, as SQL: a string over the size limit, a number
+    over it, or malformed. ``struct`` builds the error (each caller's matches the ``Column`` builder it stands for)."""
+    over_string_limit = (f"{what} exceeds the parser's size limit of {max_string_length:,} characters for a string "
+                         "value (source setting max-string-length); the record is ")
+    too_large = struct(
+        exception_class=_sql_string(RECORD_TOO_LARGE),
+        message=f"concat({_sql_string(over_string_limit)}, format_number(length({text}), 0), ' characters long')",
+        where=where,
+    )
+    too_long_number = struct(
+        exception_class=_sql_string(RECORD_TOO_LARGE),
+        message=_sql_string(f"{what} exceeds the parser's size limit of {JSON_MAX_NUMBER_LENGTH:,} digits for a number"),
+        where=where,
+    )
+    malformed = struct(exception_class=_sql_string(C.MALFORMED_RECORD),
+                       message=_sql_string(f"malformed JSON {what}: not a JSON object"), where=where)
+    return too_large, too_long_number, malformed
+
+
 def _parsed_reason_sql(
     text: str, not_an_object: str, raw_of: Callable[[str], str], is_null: Callable[[str], str],
     schema: T.StructType, *, what: str, max_string_length: int, where: dict, longer_string: str, longer_number: str,
 ) -> str:
     """``_parsed_reason`` as one SQL expression (its arguments are SQL expressions)."""
-    over_string_limit = (f"{what} exceeds the parser's size limit of {max_string_length:,} characters for a string "
-                         "value (source setting max-string-length); the record is ")
-    too_large = _sql_error_struct(
-        exception_class=_sql_string(RECORD_TOO_LARGE),
-        message=f"concat({_sql_string(over_string_limit)}, format_number(length({text}), 0), ' characters long')",
-        where=where,
-    )
-    too_long_number = _sql_error_struct(
-        exception_class=_sql_string(RECORD_TOO_LARGE),
-        message=_sql_string(f"{what} exceeds the parser's size limit of {JSON_MAX_NUMBER_LENGTH:,} digits for a number"),
-        where=where,
-    )
-    malformed = _sql_error_struct(exception_class=_sql_string(C.MALFORMED_RECORD),
-                                  message=_sql_string(f"malformed JSON {what}: not a JSON object"), where=where)
+    too_large, too_long_number, malformed = _not_an_object_errors_sql(
+        text, what=what, max_string_length=max_string_length, where=where, struct=_sql_error_struct)
     reason = (f"CASE WHEN {not_an_object} THEN (CASE WHEN {longer_string} THEN {too_large} "
               f"WHEN {longer_number} THEN {too_long_number} ELSE {malformed} END)")
     missing_key = [(f.name, f"({raw_of(f.name)} IS NULL)") for f in schema.fields if not f.nullable]
@@ -597,20 +606,8 @@ def _short_line_reason_sql(text: str, typed: Callable[[str], str], schema: T.Str
                    for f in schema.fields if not f.nullable]
     wrong = [(f.name, f"({_sql_is_null(typed(f.name))} AND ({raw_of[f.name]} IS NOT NULL))") for f in schema.fields]
     expected = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
-    over_string_limit = (f"{what} exceeds the parser's size limit of {max_string_length:,} characters for a string "
-                         "value (source setting max-string-length); the record is ")
-    too_large = _sql_struct_error(
-        exception_class=_sql_string(RECORD_TOO_LARGE),
-        message=f"concat({_sql_string(over_string_limit)}, format_number(length({text}), 0), ' characters long')",
-        where=where,
-    )
-    too_long_number = _sql_struct_error(
-        exception_class=_sql_string(RECORD_TOO_LARGE),
-        message=_sql_string(f"{what} exceeds the parser's size limit of {JSON_MAX_NUMBER_LENGTH:,} digits for a number"),
-        where=where,
-    )
-    malformed = _sql_struct_error(exception_class=_sql_string(C.MALFORMED_RECORD),
-                                  message=_sql_string(f"malformed JSON {what}: not a JSON object"), where=where)
+    too_large, too_long_number, malformed = _not_an_object_errors_sql(
+        text, what=what, max_string_length=max_string_length, where=where, struct=_sql_struct_error)
     too_large_or_malformed = _sql_case([("false", too_large), ("false", too_long_number)], malformed)
     branches = [(_sql_is_null(f"json_object_keys({text})"), too_large_or_malformed)]
     if missing_key:

@@ -82,3 +82,25 @@ def read_json_rows(spark, path: Path) -> list[dict]:
     if not path.exists() or not any(path.rglob("*.json")):
         return []
     return [r.asDict(recursive=True) for r in spark.read.json(str(path)).collect()]
+
+
+def first_pass_plan(spark, spec: PipelineSpec, state_dir: Path):
+    """Run ``spec`` once; the executed physical plan of its first batch's pass (the observed frame the first write
+    reads) and the run's exit code and report."""
+    import pytest
+
+    from airflow_conduit.spark import batch_pass
+    from airflow_conduit.spark.runner import execute
+
+    plans = []
+    observe = batch_pass.observe
+
+    def keeping(df, observation, metrics):
+        out = observe(df, observation, metrics)
+        plans.append(out._jdf.queryExecution().executedPlan())
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(batch_pass, "observe", keeping)
+        code, report = execute(spark, spec, state_dir=state_dir, run_id="r1")
+    return (plans[0] if plans else None), code, report

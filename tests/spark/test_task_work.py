@@ -9,8 +9,7 @@ import pytest
 from airflow_conduit.spark import batch_pass as batch_pass_mod
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, written
-from airflow_conduit.spark.runner import execute
-from spark_helpers import dlq_file, file_dest, file_source, good, pipeline, proc, write_lines
+from spark_helpers import dlq_file, file_dest, file_source, first_pass_plan, good, pipeline, proc, write_lines
 
 pytestmark = pytest.mark.spark
 
@@ -41,23 +40,10 @@ def observed_plan(spark, tmp_path_factory):
                     [file_dest(tmp_path / "out")],
                     processors=[proc("keep", "filter", condition="id <> 2"), proc("more", "sql", select=["*", "id * 2 AS twice"])],
                     dlq=dlq_file(tmp_path / "dlq", size=100, threshold=50))
-    plans = []
-    observe = batch_pass_mod.observe
-
-    def keeping(df, observation, metrics):
-        out = observe(df, observation, metrics)
-        plans.append(out._jdf.queryExecution().executedPlan())
-        return out
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(batch_pass_mod, "observe", keeping)
-    try:
-        code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
-    finally:
-        mp.undo()
+    plan, code, report = first_pass_plan(spark, spec, tmp_path / "state")
     assert code == 0, report.error
     assert report.totals["dlq"] == 2 and report.totals["written"] == {"out": 2}
-    return plans[0]
+    return plan
 
 
 def test_only_the_columns_read_above_it_cross_the_coalesce(observed_plan):

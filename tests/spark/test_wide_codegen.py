@@ -7,9 +7,7 @@ import json
 
 import pytest
 
-from airflow_conduit.spark import batch_pass as batch_pass_mod
-from airflow_conduit.spark.runner import execute
-from spark_helpers import dlq_file, file_dest, file_source, pipeline, proc, write_lines
+from spark_helpers import dlq_file, file_dest, file_source, first_pass_plan, pipeline, proc, write_lines
 
 pytestmark = pytest.mark.spark
 
@@ -52,23 +50,10 @@ def _pass_plan(spark, tmp_path):
     spec = pipeline("wide", [file_source(tmp_path / "in", schema=_schema())], [file_dest(tmp_path / "out")],
                     processors=[proc("more", "sql", select=["*", "id * 2 AS twice"])],
                     dlq=dlq_file(tmp_path / "dlq", size=100, threshold=50))
-    plans = []
-    observe = batch_pass_mod.observe
-
-    def keeping(df, observation, metrics):
-        out = observe(df, observation, metrics)
-        plans.append(out._jdf.queryExecution().executedPlan())
-        return out
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(batch_pass_mod, "observe", keeping)
-    try:
-        code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
-    finally:
-        mp.undo()
+    plan, code, report = first_pass_plan(spark, spec, tmp_path / "state")
     assert code == 0, report.error
     assert report.totals["dlq"] == 2 and report.totals["written"] == {"out": 3}
-    return plans[0]
+    return plan
 
 
 def test_a_wide_records_projections_are_code_generated_in_one_stage(spark, tmp_path):
