@@ -15,12 +15,16 @@ tests/spark/test_observed.py.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_conduit.spark.columns import JvmColumns, select
+
+PACKED = "__packed"  # the column of the sizes and fields read as one JSON text (see ObservedMetrics._values_select)
+JSON_EXACT = frozenset({"string", "long", "integer", "short", "byte", "boolean"})  # types a JSON value gives back as they are
 
 
 def _jvm_row(observation: Observation):
@@ -72,15 +76,29 @@ class ObservedMetrics:
         wanted = {(h, f): f"__field_{i}" for i, (h, f) in enumerate(fields) if h in self.heavy}
         key = ("values", tuple(self.frame.columns), self.heavy, tuple(wanted))
         if key not in self._selects:
-            self._selects[key] = JvmColumns([
-                *[F.col(c) for c in light], *[F.coalesce(F.size(h), F.lit(0)).alias(alias) for h, alias in sizes.items()],
-                *[F.col(h)[f].alias(alias) for (h, f), alias in wanted.items()],
-            ])
-        read = self._selects[key]
+            self._selects[key] = self._values_select(light, sizes, wanted)
+        read, packed = self._selects[key]
         row = select(self.frame, read).collect()[0].asDict(recursive=False) if read else {}
+        if packed:
+            row.update(json.loads(row.pop(PACKED)))
         self._sizes = {h: int(row.pop(alias)) for h, alias in sizes.items()}
-        self._fields = {key: list(row.pop(alias) or []) for key, alias in wanted.items()}
+        self._fields = {key: list(row.pop(alias, None) or []) for key, alias in wanted.items()}
         self.values: dict[str, Any] = row
+
+    def _values_select(self, light: list[str], sizes: dict[str, str], wanted: dict[tuple[str, str], str]):
+        """The select list that reads the values, the heavy arrays' sizes and the wanted fields in one collect, and
+        whether the sizes and fields come packed in one JSON text (``PACKED``): those of a type JSON carries exactly
+        (``JSON_EXACT``) do. A field of an array of 20,000 entries is then parsed in C from one string, where as
+        an array it is pickled value by value in the JVM and made into Python objects one by one."""
+        element = {h: self.frame.schema[h].dataType.elementType for h in self.heavy}
+        exact = {(h, f): alias for (h, f), alias in wanted.items() if element[h][f].dataType.typeName() in JSON_EXACT}
+        packed = [F.coalesce(F.size(h), F.lit(0)).alias(alias) for h, alias in sizes.items()]
+        packed += [F.col(h)[f].alias(alias) for (h, f), alias in exact.items()]
+        rest = [F.col(h)[f].alias(alias) for (h, f), alias in wanted.items() if (h, f) not in exact]
+        columns = [*[F.col(c) for c in light], *rest]
+        if packed:
+            columns.append(F.to_json(F.struct(*packed), {"ignoreNullFields": "false"}).alias(PACKED))
+        return (JvmColumns(columns) if columns else None), bool(packed)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

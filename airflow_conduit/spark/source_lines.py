@@ -26,6 +26,8 @@ import functools
 import json
 import logging
 import os
+import queue
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Iterator
 from urllib.parse import unquote, urlparse
@@ -46,6 +48,7 @@ CSV_BLANK = bytes(range(33))  # Java's String.trim: a CSV line of these makes no
 DEFAULT_MAX_STRING_LEN = 20_000_000  # Jackson's own limit on one string value
 CHUNK = 1 << 20  # a file is read in pieces of at most this size, each ending at a line end: its lines are found
 # in a piece while it is in the CPU's cache, and the read stops within a piece of the last wanted record
+READERS = min(4, os.cpu_count() or 1)  # threads reading local files again (see SourceLines._read_files)
 log = logging.getLogger(__name__)
 
 KEYS = ("source_id", "source_file", "source_split_start", "source_position")
@@ -402,19 +405,47 @@ class SourceLines:
             index = int(position) - rules.first_position(split)
             per_file.setdefault((source_id, file), {}).setdefault(split, set()).add(index)
         out: list[tuple] = []
-        buffer = ReadBuffer()  # one for all the files
-        for (source_id, file), wanted in per_file.items():
+        for (source_id, file), found in self._read_files(spark, per_file):
             rules = self.rules[source_id]
-            try:
-                found = read_lines(spark, file, rules, wanted, buffer)
-            except Exception as exc:  # noqa: BLE001 - gone or unreadable since the pass: the reader's numbers stay
-                log.warning("DLQ records of %s keep the reader's record numbers and text: the file cannot be read "
-                            "again (%s: %s)", file, type(exc).__name__, exc)
-                continue
             for (split, index), (number, line) in found.items():
                 position = index + rules.first_position(split)
                 out.append((source_id, file, split, position, number, as_record(line)))
         return out
+
+    def _read_files(self, spark: SparkSession, per_file: dict[tuple[str, str], dict[int, set[int]]]) -> list[tuple]:
+        """((source id, file), found lines) of each file that could be read, in ``per_file``'s order. Local files
+        are read by ``READERS`` threads, each with its own buffer: a read and the search for line ends in it
+        (numpy) release the GIL, and the executors are idle while the driver does this. Other file systems' files
+        are read through the JVM, one after the other."""
+        def read(key, wanted, buffer):
+            try:
+                return key, read_lines(spark, key[1], self.rules[key[0]], wanted, buffer)
+            except Exception as exc:  # noqa: BLE001 - gone or unreadable since the pass: the reader's numbers stay
+                log.warning("DLQ records of %s keep the reader's record numbers and text: the file cannot be read "
+                            "again (%s: %s)", key[1], type(exc).__name__, exc)
+                return key, None
+
+        local = [key for key in per_file if _local_path(key[1]) is not None]
+        results: dict[tuple[str, str], dict | None] = {}
+        if len(local) > 1 and READERS > 1:
+            buffers = queue.SimpleQueue()
+            for _ in range(min(READERS, len(local))):
+                buffers.put(ReadBuffer())
+
+            def read_local(key):
+                buffer = buffers.get()
+                try:
+                    return read(key, per_file[key], buffer)
+                finally:
+                    buffers.put(buffer)
+
+            with ThreadPoolExecutor(min(READERS, len(local)), thread_name_prefix="conduit-source-lines") as pool:
+                results.update(pool.map(read_local, local))
+        buffer = ReadBuffer()  # one for the files read here
+        for key, wanted in per_file.items():
+            if key not in results:
+                results.update([read(key, wanted, buffer)])
+        return [(key, results[key]) for key in per_file if results[key] is not None]
 
     def lines_of(self, spark: SparkSession, keys: list[tuple]) -> list[tuple[int, str] | None]:
         """Each key's line (number, text), or None when it is not found (a key with a NULL part matches nothing).

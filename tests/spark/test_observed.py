@@ -57,3 +57,47 @@ def test_observe_with_a_jvm_list_and_fields_read_with_the_counts(spark):
 def test_an_observation_never_used_is_a_named_error(spark):
     with pytest.raises(RuntimeError, match="not used by an action"):
         ObservedMetrics(spark, Observation("unused"))
+
+
+def test_fields_come_in_one_json_text_and_keep_their_values(spark, monkeypatch):
+    """The wanted fields of JSON-exact types come with the counts as one string (not one Python object per
+    element from the JVM's pickles), and give back the same values: any text, NULL elements, the longs' extremes,
+    an empty array; a field of another type (a double) comes as an array, as before."""
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    texts = ['plain', 'quote " and \\ backslash', "tab\tnew\nline\r\x00\x1f", "é ü 中文 😀", "", None, "</script>"]
+    n = 3000
+    df = spark.range(0, n, numPartitions=3).select(
+        F.col("id"),
+        F.struct(
+            F.col("id").alias("seq"),
+            F.element_at(F.array(*[F.lit(t) for t in texts]), (F.col("id") % len(texts) + 1).cast("int")).alias("text"),
+            F.when(F.col("id") % 2 == 0, F.lit(9223372036854775807)).otherwise(F.lit(-9223372036854775808)).alias("big"),
+            (F.col("id") % 3 == 0).alias("flag"),
+            (F.col("id") % 5).cast("int").alias("small"),
+            (F.col("id") / 8).alias("ratio"),
+        ).alias("entry"),
+    )
+    observation = Observation("packed")
+    df.observe(observation, F.count(F.lit(1)).alias("read"), F.max("id").alias("top"),
+               F.min_by(F.col("entry"), F.col("id"), n).alias("dlq"),
+               F.min_by(F.when(F.lit(False), F.col("entry")), F.col("id"), 10).alias("nulls"),
+               F.min_by(F.col("entry"), F.lit(None).cast("long"), 10).alias("none")).write.format("noop").mode("overwrite").save()
+
+    collected = []
+    collect = ClassicDataFrame.collect
+    monkeypatch.setattr(ClassicDataFrame, "collect", lambda self: collected.append(collect(self)) or collected[-1])
+    keys = ("seq", "text", "big", "flag", "small", "ratio")
+    metrics = ObservedMetrics(spark, observation, heavy=("dlq", "nulls", "none"),
+                              fields=(*(("dlq", k) for k in keys), ("nulls", "seq"), ("none", "seq")))
+
+    assert metrics["read"] == n and metrics["top"] == n - 1
+    [row] = collected[0]
+    lists = {name: len(value) for name, value in row.asDict().items() if isinstance(value, list)}
+    assert lists == {"__field_5": n}  # only the double's array came as Python objects; the rest as one string
+    assert metrics.size("dlq") == n and metrics.size("nulls") == 10 and metrics.size("none") == 0
+    assert metrics.field("nulls", "seq") == [None] * 10 and metrics.field("none", "seq") == []
+    assert metrics.fields("dlq", keys) == [
+        (i, texts[i % len(texts)], 9223372036854775807 if i % 2 == 0 else -9223372036854775808, i % 3 == 0, i % 5, i / 8)
+        for i in range(n)
+    ]

@@ -9,6 +9,7 @@ checks the same against sed on a real run.
 from __future__ import annotations
 
 import random
+import threading
 
 from airflow_conduit.spark.source_lines import CSV_BLANK, JSON_BLANK, LineRules, locate
 
@@ -125,8 +126,10 @@ def test_a_local_file_read_in_pieces_smaller_than_its_lines_gives_the_same_lines
             assert {i: v for (s, i), v in got.items()} == expected, (trial, data, chunk)
 
 
-def test_one_lookup_reads_all_its_files_into_one_buffer(tmp_path, monkeypatch):
-    """A buffer per read cost the kernel's page faults on every piece of every file: one per lookup."""
+@pytest.mark.parametrize("readers", [1, 2])
+def test_one_lookup_reads_all_its_files_into_one_buffer_per_reader(tmp_path, monkeypatch, readers):
+    """A buffer per read cost the kernel's page faults on every piece of every file: one per reading thread."""
+    monkeypatch.setattr(source_lines, "READERS", readers)
     made: list[int] = []
 
     class CountingBuffer(source_lines.ReadBuffer):
@@ -146,7 +149,32 @@ def test_one_lookup_reads_all_its_files_into_one_buffer(tmp_path, monkeypatch):
     found = lines.lines_of(None, keys)
     assert [line for line, _ in found] == [4, 501, 1000] * 5
     assert found[0][1] == '{"n": 0, "i": 3}'
-    assert len(made) == 1  # 5 files, one buffer
+    assert len(made) == readers  # 5 files, one buffer per reader
+
+
+def test_files_read_on_threads_give_each_key_its_line_and_skip_a_gone_file(tmp_path, monkeypatch):
+    """Local files are read by several threads: every key still gets its own file's line, in the keys' order,
+    and a file gone since the pass leaves only its own keys without a line."""
+    monkeypatch.setattr(source_lines, "READERS", 3)
+    threads = set()
+    read_lines = source_lines.read_lines
+    monkeypatch.setattr(source_lines, "read_lines", lambda *a: threads.add(threading.current_thread().name) or read_lines(*a))
+    keys = []
+    for n in range(8):
+        path = tmp_path / f"part-{n}.json"
+        if n != 5:
+            path.write_bytes(b"".join(b'{"n": %d, "i": %d}\n' % (n, i) if i % 7 else b"\n" for i in range(2000)))
+        keys += [("in", f"file:{path}", 0, position) for position in (n + 1, 1000 + n)]
+    lines = source_lines.SourceLines.__new__(source_lines.SourceLines)
+    lines.rules, lines.include_messages = {"in": LineRules(JSON_BLANK, False, arrays=True)}, True
+
+    def line_of(n: int, position: int) -> tuple[int, str]:  # every 7th line (from the first) is blank
+        number = next(i for i in range(2000) if i % 7 and sum(1 for j in range(i + 1) if j % 7) == position) + 1
+        return number, '{"n": %d, "i": %d}' % (n, number - 1)
+
+    expected = [None if n == 5 else line_of(n, position) for n in range(8) for position in (n + 1, 1000 + n)]
+    assert lines.lines_of(None, keys) == expected
+    assert threads and all(name.startswith("conduit-source-lines") for name in threads)  # read by the pool
 
 
 def test_a_file_is_read_only_up_to_the_piece_of_its_last_wanted_record(tmp_path, monkeypatch):
