@@ -680,16 +680,8 @@ def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:
 @contextlib.contextmanager
 def files_read_one_per_partition(spark: SparkSession):
     """Each input file is read as its own partition(s) while the pipeline runs: record numbers come from it."""
-    key = "spark.sql.files.openCostInBytes"
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, ONE_FILE_PER_PARTITION)
-    try:
+    with _conf_set(spark, "spark.sql.files.openCostInBytes", ONE_FILE_PER_PARTITION):
         yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
 
 
 @contextlib.contextmanager
@@ -703,15 +695,26 @@ def wide_records_code_generated(spark: SparkSession):
     still falls back to Spark's own execution. A value the user set is kept. Set for the run only: the stream's
     session is a copy made when the query starts, and the caller's session is left as it was.
     """
-    key = "spark.sql.codegen.maxFields"
-    if spark.conf.get(key, None) is not None:
+    with _conf_set(spark, "spark.sql.codegen.maxFields", str(CODEGEN_MAX_FIELDS), keep_users=True):
+        yield
+
+
+@contextlib.contextmanager
+def _conf_set(spark: SparkSession, key: str, value: str, *, keep_users: bool = False):
+    """``key`` set to ``value`` on ``spark``'s session for the block, then put back as it was (unset when it was
+    unset); with ``keep_users``, a value already set is left alone."""
+    previous = spark.conf.get(key, None)
+    if keep_users and previous is not None:
         yield
         return
-    spark.conf.set(key, str(CODEGEN_MAX_FIELDS))
+    spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.unset(key)
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 def install_sigterm_handler(runner: PipelineRunner) -> None:
