@@ -399,11 +399,8 @@ class PipelineRunner:
     def _foreach_batch(self, batch: DataFrame, batch_id: int) -> None:
         if self._stopping():
             # Graceful stop: the batch that was running has finished; this one is not started (not
-            # committed either), so the next run processes it. Raising is how a query ends from here;
-            # Spark would log it as the query's failure, with a stack trace: not on a stop asked for.
-            self._query_log_restore = self._query_log_restore or quiet_query_errors(self.spark, self.query)
-            PY4J_CALLBACK_LOG.addFilter(_STOP_IS_NO_ERROR)  # once: the same filter is not added twice
-            raise StopRequested(f"stop requested before batch {batch_id}; it runs on the next start")
+            # committed either), so the next run processes it.
+            raise self._stop_here(f"stop requested before batch {batch_id}; it runs on the next start")
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
             self._check_input_files(batch_id, number)
@@ -412,12 +409,24 @@ class PipelineRunner:
             self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
             raise RuntimeError("simulated driver crash") from crash
         except BaseException as exc:  # noqa: BLE001 - classified here (Python context is lost once in the JVM)
+            if self._stopping() and self.failure is None:  # ended by the stop (query.stop() interrupts a batch)
+                raise self._stop_here(f"batch {batch_id} ended by a stop; it runs on the next start") from None
             if self.failure is None and not self._stopping():
                 stage, component_id, component_type = self.stage.where
                 if self._ctx is not None and self._ctx.where is not None:  # inside a processor
                     stage, component_id, component_type = self._ctx.where
                 self.failure = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
             raise
+
+    def _stop_here(self, message: str) -> StopRequested:
+        """The exception that ends the query from ``foreachBatch`` on a stop asked for. Spark would log it as the
+        query's failure, with a stack trace: not on a stop asked for. Raised instead of what a stop interrupted
+        (``from None``): Spark's ``StreamExecution`` matches a failed batch's Py4J text against a pattern that
+        recurses once per character, and an interrupted JVM call's stack trace in it overflows the stream thread's
+        stack (the query then ends with no cause and a thousand-line trace on stderr); this text is one line."""
+        self._query_log_restore = self._query_log_restore or quiet_query_errors(self.spark, self.query)
+        PY4J_CALLBACK_LOG.addFilter(_STOP_IS_NO_ERROR)  # once: the same filter is not added twice
+        return StopRequested(message)
 
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Batch number ``batch_id`` (numbered on across checkpoints: ``batch_numbers.py``; a replay's is negative)."""
