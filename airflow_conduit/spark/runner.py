@@ -409,9 +409,9 @@ class PipelineRunner:
             self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
             raise RuntimeError("simulated driver crash") from crash
         except BaseException as exc:  # noqa: BLE001 - classified here (Python context is lost once in the JVM)
-            if self._stopping() and self.failure is None:  # ended by the stop (query.stop() interrupts a batch)
-                raise self._stop_here(f"batch {batch_id} ended by a stop; it runs on the next start") from None
-            if self.failure is None and not self._stopping():
+            if self.failure is None:
+                if self._stopping():  # ended by the stop (query.stop() interrupts a batch)
+                    raise self._stop_here(f"batch {batch_id} ended by a stop; it runs on the next start") from None
                 stage, component_id, component_type = self.stage.where
                 if self._ctx is not None and self._ctx.where is not None:  # inside a processor
                     stage, component_id, component_type = self._ctx.where

@@ -60,7 +60,7 @@ def test_a_stop_that_interrupts_a_batch_ends_it_with_one_line_not_the_interrupte
 
     def interrupted_in_the_second_batch(runner) -> None:
         runners.append(runner)
-        process, stop = runner._process_batch, runner._stop_gracefully
+        process = runner._process_batch
 
         def batch(df, batch_id):
             if batch_id == 1:
