@@ -1,6 +1,7 @@
 """Benchmark 1: what per-record error handling costs on the data path (method: docs/benchmarks.md)."""
 
 import json
+import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
@@ -84,9 +85,10 @@ def streaming_floor(spark, data: Path, root: Path, ddl: str, transform: Callable
             .option("columnNameOfCorruptRecord", "_corrupt")
         if files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", files_per_trigger)
-        reader.json(str(data)).writeStream.foreachBatch(write_good).option("checkpointLocation", str(root / "checkpoint")) \
-            .trigger(availableNow=True).start().awaitTermination()
-    return {"seconds": sw.seconds, "batches": len(batch_ids), "lake": root / "lake"}
+        query = reader.json(str(data)).writeStream.foreachBatch(write_good).option("checkpointLocation", str(root / "checkpoint")) \
+            .trigger(availableNow=True).start()
+        query.awaitTermination()
+    return {"seconds": sw.seconds, "batches": len(batch_ids), "lake": root / "lake", "trigger_ms": trigger_ms(query)}
 
 
 def run_b(spark, data: Path, root: Path) -> dict[str, Any]:
@@ -143,14 +145,42 @@ def ways(tuned: int = 0) -> dict[str, Callable[[Any, Path, Path], dict[str, Any]
     return {"a": runner(0), "b": run_b, "c": run_c, "f": floor(0, False), "p": floor(0), **({"t": runner(tuned), "pt": floor(tuned)} if tuned else {})}
 
 
-def fixed_cost(times: dict[str, list[float]], batches: dict[str, int]) -> dict[str, Any]:
+def small_batch_ways() -> dict[str, Callable[[Any, Path, Path], dict[str, Any]]]:
+    """s: the runner, one file per micro-batch, each batch's time from Spark's progress; ps: the floor the same way."""
+    def runner(spark, data: Path, root: Path) -> dict[str, Any]:
+        queries: list[Any] = []
+        result = run_pipeline(spark, runner_spec(data, root, 1), root, on_runner=lambda r: queries.append(r))
+        return {**result, "trigger_ms": trigger_ms(queries[0].query)}
+
+    return {"s": runner, "ps": lambda spark, data, root: streaming_floor(spark, data, root, SCHEMA_DDL, transforms, files_per_trigger=1)}
+
+
+def fixed_cost_regression(times: dict[str, list[float]], batches: dict[str, int]) -> dict[str, Any]:
     """((t - pt) - (a - p)) / (t's batches - a's): the runner's cost per extra batch over p at the same records."""
     extra = batches.get("t", 0) - batches.get("a", 0)
     if extra <= 0 or batches.get("pt") != batches.get("t") or batches.get("p") != batches.get("a"):
         return {}
     excess_t = [t - q for t, q in zip(times["t"], times["pt"])]
-    return {"fixed_cost_ms": summary(1000 * (xt - a + p) / extra for xt, a, p in zip(excess_t, times["a"], times["p"])),
+    return {"fixed_cost_regression_ms": summary(1000 * (xt - a + p) / extra for xt, a, p in zip(excess_t, times["a"], times["p"])),
             "fixed_cost_upper_ms": summary(1000 * xt / batches["t"] for xt in excess_t)}
+
+
+def trigger_ms(query) -> list[int]:
+    """Each micro-batch's time in Spark's own progress (``triggerExecution``: offsets, planning, the batch, commits)."""
+    return [int(progress.durationMs["triggerExecution"]) for progress in query.recentProgress if progress.numInputRows]
+
+
+def fixed_cost(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per repetition, the median small batch's time of the runner (s) minus the floor's (ps), the first batch of each
+    left out (it also builds what later batches reuse): what a micro-batch costs over p when it holds few records."""
+    def later(run: dict[str, Any]) -> list[int]:
+        return run["trigger_ms"][1:]
+
+    if not runs.get("s") or not runs.get("ps"):
+        return {}
+    return {"fixed_cost_ms": summary(statistics.median(later(s)) - statistics.median(later(ps)) for s, ps in zip(runs["s"], runs["ps"])),
+            "small_batch_ms": {w: summary(statistics.median(later(r)) for r in runs[w]) for w in ("s", "ps")},
+            "small_batches": {w: runs[w][-1]["batches"] for w in ("s", "ps")}}
 
 
 def measure(args) -> dict[str, Any]:
@@ -159,6 +189,8 @@ def measure(args) -> dict[str, Any]:
         data_bytes = sum(p.stat().st_size for p in (work / "data").iterdir())
         spark = spark_session("airflow-conduit-bench-error-handling", args.driver_memory)
         runs = measure_ways(spark, work, work / "data", ways(args.tuned_files_per_batch), args.reps)
+        generate(work / "small", args.small_files * args.small_per_file, args.small_per_file)
+        small = measure_ways(spark, work, work / "small", small_batch_ways(), args.reps, label="small batches: ")
         generate(work / "clean", min(args.records, 3 * args.per_file), args.per_file, bad=False)
         clean = run_pipeline(spark, runner_spec(work / "clean", work / "cl", 1), work / "cl")
         spark.stop()
@@ -172,7 +204,8 @@ def measure(args) -> dict[str, Any]:
         "cpu_ratio_a_p": ratio(runs, "a", "p", "cpu"), "cpu_ratio_a_b": ratio(runs, "a", "b", "cpu"),
         "jobs_per_batch": {"with_bad": summary(x["jobs"] / x["batches"] for w in RUNNER_WAYS for x in runs.get(w, []) if x["batches"]),
                            "without_bad": summary([clean["jobs"] / clean["batches"]] if clean["batches"] and not clean["bad"] else [])},
-        **fixed_cost({w: [x["seconds"] for x in r] for w, r in runs.items()}, batches),
+        **fixed_cost(small), "small_per_file": args.small_per_file,
+        **fixed_cost_regression({w: [x["seconds"] for x in r] for w, r in runs.items()}, batches),
         **{f"ratio_{num}_{den}": ratio(runs, num, den) for num, den in (pair.split("/") for pair in RATIOS) if {num, den} <= set(runs)}}
 
 
@@ -181,7 +214,10 @@ WAY_NAMES = {"a": "a: runner, default batch size", "t": "t: runner, max-files-pe
              "b": "b: plain PySpark batch job", "c": "c: Python UDF with try/except"}
 RATIOS = ("a/p", "t/pt", "a/c", "a/b", "p/b", "p/f", "f/b", "c/b", "t/a")  # figure ratio_<num>_<den>
 CPU_RATIOS = {"cpu_ratio_a_p": "a/p in CPU time (driver JVM and Python)", "cpu_ratio_a_b": "a/b in CPU time"}
-PER_BATCH = (("fixed cost over p (regression on batch count)", at("fixed_cost_ms"), 0, " ms"),
+PER_BATCH = (("fixed cost over p: small batches, s − ps", at("fixed_cost_ms"), 0, " ms"),
+             ("small batch, s: runner", at("small_batch_ms", "s"), 0, " ms"),
+             ("small batch, ps: streaming floor", at("small_batch_ms", "ps"), 0, " ms"),
+             ("fixed cost over p: regression on batch count, a and t", at("fixed_cost_regression_ms"), 0, " ms"),
              ("(t − pt) ÷ t's batches (upper bound)", at("fixed_cost_upper_ms"), 0, " ms"),
              ("Spark jobs, batches with bad records", at("jobs_per_batch", "with_bad"), 1),
              ("Spark jobs, batches without bad records", at("jobs_per_batch", "without_bad"), 1))
@@ -193,6 +229,11 @@ def rows_out(counts: list[dict[str, Any]]) -> str:
     return text if all(c == counts[0] for c in counts) else text + " (varied between repetitions!)"
 
 
+def small_batches(r: dict[str, Any]) -> str:
+    counts = r.get("small_batches")
+    return f"{counts['s']} × {r['small_per_file']:,}" if counts else "–"
+
+
 def tables(r: dict[str, Any]) -> list[str]:
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(r["kinds"].items()))
     per_way = (("way", lambda w: WAY_NAMES[w].format(t=r["tuned_files_per_batch"])), ("seconds", lambda w: r["seconds"][w], 1),
@@ -201,9 +242,9 @@ def tables(r: dict[str, Any]) -> list[str]:
                ("batches", lambda w: str(r["batches"].get(w, "–"))), ("rows written, to the DLQ", lambda w: rows_out(r["counts"][w])))
     ratio_keys = {**{"ratio_" + p.replace("/", "_"): p for p in RATIOS}, **CPU_RATIOS}
     return [
-        table(["records", "files × records", "MB", "kinds", "batches (a, t)"],
+        table(["records", "files × records", "MB", "kinds", "batches (a, t)", "small batches (s, ps): batches × records"],
               [[f"{r['records']:,}", f"{r['files']} × {r['per_file']:,}", f"{r['data_bytes'] / 1e6:,.0f}", kinds,
-                ", ".join(str(r["batches"].get(w, "–")) for w in RUNNER_WAYS)]]),
+                ", ".join(str(r["batches"].get(w, "–")) for w in RUNNER_WAYS), small_batches(r)]]),
         figure_table([w for w in WAY_NAMES if w in r["seconds"]], per_way),
         facts_table(r, [(label, at(key)) for key, label in ratio_keys.items() if key in r], ("ratio", "median (min–max)")),
         facts_table(r, PER_BATCH, ("per micro-batch", "value"))]
@@ -211,4 +252,5 @@ def tables(r: dict[str, Any]) -> list[str]:
 
 if __name__ == "__main__":
     benchmark("error_handling", __doc__, measure, records=2_000_000, per_file=100_000, tuned_files_per_batch=5, reps=MIN_PAIRS,
+              small_files=20, small_per_file=10_000,
               driver_memory="4g")

@@ -97,7 +97,7 @@ def test_each_benchmark_gets_a_page_of_its_own_run_and_the_hand_written_text_sta
     small = (rendered / "benchmarks" / "small_run.md").read_text()
     assert "| finished | 2026-01-02 10:00:00 UTC |" in first and "| commit | abc1234 |" in first
     assert "| finished | 2026-01-01 08:00:00 UTC |" in small
-    assert "| a/p | 1.10 (1.02–1.40) |" in first and "| fixed cost over p (regression on batch count) | 120 ms (80–170) |" in first
+    assert "| a/p | 1.10 (1.02–1.40) |" in first and "| fixed cost over p: small batches, s − ps | 120 ms (80–170) |" in first
     assert "| plain PySpark script (SparkSession, read, write) | 9.5 s |" in small and "| start-up | 6.0 s | 55 % |" in small
 
 
