@@ -149,7 +149,7 @@ def small_batch_ways() -> dict[str, Callable[[Any, Path, Path], dict[str, Any]]]
     """s: the runner, one file per micro-batch, each batch's time from Spark's progress; ps: the floor the same way."""
     def runner(spark, data: Path, root: Path) -> dict[str, Any]:
         queries: list[Any] = []
-        result = run_pipeline(spark, runner_spec(data, root, 1), root, on_runner=lambda r: queries.append(r))
+        result = run_pipeline(spark, runner_spec(data, root, 1), root, on_runner=queries.append)
         return {**result, "trigger_ms": trigger_ms(queries[0].query)}
 
     return {"s": runner, "ps": lambda spark, data, root: streaming_floor(spark, data, root, SCHEMA_DDL, transforms, files_per_trigger=1)}
@@ -174,7 +174,7 @@ def fixed_cost(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per repetition, the median small batch's time of the runner (s) minus the floor's (ps), the first batch of each
     left out (it also builds what later batches reuse): what a micro-batch costs over p when it holds few records."""
     def later(run: dict[str, Any]) -> list[int]:
-        return run["trigger_ms"][1:]
+        return run["trigger_ms"][1:] or run["trigger_ms"]
 
     if not runs.get("s") or not runs.get("ps"):
         return {}
