@@ -214,7 +214,7 @@ def record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> li
         parsed = parsing.from_json_text(value, schema)
         value_of = lambda name: parsed[name]  # noqa: E731
         failed = parsed[parsing.CORRUPT].isNotNull()
-        value_error = parsing.json_error(value, value_of, failed, schema, what="record", **where)
+        value_error = parsing.json_error(value, value_of, failed, schema, what="record", utf8_checked=True, **where)
     elif fmt == "csv":
         parsed = F.from_csv(
             value, _ddl(parsing.reader_schema(schema)), {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": parsing.CORRUPT}

@@ -312,7 +312,8 @@ def _short_line_reason(text: Column, typed: ValueOf, schema: T.StructType, *, wh
 
 def json_error(
     text: Column, typed: ValueOf, failed: Column, schema: T.StructType, *, what: str,
-    max_string_length: int = JSON_MAX_STRING_LENGTH, defer_reason: bool = False, **where: str,
+    max_string_length: int = JSON_MAX_STRING_LENGTH, defer_reason: bool = False, utf8_checked: bool = False,
+    **where: str,
 ) -> Column:
     """The error of a JSON record (an error struct) or NULL.
 
@@ -321,23 +322,37 @@ def json_error(
     the parser's limit the text was read with. ``defer_reason``: a rejected (valid UTF-8) line gets the
     placeholder class ``PENDING_REASON``, its reason worked out later by ``rejected_json_reason`` on the
     few rejected lines (see the module docstring: it keeps ``from_json`` out of the pass over every record).
+    ``utf8_checked``: the caller gives a text that is not valid UTF-8 its error before this one (a Kafka value),
+    so this one has no branch for it: every plan over the record would analyse, optimise and generate code for
+    a branch no record takes.
     """
+    branches: list[tuple[Column, Column]] = []
+    if not utf8_checked:
+        branches.append((failed & is_invalid_utf8(text), _utf8_error(text, where)))
     if defer_reason:  # the message holds the typed-NULL flags until the reason replaces it
-        pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
-        out = F.when(failed & is_invalid_utf8(text), _utf8_error(text, where))
         if reason_in_the_pass(schema):
             reason = _short_line_reason(text, typed, schema, what=what, max_string_length=max_string_length, where=where)
-            out = out.when(failed & decidable_in_the_pass(text, max_string_length), reason)
-        out = out.when(failed, pending)
+            branches.append((failed & decidable_in_the_pass(text, max_string_length), reason))
+        pending = C.error_struct(exception_class=PENDING_REASON, message=typed_null_flags(schema, typed), **where)
+        branches.append((failed, pending))
     else:
         parsed = _map_reason(
             text, RejectedParses.of(text, max_string_length), lambda name: typed(name).isNull(), schema, what=what,
             max_string_length=max_string_length, where=where,
         )
-        out = F.when(failed, F.when(is_invalid_utf8(text), _utf8_error(text, where)).otherwise(parsed))
+        branches.append((failed, parsed))
     missing_value = _missing(schema, typed)
     if missing_value:
-        out = out.when(_any([c for _, c in missing_value]), _missing_error(missing_value, what, where))
+        branches.append((_any([c for _, c in missing_value]), _missing_error(missing_value, what, where)))
+    return _case(branches)
+
+
+def _case(branches: list[tuple[Column, Column]]) -> Column:
+    """``CASE WHEN c1 THEN v1 WHEN c2 THEN v2 ... END`` (NULL when no condition holds)."""
+    (first_condition, first_value), *rest = branches
+    out = F.when(first_condition, first_value)
+    for condition, value in rest:
+        out = out.when(condition, value)
     return out
 
 

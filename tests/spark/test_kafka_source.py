@@ -133,6 +133,22 @@ def test_raw_values_as_strings_and_as_bytes(spark, kafka, tmp_path):
     assert read_json_rows(spark, tmp_path / "b-dlq") == []
 
 
+def test_a_json_value_that_is_not_utf8_is_explained_by_one_branch_of_the_error_column(spark):
+    """The value's error takes an invalid UTF-8 value first; the JSON reasons below it have no branch of their own
+    for one, which no record would take and every plan of a batch would analyse, optimise and generate code for."""
+    from pyspark.sql import functions as F
+
+    from airflow_conduit.spark import columns as C
+    from airflow_conduit.spark import kafka_source, parsing
+    from airflow_conduit.spark.sources import SourcePlan
+
+    spec = SourceSpec(id="in", plugin="kafka", settings={"servers": "127.0.0.1:1", "topics": ["t"], "format": "json", "schema": SCHEMA})
+    plan = SourcePlan(spec=spec, index=0, schema=parsing.parse_schema(SCHEMA), parser="kafka")
+    columns = kafka_source.record_columns(plan, keep_originals=False, seq=F.lit(0))
+    error = next(column for column in columns if str(column._jc.toString()).endswith(f"AS {C.ERROR}"))
+    assert str(error._jc.toString()).count("invalid UTF-8 byte 0x") == 1
+
+
 def test_spark_shows_the_sasl_password_redacted_in_the_query_plan(spark):
     from airflow_conduit.spark.kafka_source import reader_options
 
