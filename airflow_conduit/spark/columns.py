@@ -82,6 +82,15 @@ def active() -> Column:
     return F.col(ERROR).isNull() & ~F.col(FILTERED)
 
 
+def case(branches: list[tuple[Column, Column]]) -> Column:
+    """``CASE WHEN c1 THEN v1 WHEN c2 THEN v2 ... END`` (NULL when no condition holds); ``branches`` not empty."""
+    (first_condition, first_value), *rest = branches
+    out = F.when(first_condition, first_value)
+    for condition, value in rest:
+        out = out.when(condition, value)
+    return out
+
+
 def error_struct(
     *,
     stage: str,

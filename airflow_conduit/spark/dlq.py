@@ -144,16 +144,15 @@ def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Co
 def _reason(plans: list[SourcePlan], text: str, source_id: Column, flags: str) -> Column | None:
     """The pending reason, from the columns ``_parses`` added and the typed-NULL flags the pass kept (``text`` and
     ``flags``: column names)."""
-    reason = None
+    branches = []
     for plan in _json_plans(plans):
         where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
         parses = parsing.RejectedParses(*(_parse_column(plan, part) for part in _PARSE_PARTS))
         found = parsing.rejected_json_reason(
             text, flags, parses, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec), **where,
         )
-        cond = source_id == F.lit(plan.id)
-        reason = F.when(cond, found) if reason is None else reason.when(cond, found)
-    return reason
+        branches.append((source_id == F.lit(plan.id), found))
+    return C.case(branches) if branches else None
 
 
 class PendingReasons:

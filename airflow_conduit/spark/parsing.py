@@ -344,16 +344,7 @@ def json_error(
     missing_value = _missing(schema, typed)
     if missing_value:
         branches.append((_any([c for _, c in missing_value]), _missing_error(missing_value, what, where)))
-    return _case(branches)
-
-
-def _case(branches: list[tuple[Column, Column]]) -> Column:
-    """``CASE WHEN c1 THEN v1 WHEN c2 THEN v2 ... END`` (NULL when no condition holds)."""
-    (first_condition, first_value), *rest = branches
-    out = F.when(first_condition, first_value)
-    for condition, value in rest:
-        out = out.when(condition, value)
-    return out
+    return C.case(branches)
 
 
 def text_as_map(text: Column, max_string_length: int) -> Column:

@@ -262,11 +262,7 @@ def per_source(plans: list[SourcePlan], of) -> Column:
     """``of(plan)`` for the source each record came from."""
     if len(plans) == 1:
         return of(plans[0])
-    out = None
-    for plan in plans:
-        cond = F.col(C.SOURCE_INDEX) == F.lit(plan.index)
-        out = F.when(cond, of(plan)) if out is None else out.when(cond, of(plan))
-    return out
+    return C.case([(F.col(C.SOURCE_INDEX) == F.lit(plan.index), of(plan)) for plan in plans])
 
 
 # Where a record came from. Evaluated only where used (the DLQ's rows, under a condition), in the pass
