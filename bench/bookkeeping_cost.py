@@ -5,11 +5,11 @@ import json
 import subprocess
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench import error_handling as eh
 from bench.common import (MIN_PAIRS, benchmark, by_way, column, iso_epoch, log, measure_ways, ratio, run_child, spark_session, spread,
-                          summary, table, workdir)
+                          summary, table, thread_cpu_clock, thread_cpu_used, workdir)
 
 TITLE = "1c. Where the tasks' CPU goes"
 WAYS = ("a", "p", "b")
@@ -49,11 +49,24 @@ def attribute(samples: list[dict[str, Any]], windows: dict[str, list[tuple[float
     return {way: {part: n / max(len(windows[way]), 1) for part, n in counts.items()} for way, counts in per_way.items()}
 
 
+def with_thread_cpu(clock: Callable[[], dict[str, float]], way: Callable) -> Callable:
+    """``way`` with the CPU its run used per thread group (``thread_cpu``) added to its figures."""
+
+    def run(spark, data: Path, folder: Path) -> dict[str, Any]:
+        before = clock()
+        result = way(spark, data, folder)
+        return {**result, "thread_cpu": thread_cpu_used(before, clock())}
+
+    return run
+
+
 def child(args) -> dict[str, Any]:
-    """One JVM with the recorder: the ways alternating; times, windows, rows; the recording dumped before the JVM exits."""
+    """One JVM with the recorder: the ways alternating; times, windows, rows, CPU per thread group; the recording dumped
+    before the JVM exits."""
     spark = spark_session("airflow-conduit-bench-bookkeeping", args.driver_memory, java_options=RECORDER_OPTIONS)
     work, ways = Path(args.work), eh.ways()
-    runs = measure_ways(spark, work, work / "data", {way: ways[way] for way in WAYS}, args.reps)
+    clock = thread_cpu_clock(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+    runs = measure_ways(spark, work, work / "data", {way: with_thread_cpu(clock, ways[way]) for way in WAYS}, args.reps)
     jvm = spark.sparkContext._jvm
     for recording in jvm.jdk.jfr.FlightRecorder.getFlightRecorder().getRecordings():
         recording.dump(jvm.java.io.File(str(work / "ways.jfr")).toPath())
@@ -80,12 +93,15 @@ def measure(args) -> dict[str, Any]:
         "ratio_to_b": {w: ratio(runs, w, "b") for w in runs},
         "steps": {"runner_over_p": summary(x - y for x, y in zip(times["a"], times["p"])),
                   "structured_streaming": summary(x - y for x, y in zip(times["p"], times["b"]))},
-        "task_samples_per_run": profile, "task_parts": [part for part, _ in TASK_PARTS]}
+        "task_samples_per_run": profile, "task_parts": [part for part, _ in TASK_PARTS],
+        "thread_cpu": {w: {group: summary(run["thread_cpu"][group] for run in r) for group in CPU_LABELS} for w, r in runs.items()}}
 
 
 PART_LABELS = {"json_reader": "Spark's JSON reader", "line_reader": "reading lines", "parquet_writer": "Spark's Parquet writer",
                "generated_code": "generated code (projections, flags, transforms, row copies)", "observation": "the observation's aggregates",
                "other": "other task work", "driver": "driver JVM threads (planning, scheduling, commits)"}
+CPU_LABELS = {"tasks": "executor tasks", "jit": "the JIT compilers (C1, C2)", "gc": "the garbage collector",
+              "driver": "other JVM threads (planning, scheduling, Py4J)", "python": "the Python driver"}
 STEP_LABELS = {"runner_over_p": "the runner over the floor (a − p)", "structured_streaming": "Structured Streaming (p − b)"}
 
 
@@ -94,6 +110,11 @@ def tables(r: dict[str, Any]) -> list[str]:
     out = [table(["way", "seconds", "÷ b", "rows written"],
                  [[w, spread(r["seconds"][w], 2, " s"), spread(r["ratio_to_b"][w]), f"{r['rows_written'][w]:,}"] for w in cols]),
            table(["step", "seconds"], [[STEP_LABELS.get(k, k), spread(v, 2, " s")] for k, v in r["steps"].items()])]
+    cpu = r.get("thread_cpu") or {}
+    if cpu:
+        shown = [w for w in cols if w in cpu]
+        out.append(table(["CPU seconds per run", *shown],
+                         [[label, *[spread(cpu[w][group], 2, " s") for w in shown]] for group, label in CPU_LABELS.items()]))
     profile = r.get("task_samples_per_run") or {}
     if not profile.get("b"):
         return out + ["No profile was recorded (the benchmark's log says why)."]

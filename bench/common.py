@@ -209,6 +209,47 @@ def cpu_clock(spark) -> Callable[[], float]:
     return lambda: sum(int(x) for x in stat.read_text().rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") + sum(os.times()[:2])
 
 
+THREAD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (  # a JVM thread's group: its name (15 characters in /proc) starts so
+    ("tasks", ("Executor task",)),
+    ("jit", ("C1 CompilerThre", "C2 CompilerThre")),
+    ("gc", ("GC Thread", "G1 ")),
+)
+
+
+def thread_group(name: str) -> str:
+    """The THREAD_GROUPS group of a JVM thread's name, else ``driver`` (planning, scheduling, commits, Py4J)."""
+    return next((group for group, prefixes in THREAD_GROUPS if name.startswith(prefixes)), "driver")
+
+
+def thread_cpu_clock(pid: int) -> Callable[[], dict[str, float]]:
+    """CPU seconds so far of the JVM ``pid`` per THREAD_GROUPS group (from /proc), and of this Python process as
+    ``python``. Java Flight Recorder samples Java code only: the JIT compilers and the garbage collector are seen here.
+    A thread that ended (the JVM retires idle compiler threads) leaves its time in the process's total: ``driver``
+    is that total less the other groups', so it holds ended threads' time too."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(stat: str) -> float:
+        return sum(int(x) for x in stat.rsplit(")", 1)[1].split()[11:13]) / tick
+
+    def clock() -> dict[str, float]:
+        groups = {group: 0.0 for group, _ in THREAD_GROUPS}
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                stat = (task / "stat").read_text()
+                group = thread_group(stat[stat.index("(") + 1: stat.rindex(")")])
+                if group in groups:
+                    groups[group] += seconds(stat)
+        total = seconds(Path(f"/proc/{pid}/stat").read_text())
+        return {**groups, "driver": total - sum(groups.values()), "python": sum(os.times()[:2])}
+
+    return clock
+
+
+def thread_cpu_used(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """What each group used between two readings of ``thread_cpu_clock``."""
+    return {group: after[group] - before[group] for group in after}
+
+
 def measure_ways(spark, work: Path, data: Path, todo: Mapping[str, Callable], reps: int, warmup: int = 1,
                  label: str = "") -> dict[str, list[dict[str, Any]]]:
     """``todo``'s ways alternating on ``data``: each run's own figures with its CPU time, its time in and outside Spark

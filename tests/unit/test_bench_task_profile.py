@@ -1,7 +1,8 @@
 """Benchmark 1c's attribution of sampled stacks (bench/bookkeeping_cost.py): the figures in docs/benchmarks.md
 depend on it, so it is pinned here on hand-made samples in Java Flight Recorder's JSON shape."""
 
-from bench.bookkeeping_cost import attribute, task_part
+from bench.bookkeeping_cost import CPU_LABELS, attribute, tables, task_part
+from bench.common import thread_cpu_clock, thread_cpu_used, thread_group
 
 
 def frame(cls: str, method: str) -> dict:
@@ -46,3 +47,36 @@ def test_samples_are_counted_per_run_of_the_way_whose_window_holds_them():
     profile = attribute(samples, windows)
     assert profile["a"] == {"json_reader": 1.0, "parquet_writer": 0.5, "driver": 0.5}  # per run: a ran twice
     assert profile["b"] == {"generated_code": 1.0}
+
+
+def test_a_jvm_thread_is_grouped_by_the_name_proc_shows():
+    # /proc keeps 15 characters of a thread's name
+    assert thread_group("Executor task l") == "tasks"
+    assert thread_group("C2 CompilerThre") == thread_group("C1 CompilerThre") == "jit"
+    assert thread_group("GC Thread#0") == thread_group("G1 Conc#0") == thread_group("G1 Refine#0") == "gc"
+    assert thread_group("dag-scheduler-e") == thread_group("Thread-12") == "driver"
+
+
+def test_the_thread_cpu_clock_counts_a_process_s_cpu_once_and_the_pythons_own():
+    import os
+    import time
+
+    clock = thread_cpu_clock(os.getpid())  # this Python process: no thread of it is a task, compiler or collector
+    before = clock()
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:
+        pass
+    used = thread_cpu_used(before, clock())
+    assert set(used) == {"tasks", "jit", "gc", "driver", "python"}
+    assert used["tasks"] == used["jit"] == used["gc"] == 0
+    assert used["driver"] >= 0.2 and used["python"] >= 0.2  # the process's total, less no group, and os.times()'s
+
+
+def test_the_cpu_table_shows_each_thread_group_per_way():
+    one = {"median": 1.5, "min": 1.0, "max": 2.0, "n": 3}
+    result = {"seconds": {w: one for w in ("a", "p", "b")}, "ratio_to_b": {w: one for w in ("a", "p", "b")},
+              "rows_written": {w: 10 for w in ("a", "p", "b")}, "steps": {}, "task_samples_per_run": {},
+              "thread_cpu": {w: {group: one for group in CPU_LABELS} for w in ("a", "p", "b")}}
+    text = "\n".join(tables(result))
+    assert "| CPU seconds per run | a | p | b |" in text
+    assert "| the JIT compilers (C1, C2) | 1.50 s (1.00–2.00) | 1.50 s (1.00–2.00) | 1.50 s (1.00–2.00) |" in text
