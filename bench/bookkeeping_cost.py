@@ -49,7 +49,7 @@ def attribute(samples: list[dict[str, Any]], windows: dict[str, list[tuple[float
     return {way: {part: n / max(len(windows[way]), 1) for part, n in counts.items()} for way, counts in per_way.items()}
 
 
-def with_thread_cpu(clock: Callable[[], dict[str, float]], way: Callable) -> Callable:
+def with_thread_cpu(clock: Callable[[], dict[str, Any]], way: Callable) -> Callable:
     """``way`` with the CPU its run used per thread group (``thread_cpu``) added to its figures."""
 
     def run(spark, data: Path, folder: Path) -> dict[str, Any]:

@@ -221,33 +221,36 @@ def thread_group(name: str) -> str:
     return next((group for group, prefixes in THREAD_GROUPS if name.startswith(prefixes)), "driver")
 
 
-def thread_cpu_clock(pid: int) -> Callable[[], dict[str, float]]:
-    """CPU seconds so far of the JVM ``pid`` per THREAD_GROUPS group (from /proc), and of this Python process as
-    ``python``. Java Flight Recorder samples Java code only: the JIT compilers and the garbage collector are seen here.
-    A thread that ended (the JVM retires idle compiler threads) leaves its time in the process's total: ``driver``
-    is that total less the other groups', so it holds ended threads' time too."""
+def thread_cpu_clock(pid: int) -> Callable[[], dict[str, Any]]:
+    """A reading of the CPU seconds so far of the JVM ``pid``'s threads (from /proc), of the whole JVM, and of this
+    Python process; ``thread_cpu_used`` turns two readings into seconds per THREAD_GROUPS group. Java Flight Recorder
+    samples Java code only: the JIT compilers and the garbage collector are seen here."""
     tick = os.sysconf("SC_CLK_TCK")
 
     def seconds(stat: str) -> float:
         return sum(int(x) for x in stat.rsplit(")", 1)[1].split()[11:13]) / tick
 
-    def clock() -> dict[str, float]:
-        groups = {group: 0.0 for group, _ in THREAD_GROUPS}
+    def clock() -> dict[str, Any]:
+        threads = {}
         for task in Path(f"/proc/{pid}/task").iterdir():
             with contextlib.suppress(OSError):  # a thread that ended meanwhile
                 stat = (task / "stat").read_text()
-                group = thread_group(stat[stat.index("(") + 1: stat.rindex(")")])
-                if group in groups:
-                    groups[group] += seconds(stat)
-        total = seconds(Path(f"/proc/{pid}/stat").read_text())
-        return {**groups, "driver": total - sum(groups.values()), "python": sum(os.times()[:2])}
+                threads[task.name] = (thread_group(stat[stat.index("(") + 1: stat.rindex(")")]), seconds(stat))
+        return {"threads": threads, "jvm": seconds(Path(f"/proc/{pid}/stat").read_text()), "python": sum(os.times()[:2])}
 
     return clock
 
 
-def thread_cpu_used(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """What each group used between two readings of ``thread_cpu_clock``."""
-    return {group: after[group] - before[group] for group in after}
+def thread_cpu_used(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds per group between two readings of ``thread_cpu_clock``, thread by thread (an executor's idle threads
+    end after a minute: their time so far must not leave their group). A thread that ended between the readings
+    leaves only the JVM's total: what it used then is counted as ``driver``, with the JVM's other threads."""
+    used = {group: 0.0 for group, _ in THREAD_GROUPS}
+    used["driver"] = 0.0
+    for tid, (group, seconds) in after["threads"].items():
+        used[group] += seconds - before["threads"].get(tid, (group, 0.0))[1]
+    used["driver"] += (after["jvm"] - before["jvm"]) - sum(used.values())
+    return {**used, "python": after["python"] - before["python"]}
 
 
 def measure_ways(spark, work: Path, data: Path, todo: Mapping[str, Callable], reps: int, warmup: int = 1,

@@ -72,6 +72,13 @@ def test_the_thread_cpu_clock_counts_a_process_s_cpu_once_and_the_pythons_own():
     assert used["driver"] >= 0.2 and used["python"] >= 0.2  # the process's total, less no group, and os.times()'s
 
 
+def test_a_thread_that_ends_takes_only_its_time_between_the_readings_with_it():
+    before = {"jvm": 100.0, "python": 1.0, "threads": {"1": ("tasks", 40.0), "2": ("tasks", 30.0), "3": ("jit", 10.0)}}
+    # thread 2 (idle since the last run) ended; thread 1 worked 5 s, the compiler 2 s, a new task thread 1 s
+    after = {"jvm": 108.5, "python": 1.5, "threads": {"1": ("tasks", 45.0), "3": ("jit", 12.0), "4": ("tasks", 1.0)}}
+    assert thread_cpu_used(before, after) == {"tasks": 6.0, "jit": 2.0, "gc": 0.0, "driver": 0.5, "python": 0.5}
+
+
 def test_the_cpu_table_shows_each_thread_group_per_way():
     one = {"median": 1.5, "min": 1.0, "max": 2.0, "n": 3}
     result = {"seconds": {w: one for w in ("a", "p", "b")}, "ratio_to_b": {w: one for w in ("a", "p", "b")},
