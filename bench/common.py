@@ -206,7 +206,12 @@ def seconds_in_jobs(spark, first: int, end: int) -> float:
 def cpu_clock(spark) -> Callable[[], float]:
     """CPU seconds of the driver's JVM (all threads, from /proc) plus this Python process."""
     stat = Path(f"/proc/{int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())}/stat")
-    return lambda: sum(int(x) for x in stat.read_text().rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK") + sum(os.times()[:2])
+    return lambda: stat_seconds(stat.read_text()) + sum(os.times()[:2])
+
+
+def stat_seconds(stat: str) -> float:
+    """User and system CPU seconds in a ``/proc/.../stat`` line (its 14th and 15th fields)."""
+    return sum(int(x) for x in stat.rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK")
 
 
 THREAD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (  # a JVM thread's group: its name (15 characters in /proc) starts so
@@ -225,18 +230,14 @@ def thread_cpu_clock(pid: int) -> Callable[[], dict[str, Any]]:
     """A reading of the CPU seconds so far of the JVM ``pid``'s threads (from /proc), of the whole JVM, and of this
     Python process; ``thread_cpu_used`` turns two readings into seconds per THREAD_GROUPS group. Java Flight Recorder
     samples Java code only: the JIT compilers and the garbage collector are seen here."""
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def seconds(stat: str) -> float:
-        return sum(int(x) for x in stat.rsplit(")", 1)[1].split()[11:13]) / tick
 
     def clock() -> dict[str, Any]:
         threads = {}
         for task in Path(f"/proc/{pid}/task").iterdir():
             with contextlib.suppress(OSError):  # a thread that ended meanwhile
                 stat = (task / "stat").read_text()
-                threads[task.name] = (thread_group(stat[stat.index("(") + 1: stat.rindex(")")]), seconds(stat))
-        return {"threads": threads, "jvm": seconds(Path(f"/proc/{pid}/stat").read_text()), "python": sum(os.times()[:2])}
+                threads[task.name] = (thread_group(stat[stat.index("(") + 1: stat.rindex(")")]), stat_seconds(stat))
+        return {"threads": threads, "jvm": stat_seconds(Path(f"/proc/{pid}/stat").read_text()), "python": sum(os.times()[:2])}
 
     return clock
 
