@@ -3,7 +3,8 @@
 Each Kafka record is one record. Its value is parsed in the batch (``json``: ``from_json`` PERMISSIVE with
 the corrupt-record field, as the file source's reader does; ``csv``: ``from_csv``; ``raw``: the value itself
 as a ``value`` field), and a value that does not parse is a per-record error with the same reasons as a file
-line (malformed, missing field, wrong type, invalid UTF-8). A record without a value (a tombstone) is an
+line (malformed, missing field, wrong type, invalid UTF-8; an empty or blank value is malformed, not a record of
+NULL fields). A record without a value (a tombstone) is an
 error for json and csv; a key or a header value that is not UTF-8 is an error of its own class
 (``INVALID_UTF8_METADATA``): metadata are strings, and nothing is dropped or silently replaced.
 
@@ -213,7 +214,9 @@ def record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> li
     if fmt == "json":
         parsed = parsing.from_json_text(value, schema)
         value_of = lambda name: parsed[name]  # noqa: E731
-        failed = parsed[parsing.CORRUPT].isNotNull()
+        # an empty or blank value parses to no struct at all, not to a corrupt record: it is malformed too (as a
+        # DLQ replay's payload is, parsed by sources._record_columns), never a record of NULL fields
+        failed = parsed.isNull() | parsed[parsing.CORRUPT].isNotNull()
         value_error = parsing.json_error(value, value_of, failed, schema, what="record", utf8_checked=True, **where)
     elif fmt == "csv":
         parsed = F.from_csv(

@@ -6,7 +6,10 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from airflow_conduit.pipeline.model import SourceSpec
+from airflow_conduit.spark.replay import replay
 from airflow_conduit.spark.runner import execute
 from spark_helpers import dlq_file, file_dest, pipeline, proc, read_json_rows
 
@@ -175,3 +178,48 @@ def test_csv_values_are_parsed_as_one_line_each_and_bad_ones_go_to_the_dlq(spark
     assert dlq[f"{topic}/0/1"]["record"] == "two,n2,2.0"
     assert dlq[f"{topic}/0/2"]["exception_class"] == "airflow_conduit.spark.MissingFieldError"
     assert sorted(dlq) == [f"{topic}/0/1", f"{topic}/0/2"]
+
+
+EDGE_VALUES = [b"", b"   ", b"null", b"[]", b"{}"]
+MALFORMED = "airflow_conduit.spark.MalformedRecordError"
+MISSING = "airflow_conduit.spark.MissingFieldError"
+
+
+@pytest.mark.parametrize("schema, expected", [
+    # no NOT NULL field: `{}` is a valid empty object, a record of NULL fields
+    ("id BIGINT, name STRING", {"": MALFORMED, "   ": MALFORMED, "null": MALFORMED, "[]": MALFORMED, "{}": None}),
+    # a NOT NULL field: `{}` lacks it; the others are not JSON objects whatever the schema
+    ("id BIGINT NOT NULL, name STRING", {"": MALFORMED, "   ": MALFORMED, "null": MALFORMED, "[]": MALFORMED, "{}": MISSING}),
+], ids=["nullable", "not-null"])
+def test_empty_blank_null_and_array_values_are_malformed_in_the_pass_and_in_the_replay_dry_run(
+    spark, kafka, tmp_path, schema, expected
+):
+    topic = kafka.create_topic(partitions=1)
+    kafka.produce(topic, EDGE_VALUES)
+    spec = pipeline("kafka-edges", [kafka_source(kafka, topic, schema=schema)], [file_dest(tmp_path / "out")],
+                    dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+
+    dlq = {r["record"]: r for r in read_json_rows(spark, tmp_path / "dlq")}
+    assert {record: row["exception_class"] for record, row in dlq.items()} == {
+        value: cls for value, cls in expected.items() if cls is not None}
+    for value, cls in expected.items():
+        if cls == MALFORMED:
+            assert dlq[value]["exception_message"] == "malformed JSON record: not a JSON object", value
+    written = read_json_rows(spark, tmp_path / "out")
+    if expected["{}"] is None:
+        assert [{k: row.get(k) for k in ("id", "name")} for row in written] == [{"id": None, "name": None}]
+    else:
+        assert written == []
+    assert report.totals["read"] == len(EDGE_VALUES) and report.totals["dlq"] == len(dlq)
+
+    # the replay's dry run parses the same payloads as the pass did: the same reasons
+    dry = replay(spark, spec, state_dir=tmp_path / "state", dry_run=True, force=True)
+    assert dry.selected == len(dlq) and dry.still_failing == len(dlq) and dry.passed == 0
+    malformed = sum(1 for cls in expected.values() if cls == MALFORMED)
+    assert dry.errors.pop("in: malformed JSON record: not a JSON object") == malformed
+    if expected["{}"] == MISSING:
+        assert dry.errors == {"in: record is missing required field(s): id": 1}
+    else:
+        assert dry.errors == {}
