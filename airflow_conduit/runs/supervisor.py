@@ -258,7 +258,8 @@ class RunSupervisor:
 
         error = event.failure
         decision = self.engine.on_failure(error, exit_code=event.exit_code, records=written)
-        lines = [f"run {run_id} {self.failed_line(decision)} (exit {event.exit_code}, {self.counts_line(report)})"]
+        lines = [f"run {run_id} {self.failed_line(decision)} (exit {event.exit_code}, {self.counts_line(report)})",
+                 self.error_line(decision, error)]
         if decision.action == Action.DEGRADE:
             lines.append(self.degraded_line(decision))
             return Step(Action.DEGRADE, lines, decision, error, event=event, handle=handle)
@@ -299,6 +300,11 @@ class RunSupervisor:
         return f"failed: classified as {c.kind}, code {c.code} ({why})"
 
     @staticmethod
+    def error_line(decision: Any, error: Any) -> str:
+        """The failure's own words (what to check, with its advice), under the line with its code."""
+        return f"  error: {error_message(decision, error)}"
+
+    @staticmethod
     def restart_line(decision: Any) -> str:
         budget = "unlimited" if decision.max_retries < 0 else str(decision.max_retries)
         counted = decision.counted or "within max-retries-window"
@@ -319,17 +325,22 @@ class RunSupervisor:
 def degraded_message(supervisor: RunSupervisor, decision: Any, error: Any, last_events: int = 5) -> str:
     """The error text of a degraded pipeline: reason, error, classification, last audit events."""
     c = decision.classification
-    if isinstance(error, dict):
-        message = error.get("message") or ""
-    else:  # log text: the classifier's summary (the Java root cause, not the last stack frame)
-        tail = [line for line in str(error or "").strip().splitlines() if line.strip()]
-        message = c.message or (tail[-1] if tail else "")
     lines = [
         f"pipeline degraded: {decision.reason}",
-        f"error: {message}",
+        f"error: {error_message(decision, error)}",
         f"classification: {c.kind}, code {c.code} ({c.reason})",
         "last audit events:",
     ]
     for event in supervisor.audit(last_events):
         lines.append(f"  {event['at']} {event['event']} -> {event['pipeline_state']}: {event['message']}")
     return "\n".join(lines)
+
+
+def error_message(decision: Any, error: Any) -> str:
+    """A failure's message: the structured error's (with its advice), else the classifier's summary of the log
+    text (the Java root cause, not the last stack frame)."""
+    c = decision.classification
+    if isinstance(error, dict):
+        return str(error.get("message") or c.message or "")
+    tail = [line for line in str(error or "").strip().splitlines() if line.strip()]
+    return c.message or (tail[-1] if tail else "")

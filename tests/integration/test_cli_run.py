@@ -79,6 +79,8 @@ def test_spark_submit_refusing_the_master_degrades_once_instead_of_looping(order
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stdout.count("submitted: run") == 1
     assert "classified as fatal, code 2700" in result.stdout
+    # the timeline says why, under the code, not only in the degraded message
+    assert "  error: org.apache.spark.SparkException: Master must either be yarn or start with spark" in result.stdout
     assert "error: org.apache.spark.SparkException: Master must either be yarn or start with spark" in result.stderr
 
 

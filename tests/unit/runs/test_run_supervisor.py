@@ -48,12 +48,13 @@ def test_a_transient_failure_restarts_and_says_so_once():
     step = supervisor.on_event(failed_event("r-s01", TRANSIENT))
     assert step.action is Action.RESTART
     assert "failed: classified as transient, code 1500 (structured error code 1500 (1000-1999 transient))" in step.lines[0]
-    assert step.lines[1] == "restarting in 1s (restart 1 of 3 within max-retries-window 5m)"
+    assert step.lines[1] == f"  error: {TRANSIENT['message']}"  # the failure's own words, not only its code
+    assert step.lines[2] == "restarting in 1s (restart 1 of 3 within max-retries-window 5m)"
 
 
 def test_strimzi_restart_lines_count_since_the_last_reset():
     supervisor = RunSupervisor(RecoveryOptions(policy="strimzi", max_retries=7), clock=FakeClock())
-    assert supervisor.on_event(failed_event("r-s01", TRANSIENT)).lines[1] == "restarting in 0s (restart 1 of 7 since the last reset)"
+    assert supervisor.on_event(failed_event("r-s01", TRANSIENT)).lines[2] == "restarting in 0s (restart 1 of 7 since the last reset)"
 
 
 def test_a_fatal_failure_degrades():
