@@ -52,7 +52,8 @@ def totals_over_runs(reports: list[dict[str, Any]],
     run that recorded it and ended before Spark's checkpoint did) is read, filtered and dead-lettered
     once: its earlier counts are taken out. A re-run writes only the destinations that had not
     committed the batch; the rows of those that had (``already_committed``, committed by a run that
-    did not record the batch) come from ``committed_rows(destination, batch)``, the commit markers.
+    did not record the batch) come from ``committed_rows(destination, batch)``, the commit markers, and the rows a
+    killed attempt had written before the re-run wrote the rest (``earlier_attempt_wrote``) from the re-run's entry.
     """
     totals = _empty_totals()
     seen: dict[Any, dict[str, Any]] = {}
@@ -68,7 +69,10 @@ def totals_over_runs(reports: list[dict[str, Any]],
             if earlier is not None:
                 for key in ("read", "filtered", "dlq"):
                     totals[key] -= int(earlier.get(key) or 0)
-            elif committed_rows is not None:
+            else:
+                for dest, n in (batch.get("earlier_attempt_wrote") or {}).items():  # by a killed attempt: in no report
+                    totals["written"][dest] = totals["written"].get(dest, 0) + int(n)
+            if earlier is None and committed_rows is not None:
                 for dest in batch.get("already_committed") or []:
                     if dest in (batch.get("written") or {}):  # a destination, not the DLQ
                         totals["written"][dest] = totals["written"].get(dest, 0) + int(committed_rows(dest, batch_id) or 0)

@@ -98,6 +98,8 @@ class PassResult:
     counts: dict[str, int]
     written: dict[str, int] = field(default_factory=dict)
     already: list[str] = field(default_factory=list)
+    # rows of the batch a killed attempt had written (found by a deduplicating writer), not in ``written``
+    earlier_attempt_wrote: dict[str, int] = field(default_factory=dict)
     dlq_written: int | None = None  # None: committed by an earlier attempt
     crossed: int | None = None  # index of the record that exceeded the nack threshold
     replayed: bool = False  # the window of this batch was saved by an earlier attempt
@@ -357,8 +359,11 @@ class BatchPass:
                 dest.write(self._over(("rows", dest.id, kept), status if kept else self.status,
                                       lambda s: rows_for(dest, branch, s if kept else self._in_tasks_per_core(s), r.fates)), b)
             r.crash_before_commit(dest.id, b)
-            r.mark_committed(dest, b, n)
-            written_now[dest.id] = n
+            r.mark_committed(dest, b, n)  # the batch's rows in the target, whoever wrote them
+            earlier = dest.found_from_earlier_attempts()
+            if earlier:
+                result.earlier_attempt_wrote[dest.id] = earlier
+            written_now[dest.id] = n - earlier
             r.crash_hook(dest.id, b)
         result.written = {d.id: written_now.get(d.id, 0) for d in r.destinations}
         r.stage.reset()
@@ -389,7 +394,7 @@ class BatchPass:
         r.crash_before_commit(DEAD_LETTER_QUEUE_ID, self.batch_id)
         r.mark_committed(r.dlq, self.batch_id, nacked)
         r.crash_hook(DEAD_LETTER_QUEUE_ID, self.batch_id)
-        return nacked
+        return nacked - (r.dlq.found_from_earlier_attempts() if nacked else 0)  # what this run produced
 
     def _dlq_on_driver(self) -> bool:
         """Whether the DLQ may be written from the driver (``Destination.write_rows``): a local json or parquet file

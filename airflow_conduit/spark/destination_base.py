@@ -35,6 +35,11 @@ class Destination:
     def close(self) -> None:
         """Release what the writer keeps for the run (a Kafka admin client); called once the run ends."""
 
+    def found_from_earlier_attempts(self) -> int:
+        """Of the rows its last ``write`` was given, how many an earlier, killed attempt of the batch had written
+        already (so this write did not): a writer that dedups a re-run (kafka_sink) counts them; read once."""
+        return 0
+
     def write(self, df: DataFrame, batch_id: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 

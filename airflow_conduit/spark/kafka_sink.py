@@ -410,7 +410,14 @@ class KafkaWriter(Destination):
         )
         return frame.where(mine).select(header(F.col("headers"), HEADER_RECORD).alias(RECORD_ID)).distinct()
 
+    _found_earlier = 0
+
+    def found_from_earlier_attempts(self) -> int:
+        found, self._found_earlier = self._found_earlier, 0
+        return found
+
     def write(self, df: DataFrame, batch_id: int) -> None:
+        self._found_earlier = 0
         if self.state_dir is None:
             raise RuntimeError(f"Kafka destination {self.id!r} was not attached to a state directory")
         try:
@@ -435,7 +442,9 @@ class KafkaWriter(Destination):
         else:
             log.info("%s: an earlier attempt of batch %s may have written some of its records; writing only the others",
                      self.id, batch_id)
-            records = records.join(self.written_before(recorded, query_id, batch_id), RECORD_ID, "left_anti")
+            before = self.written_before(recorded, query_id, batch_id)
+            self._found_earlier = before.count()  # the run report counts what this run writes (a re-run only)
+            records = records.join(before, RECORD_ID, "left_anti")
         if few:  # measured, then produced from the driver: computed there once (no Spark job for a local relation)
             if not is_local(records):
                 records = in_driver(records)

@@ -446,7 +446,8 @@ class PipelineRunner:
             self.generator_done = True
         already = list(result.already)
         self._record_batch(batch_id, counts, result.written, at=at, already=already, replayed=result.replayed,
-                           retries=ctx.retries, dlq_written=result.dlq_written or 0, expectations=result.expectations)
+                           retries=ctx.retries, dlq_written=result.dlq_written or 0, expectations=result.expectations,
+                           earlier_attempt_wrote=result.earlier_attempt_wrote)
         log.info(
             "batch %s: read %s, written %s, filtered %s, dlq %s in %.1fs%s", batch_id, counts["read"], result.written,
             counts["filtered"], counts["nacked"], time.monotonic() - started,
@@ -515,6 +516,7 @@ class PipelineRunner:
         retries: int = 0,
         dlq_written: int = 0,
         expectations: dict[str, Any] | None = None,
+        earlier_attempt_wrote: dict[str, int] | None = None,
     ) -> None:
         """Add the batch to the run report (counts, KIP-298 counters, expectation counts) and rewrite it."""
         at = at or utc_now_iso()
@@ -525,6 +527,8 @@ class PipelineRunner:
             self.report.add_expectations(expectations)
         if already:
             entry["already_committed"] = already
+        if earlier_attempt_wrote:  # written by a killed attempt that recorded nothing: not this run's
+            entry["earlier_attempt_wrote"] = dict(earlier_attempt_wrote)
         if replayed:
             entry["replayed"] = True
         self.report.add_counters(

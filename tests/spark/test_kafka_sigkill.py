@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_conduit.runs.report import totals_over_runs
 from airflow_conduit.spark.connector_jars import with_connectors
 from spark_helpers import good, write_lines
 from test_entrypoint import _env, _report
@@ -77,6 +78,15 @@ def test_sigkilled_drivers_around_the_kafka_commits_leave_every_record_once_in_t
                             timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert _report(tmp_path, "r4")["status"] == "succeeded"
+
+    # each report counts the rows its own run wrote: r1 had written batch 0 to out before it was killed
+    [r2_batch_0] = [b for b in _report(tmp_path, "r2")["batches"] if b["batch_id"] == 0]
+    assert r2_batch_0["written"] == {"out": 0} and r2_batch_0["earlier_attempt_wrote"] == {"out": 3}
+    assert _report(tmp_path, "r2")["totals"]["written"] == {"out": 0}
+    # r2 had produced batch 1's DLQ records: r3 produced none of them again
+    assert _report(tmp_path, "r3")["counters"]["deadletterqueue-records-produced"] == 0
+    reports = [_report(tmp_path, run_id) for run_id in ("r1", "r2", "r3", "r4")]
+    assert totals_over_runs(reports)["written"] == {"out": len(good_ids)}  # the pipeline's: every row once
 
     out = kafka.read_all(out_topic)
     assert sorted(json.loads(m.value())["id"] for m in out) == sorted(good_ids)  # none missing, none twice

@@ -40,3 +40,11 @@ def test_rows_a_killed_run_committed_without_recording_come_from_the_commit_mark
     markers = {("lake", 1): 7}
     assert totals_over_runs(runs, lambda dest, b: markers.get((dest, b)))["written"] == {"lake": 11}
     assert totals_over_runs([])["read"] == 0
+
+
+def test_rows_a_killed_attempt_wrote_before_the_re_run_wrote_the_rest_count_once_for_the_pipeline():
+    # s01 was killed while writing batch 1 to Kafka: 1,479 of its 1,936 rows were in the topic; s02 wrote the 457 others
+    runs = [report("s01", batch(0, 10, 10)), report("s02", batch(1, 1936, 457))]
+    runs[1]["batches"][-1]["earlier_attempt_wrote"] = {"lake": 1479}
+    assert runs[1]["totals"]["written"] == {"lake": 457}  # the re-run's own report: what this run wrote
+    assert totals_over_runs(runs)["written"] == {"lake": 10 + 1936}  # the pipeline's: every row once
