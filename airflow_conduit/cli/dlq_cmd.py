@@ -13,8 +13,8 @@ replay it is refused (exit 4, as ``airflow-conduit run``), and the pipeline
 cannot start beside it. Spark's own log goes to
 ``STATE_DIR/runs/<replay run id>/driver.log``; a failure is one named line.
 
-Exit codes: 0 done, 1 the replay failed, 2 the spec or an option was refused,
-4 another run holds the state dir's lease (nothing started).
+Exit codes: 0 done, 1 the replay failed (its Spark JVM killed too: the next replay resumes it), 2 the spec or
+an option was refused, 4 another run holds the state dir's lease (nothing started).
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"FAILED: dlq replay not started: {exc}", file=sys.stderr)
         return EXIT_LEASE_HELD
     log_path = Path(args.state_dir) / "runs" / run_id / "driver.log"
+    _python_log_to(log_path)
     try:
         with _spark_output_to(log_path):  # the JVM keeps the stderr it was started with
             spark = build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master,
@@ -91,15 +92,18 @@ def run_replay(args: argparse.Namespace) -> int:
         print(f"FAILED: replay of pipeline {spec.id}: Spark did not start: {_named(exc)}; Spark's log: {log_path}",
               file=sys.stderr)
         return EXIT_FAILED
+    from airflow_conduit.spark.runner import lost_jvm_or
+
     try:
         result = replay(spark, spec, state_dir=args.state_dir, filters=filters, dry_run=args.dry_run, faults=faults,
                         run_id=run_id, force=args.force)
     except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
         _keep_traceback(log_path, exc)
-        print(f"FAILED: replay of pipeline {spec.id}: {_named(exc)}; Spark's log: {log_path}", file=sys.stderr)
+        print(f"FAILED: replay of pipeline {spec.id}: {_named(lost_jvm_or(exc, spark))}; run the replay again to "
+              f"resume it; Spark's log: {log_path}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        spark.stop()
+        _stop(spark, log_path)
     print(_summary(result))
     if args.dry_run:
         for error, count in sorted(result.errors.items(), key=lambda item: -item[1]):
@@ -120,6 +124,25 @@ def _named(exc: BaseException) -> str:
     name = type(exc).__name__
     message = error.message if name == "Py4JJavaError" or error.message.startswith(name) else f"{name}: {error.message}"
     return f"{message} (error {error.code}, {'fatal' if error.fatal else 'transient'})"
+
+
+def _stop(spark, log_path: Path) -> None:
+    """Stop the session; a JVM already gone (killed) cannot be stopped, and that is no new failure."""
+    try:
+        spark.stop()
+    except Exception as exc:  # noqa: BLE001 - the replay's outcome is already said
+        _keep_traceback(log_path, exc)
+
+
+def _python_log_to(log_path: Path) -> None:
+    """Python's log into the replay's log, beside Spark's, not on the terminal: py4j logs a traceback on the root
+    logger when the JVM stops answering (``logging.exception``, which would otherwise print it on stderr)."""
+    import logging
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
 
 
 def _keep_traceback(log_path: Path, exc: BaseException) -> None:

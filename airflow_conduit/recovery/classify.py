@@ -5,7 +5,7 @@ Rules are tried in this order; the first that gives an answer wins:
 1. user rules (``error-rules`` option), in the order written;
 2. ``FatalError`` / ``TransientError`` raised by user code, anywhere in the cause chain (outermost wins);
 3. the structured error's code (``AIRFLOW_CONDUIT_ERROR {json}``, run report, dict): 1xxx transient, 2xxx fatal;
-4. the Spark job's exit code (70 fatal, 75 transient, 78 invalid spec, killed by a signal: infrastructure);
+4. the Spark job's exit code (70 fatal, 75 transient, 78 invalid spec, killed by a signal: 1410);
 4b. Kafka's own failures, by the Kafka client's exception classes and Spark's Kafka messages (``KAFKA_FAILURES``),
     with what the user can do;
 5. Spark error conditions (``[UNRESOLVED_COLUMN.WITH_SUGGESTION]``);
@@ -27,6 +27,7 @@ from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import ErrorKind, StructuredError
 from airflow_conduit.recovery.facts import ErrorFacts, gather_facts
 from airflow_conduit.recovery.java_errors import is_spark_start_failure
+from airflow_conduit.recovery.kills import signal_label, signal_of_exit_code
 from airflow_conduit.recovery.rules import ClassificationRule, parse_rules
 
 
@@ -350,7 +351,8 @@ def _by_exit_code(facts: ErrorFacts) -> Classification | None:
     if exit_code == codes.EXIT_INVALID_SPEC:
         return _verdict(facts, codes.INVALID_SPEC, "exit-code", f"exit code {exit_code} (EXIT_INVALID_SPEC)")
     if exit_code < 0 or exit_code in _KILLED_EXIT_CODES:
-        return _verdict(facts, codes.INFRASTRUCTURE, "exit-code", f"exit code {exit_code}: killed by a signal")
+        signum = signal_of_exit_code(exit_code)
+        return _verdict(facts, codes.KILLED_BY_SIGNAL, "exit-code", f"exit code {exit_code}: killed by signal {signal_label(signum)}")
     return None
 
 

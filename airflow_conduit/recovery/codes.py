@@ -16,7 +16,8 @@ TIMEOUT = 1200  # timeouts
 KAFKA_TIMEOUT = 1210  # a Kafka request timed out (a broker is slow or overloaded)
 RESOURCE_UNAVAILABLE = 1300  # throttled, out of resources, service unavailable
 KAFKA_NOT_READY = 1310  # a Kafka partition has no leader yet / too few in-sync replicas / a coordinator is loading
-INFRASTRUCTURE = 1400  # executor lost, driver killed, JVM crash: the platform, not the data
+INFRASTRUCTURE = 1400  # executor lost, driver lost, JVM crash: the platform, not the data
+KILLED_BY_SIGNAL = 1410  # a process of the run died by a signal: the driver's JVM, the Python driver or the driver wrapper
 INJECTED_TRANSIENT = 1500  # fault injected on purpose (tests, demo)
 
 # 2000-2999: fatal, the pipeline is degraded without restart.

@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from py4j.protocol import Py4JError, Py4JNetworkError
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, spec_fingerprints
@@ -52,7 +51,8 @@ from airflow_conduit.runs.report import (
 from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
-from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError
+from airflow_conduit.recovery import kills
+from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError, TransientError
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark import pyspark_internals
@@ -116,16 +116,44 @@ def jvm_answers(spark: SparkSession) -> bool:
     return True
 
 
+JVM_END_WAIT_SECONDS = 10.0
+
+
+class DriverJvmGone(TransientError):
+    """The driver's JVM no longer answers: what the failed call raised is a consequence of its end, not the cause."""
+
+    code = codes.INFRASTRUCTURE
+
+
+def jvm_exit_code(spark: SparkSession) -> int | None:
+    """The exit code of the driver's JVM when this process started it (a local session) and it ended; else None
+    (under spark-submit the JVM is this process's parent: its end is the driver wrapper's to record)."""
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    if proc is None:
+        return None
+    try:  # it no longer answers: its end is a moment away, if it is not reaped already
+        return proc.wait(timeout=JVM_END_WAIT_SECONDS)
+    except Exception:  # noqa: BLE001 - unknown is an answer (still ending, or not a child)
+        return None
+
+
 def lost_jvm_or(exc: BaseException, spark: SparkSession) -> BaseException:
-    """``exc``, or a ``Py4JNetworkError`` when it is a Py4J error raised because the driver's JVM is gone.
+    """``exc``, or a ``DriverJvmGone`` when it was raised because the driver's JVM is gone.
 
     A killed spark-submit takes the JVM with it while this Python process may still be building the next
-    batch's plan; the call that fails then reads "... does not exist in the JVM", and classified where it
-    happened (a processor: fatal) it would stop the pipeline as degraded for a lost driver.
+    batch's plan or waiting on the query; the call that fails reads "... does not exist in the JVM" or
+    "Connection refused". Classified as it reads, it would stop the pipeline as degraded for a lost driver
+    (where it happened: a processor, fatal) or send an operator to the network (1100).
     """
-    if isinstance(exc, Py4JError) and not isinstance(exc, Py4JNetworkError) and not jvm_answers(spark):
-        return Py4JNetworkError(f"the driver's JVM is gone: {exc}")
-    return exc
+    if not isinstance(exc, Exception) or isinstance(exc, DriverJvmGone) or jvm_answers(spark):
+        return exc
+    signum = kills.signal_of_exit_code(jvm_exit_code(spark))
+    if signum:  # a JVM this process started: its end is known here
+        return DriverJvmGone(kills.killed_message(kills.DRIVER_JVM, signum), code=codes.KILLED_BY_SIGNAL)
+    return DriverJvmGone(
+        f"the driver's JVM is gone (killed or crashed; the driver wrapper records how it ended): a call to it "
+        f"failed with {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else '(no message)'}"
+    )
 
 
 class PipelineRunner:

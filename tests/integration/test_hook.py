@@ -170,7 +170,8 @@ def test_killing_the_wrapper_kills_the_driver_and_frees_the_lease(tmp_path, tiny
     wait_for(lambda: not pid_alive(driver), "the driver to die with its wrapper")
     wait_for(lambda: not lease.is_held(lease.lease_path(tmp_path)), "the lease to be released")
     status = LocalBackend().status(handle)
-    assert status.state == "failed" and status.exit_code is None  # vanished: the engine classifies it (1400)
+    assert status.state == "failed" and status.exit_code is None  # no exit record: the wrapper was killed
+    assert status.killed == "wrapper" and status.signal == signal.SIGKILL  # this process started it: it saw the signal
     second = tiny(tiny_job, tmp_path, "r2", {})  # the next run starts: nobody holds the state dir
     wait_for(lambda: LocalBackend().status(second).finished, "the second run to finish")
     assert LocalBackend().status(second).state == "succeeded"

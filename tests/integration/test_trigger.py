@@ -118,7 +118,7 @@ async def test_error_line_on_stderr_is_used_when_the_report_has_none(tmp_path, t
     assert payload["error"]["code"] == codes.INJECTED_TRANSIENT
 
 
-async def test_a_driver_killed_by_a_signal_is_an_infrastructure_error(tmp_path, tiny_job):
+async def test_a_driver_killed_by_a_signal_is_recorded_as_killed_by_that_signal(tmp_path, tiny_job):
     handle = start_tiny_job(tiny_job, tmp_path, "killed", {"sleep": 30})
     deadline = time.monotonic() + 120
     while not Path(handle["report_path"]).exists():  # the job wrote its "running" report (slow on a loaded machine)
@@ -132,10 +132,12 @@ async def test_a_driver_killed_by_a_signal_is_an_infrastructure_error(tmp_path, 
     job.kill()
     payload = (await first_event(SparkPipelineTrigger(handle, poll_interval=0.2))).payload
     assert payload["status"] == "failed" and payload["exit_code"] == 137
-    assert payload["error"] is None  # nobody wrote one: the engine classifies the exit code
-    assert payload["report"]["status"] == "running"
-    verdict = classify(payload["stderr_tail"], exit_code=payload["exit_code"])
-    assert verdict.code == codes.INFRASTRUCTURE and not verdict.fatal
+    assert payload["report"]["status"] == "running"  # nobody wrote an error: the wrapper saw the signal
+    error = payload["error"]
+    assert error["code"] == codes.KILLED_BY_SIGNAL and error["extra"] == {"process": "jvm", "signal": 9}
+    assert error["message"].startswith("the driver's JVM (spark-submit) was killed by signal 9 (SIGKILL)")
+    verdict = classify(error, exit_code=payload["exit_code"])
+    assert verdict.code == codes.KILLED_BY_SIGNAL and not verdict.fatal
 
 
 async def test_stays_quiet_while_the_job_runs_and_keeps_the_event_loop_free(tmp_path, tiny_job):

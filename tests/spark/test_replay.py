@@ -94,7 +94,8 @@ def _cli(spec, state, *extra):
     )
 
 
-def test_cli_dry_run_then_a_replay_killed_with_sigkill_and_resumed_writes_each_record_once(spark, tmp_path):
+def _dlq_of_two_records_and_the_fixed_spec(tmp_path):
+    """A file DLQ holding two records (one the fixed spec lets pass, one still broken) and the fixed spec's file."""
     dlq = tmp_path / "dlq" / "batch_id=0"
     dlq.mkdir(parents=True)
     base = {"pipeline_id": "replay", "run_id": "r1", "batch_id": 0, "source_id": "in", "source_file": "file:/data/a.json",
@@ -117,6 +118,11 @@ pipeline:
     - {{id: lake, plugin: file, settings: {{path: {tmp_path / 'lake'}}}}}
   dead-letter-queue: {{plugin: file, settings: {{path: {tmp_path / 'dlq'}}}, window-size: 0}}
 """)
+    return spec
+
+
+def test_cli_dry_run_then_a_replay_killed_with_sigkill_and_resumed_writes_each_record_once(spark, tmp_path):
+    spec = _dlq_of_two_records_and_the_fixed_spec(tmp_path)
     state = tmp_path / "state"
     assert _cli(spec, state, "--dry-run").returncode == 2  # not the state dir of a pipeline that ran
     state.mkdir()
@@ -140,6 +146,47 @@ pipeline:
     assert [r["id"] for r in read_json_rows(spark, tmp_path / "lake")] == [2]
     back = [r for r in read_json_rows(spark, tmp_path / "dlq") if r["batch_id"] == -1]
     assert [(r["record"], r["replay_count"]) for r in back] == [("{broken", 1)]
+
+
+def test_a_replay_whose_spark_jvm_is_killed_fails_with_exit_1_and_one_named_line_then_resumes(spark, tmp_path):
+    """The documented exit code of a failed replay (1), never a traceback nor "internal error"; the next replay
+    resumes the killed one."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    spec = _dlq_of_two_records_and_the_fixed_spec(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "airflow_conduit.cli.main", "dlq", "replay", str(spec), "--state-dir", str(state)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not (state / "replays" / "1" / "plan.json").exists():  # chosen and marked: the replay runs its batch
+            assert cli.poll() is None, cli.communicate()
+            assert time.monotonic() < deadline, "the replay never chose its records"
+            time.sleep(0.02)
+        [jvm] = [p for p in psutil.Process(cli.pid).children(recursive=True) if p.name().startswith("java")]
+        jvm.send_signal(signal.SIGKILL)
+        out, err = cli.communicate(timeout=600)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 1, (cli.returncode, out, err)
+    assert "Traceback" not in out + err and "internal error" not in err, err
+    [line] = err.strip().splitlines()
+    assert line.startswith("FAILED: replay of pipeline replay: ") and "run the replay again to resume it" in line, line
+    assert "the driver's JVM (spark-submit) was killed by signal 9 (SIGKILL)" in line and "(error 1410, transient)" in line
+
+    done = _cli(spec, state)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("replay 1 (batch -1, resumed): 2 record(s)"), done.stdout
+    assert [r["id"] for r in read_json_rows(spark, tmp_path / "lake")] == [2]
 
 
 def test_a_record_missing_a_required_field_keeps_its_fields_in_the_dlq_and_replays_once_the_field_is_optional(spark, tmp_path):

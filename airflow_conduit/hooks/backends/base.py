@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
+from airflow_conduit.recovery.kills import killed_by_signal
 from airflow_conduit.runs.status import JobState
 
 # Job states as the backends report them (the Spark job's own view is in its run report).
@@ -40,6 +41,9 @@ class JobStatus:
     exit_code: int | None = None  # process exit code (local backend), None when unknown
     driver_state: str | None = None  # the cluster manager's word (standalone: RUNNING, FINISHED, FAILED, KILLED...)
     message: str = ""
+    # a process of the run that died by a signal (recovery.kills: jvm | python | wrapper) and the signal, when known
+    killed: str | None = None
+    signal: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -155,6 +159,8 @@ def error_from_log(text: str) -> dict | None:
 def structured_failure(status: JobStatus, report_error: dict | None, log_text: str) -> dict | None:
     """The structured error of a failed job, from the best source there is.
 
+    0. a process of the run that died by a signal (``status.killed``, the backend saw it end): what the others
+       wrote after it (a refused connection to the dead JVM) is a consequence, kept in the error's ``extra``;
     1. the run report's ``error`` (the job wrote it before exiting);
     2. the ``AIRFLOW_CONDUIT_ERROR {json}`` line in the driver log;
     3. a driver that ended with no exit code known (standalone FAILED/KILLED/lost) and no error: an
@@ -162,6 +168,8 @@ def structured_failure(status: JobStatus, report_error: dict | None, log_text: s
     4. None: the caller hands the exit code and the log text to the recovery engine's classifier
        (which knows that 137/143 or a negative exit code is a signal kill).
     """
+    if status.killed:
+        return killed_by_signal(status.killed, status.signal, reported=report_error or error_from_log(log_text)).to_dict()
     if report_error:
         return report_error
     from_log = error_from_log(log_text)

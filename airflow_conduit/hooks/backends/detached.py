@@ -54,6 +54,7 @@ from airflow_conduit.recovery import codes  # noqa: E402
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 LEFTOVER_GRACE_SECONDS = 5.0
+SIGNAL_NOTE = "signal "  # the exit record's note of a spark-submit killed by a signal: "signal 9"
 
 
 def write_exit_file(path: str, exit_code: int | None, note: str = "") -> None:
@@ -163,7 +164,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr, flush=True)
     # Shell convention for a child killed by a signal: 128 + signal number (what a JVM reports too).
     exit_code = 128 - rc if rc < 0 else rc
-    write_exit_file(exit_file, exit_code, note=f"signal {-rc}" if rc < 0 else "")
+    write_exit_file(exit_file, exit_code, note=f"{SIGNAL_NOTE}{-rc}" if rc < 0 else "")
     return 0
 
 

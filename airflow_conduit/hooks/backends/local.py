@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from airflow_conduit.hooks.backends import detached, lease
+from airflow_conduit.recovery import kills
 from airflow_conduit.hooks.backends.base import (
     FAILED,
     RUNNING,
@@ -46,6 +47,7 @@ GONE_WAIT_SECONDS = 60.0
 
 # Children this process started: polled so that a finished wrapper is reaped instead of lingering as a zombie.
 _children: dict[int, subprocess.Popen] = {}
+_ended_wrappers: dict[int, int] = {}  # their exit codes once reaped (negative: the signal that killed one)
 
 
 def free_port() -> int:
@@ -236,14 +238,17 @@ class LocalBackend(JobBackend):
         child = _children.get(handle["pid"])
         if child is not None and child.poll() is not None:
             _children.pop(handle["pid"], None)
+            _ended_wrappers[handle["pid"]] = child.returncode
         record = _read_exit(handle["exit_path"])
         if record is None and _alive(handle):
             return JobStatus(RUNNING)
         record = record or _read_exit(handle["exit_path"])  # it may have exited between the two looks
-        if record is None:
-            return JobStatus(FAILED, exit_code=None, message="driver process vanished without recording an exit code")
+        if record is None:  # the wrapper records every way spark-submit ends: it was killed itself
+            return JobStatus(FAILED, exit_code=None, message="the driver wrapper ended without recording an exit code",
+                             killed=kills.WRAPPER, signal=kills.signal_of_exit_code(_ended_wrappers.get(handle["pid"])))
         code = record.get("exit_code")
-        return JobStatus(SUCCEEDED if code == 0 else FAILED, exit_code=code, message=record.get("note") or "")
+        note = record.get("note") or ""
+        return JobStatus(SUCCEEDED if code == 0 else FAILED, exit_code=code, message=note, **_killed(code, note))
 
     # -- kill ------------------------------------------------------------------------------------
 
@@ -276,6 +281,20 @@ class LocalBackend(JobBackend):
         lease_file = handle.get("lease_path")
         if lease_file and not lease.wait_released(lease_file, GONE_WAIT_SECONDS):
             raise _errors().PreviousRunAlive(lease.held_message(lease_file))
+
+
+def _killed(exit_code: int | None, note: str) -> dict[str, Any]:
+    """Which process of the run died by which signal, from the wrapper's exit record (``detached.main``).
+
+    spark-submit execs its JVM, so the wrapper sees the JVM's own end: ``signal N`` when a signal killed it. A JVM
+    that exits with 128 + N on its own passes on its Python driver's end (PySpark's ``PythonRunner``; Java reports
+    a child killed by signal N so): the Python driver died by signal N.
+    """
+    if note.startswith(detached.SIGNAL_NOTE):
+        signum = note.removeprefix(detached.SIGNAL_NOTE).strip()
+        return {"killed": kills.DRIVER_JVM, "signal": int(signum) if signum.isdigit() else None}
+    signum = kills.signal_of_exit_code(exit_code) if not note else None
+    return {"killed": kills.PYTHON_DRIVER, "signal": signum} if signum else {}
 
 
 def _errors():

@@ -241,11 +241,17 @@ def test_sqlstate_classes(sqlstate, code, fatal):
 @pytest.mark.parametrize(
     "exit_code, code",
     [(codes.EXIT_FATAL, codes.FATAL), (codes.EXIT_TRANSIENT, codes.TRANSIENT), (codes.EXIT_INVALID_SPEC, codes.INVALID_SPEC),
-     (137, codes.INFRASTRUCTURE), (143, codes.INFRASTRUCTURE), (-9, codes.INFRASTRUCTURE)],
+     (137, codes.KILLED_BY_SIGNAL), (143, codes.KILLED_BY_SIGNAL), (-9, codes.KILLED_BY_SIGNAL)],
 )
 def test_exit_codes(exit_code, code):
     assert classify(None, exit_code=exit_code).code == code
     assert classify("driver log without any error line", exit_code=exit_code).code == code
+
+
+@pytest.mark.parametrize("exit_code, signal", [(137, "9 (SIGKILL)"), (143, "15 (SIGTERM)"), (-9, "9 (SIGKILL)")])
+def test_an_exit_code_of_a_signal_names_the_signal(exit_code, signal):
+    verdict = classify(None, exit_code=exit_code)
+    assert verdict.transient and verdict.reason.endswith(f"killed by signal {signal}")
 
 
 def test_structured_code_wins_over_exit_code():
