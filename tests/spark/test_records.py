@@ -210,3 +210,25 @@ def test_without_include_messages_a_rejected_line_still_gets_its_reason_but_not_
         assert row.get("record") is None  # include-messages: false
         assert (row["pipeline_id"], row["run_id"], row["batch_id"], row["source_id"]) == ("no-messages", "r9", 0, "in")
         assert row["time_of_error"] and json.loads(row["configs"])["plugin"] == "file"
+
+
+@pytest.mark.parametrize("schema, empty_object", [
+    ("id BIGINT, name STRING", None),  # `{}`: a record of NULL fields
+    ("id BIGINT NOT NULL, name STRING", "airflow_conduit.spark.MissingFieldError"),
+], ids=["nullable", "not-null"])
+def test_a_json_file_s_blank_lines_are_not_records_and_null_and_empty_object_lines_are(spark, tmp_path, schema, empty_object):
+    """A file's blank line (empty or whitespace only) separates records, as in JSON Lines; `null` is a malformed
+    record and `{}` an empty object. (A Kafka message is always a record: test_kafka_source.)"""
+    write_lines(tmp_path / "in", "edges.json", ['{"id": 1}', "", "   ", "null", "{}", "\t", '{"id": 2}'])
+    spec = pipeline("edges", [file_source(tmp_path / "in", schema=schema)], [file_dest(tmp_path / "out")],
+                    dlq=dlq_file(tmp_path / "dlq"))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == 0, report.error
+    dlq = {r["source_position"]: (r["record"], r["exception_class"]) for r in read_json_rows(spark, tmp_path / "dlq")}
+    expected_dlq = {4: ("null", "airflow_conduit.spark.MalformedRecordError")}
+    if empty_object:
+        expected_dlq[5] = ("{}", empty_object)
+    assert dlq == expected_dlq  # line numbers count the blank lines
+    ids = sorted((r.get("id") is None, r.get("id")) for r in read_json_rows(spark, tmp_path / "out"))
+    assert ids == [(False, 1), (False, 2)] + ([] if empty_object else [(True, None)])
+    assert report.totals["read"] == 4  # the two records, `null` and `{}`: three blank lines are no records
