@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from airflow_conduit.hooks.backends import detached, lease
-from airflow_conduit.recovery import kills
 from airflow_conduit.hooks.backends.base import (
     FAILED,
     RUNNING,
@@ -37,6 +36,7 @@ from airflow_conduit.hooks.backends.base import (
     present_jars,
     run_dir,
 )
+from airflow_conduit.recovery import kills
 from airflow_conduit.runs.report import read_json, utc_now_iso
 from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
 from airflow_conduit.spark.jvm import with_class_archive, with_jit_options
