@@ -65,9 +65,10 @@ from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, Fates, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
-from airflow_conduit.spark.input_files import InputFiles, hadoop_stat
+from airflow_conduit.spark import oversized_lines, parsing
+from airflow_conduit.spark.input_files import InputFiles, hadoop_stat, source_log_entries
 from airflow_conduit.spark.source_lines import SourceLines
-from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
+from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, line_bound, plan_source, read_stream
 from airflow_conduit.spark.stage import StageTracker
 from airflow_conduit.spark.window import WindowStore
 
@@ -157,6 +158,7 @@ class PipelineRunner:
         self.generator_done = False
         self.failure: StructuredError | None = None
         self.crashed = False  # a SimulatedCrash stopped the query (tests)
+        self.oversized_entries: list[tuple] = []  # the batch's lines too long to read: DLQ entries (oversized_lines)
         self._ctx: ProcessorContext | None = None
         self.stage = StageTracker()  # where the run is now: a failure is classified there
         self.plans: list[SourcePlan] = []
@@ -359,6 +361,24 @@ class PipelineRunner:
             self.report.input_files_changed = [*self.report.input_files_changed, *found]
         self.input_files.save()
 
+    def _oversized_lines(self, checkpoint_batch: int) -> list[tuple]:
+        """The DLQ entries of the lines the batch's file sources skipped as too long (``oversized_lines``)."""
+        line_plans = [p for p in self.plans if p.parser in ("json", "csv")]
+        if not line_plans:
+            return []
+        entries: list[tuple] = []
+        for entry in source_log_entries(self.checkpoint, checkpoint_batch):
+            uri = oversized_lines.as_read(entry["path"])
+            plan = oversized_lines.plan_of(uri, line_plans)
+            if plan is None:
+                continue
+            bound = line_bound(plan.spec)
+            found = oversized_lines.find(uri, bound, self.spark)
+            for line in found:
+                log.warning("%s: %s: %s", parsing.RECORD_TOO_LARGE, uri, line.message(bound))
+            entries += oversized_lines.dlq_entries(found, plan.id, plan.spec.plugin, bound)
+        return entries
+
     @functools.cached_property
     def source_lines(self) -> SourceLines:
         """Puts each DLQ record's line number and line bytes in its DLQ row, after the pass."""
@@ -404,6 +424,7 @@ class PipelineRunner:
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
             self._check_input_files(batch_id, number)
+            self.oversized_entries = self._oversized_lines(batch_id)
             self._process_batch(batch, number)
         except faults_mod.SimulatedCrash as crash:
             self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
