@@ -77,9 +77,7 @@ def test_scan_finds_each_too_long_line_whatever_the_pieces():
         assert found[0].prefix == b"z" * 10
 
 
-def test_a_100_mb_record_under_a_512_mb_heap_goes_to_the_dlq_and_the_good_records_land(tmp_path):
-    """The real CLI and spark-submit: 100 MB is 5x the heap share of each of the JVM's 4 task slots (512 MB / 4)."""
-    folder = tmp_path / "in"
+def _write_100_mb_record_between_two_good_ones(folder: Path) -> None:
     folder.mkdir()
     tmp = folder / ".a.json.tmp"
     with tmp.open("wb") as f:
@@ -91,13 +89,18 @@ def test_a_100_mb_record_under_a_512_mb_heap_goes_to_the_dlq_and_the_good_record
         f.write(b'", "amount": 2.0}\n')
         f.write(good(3).encode() + b"\n")
     os.replace(tmp, folder / "a.json")
+
+
+def _run_cli(tmp_path: Path, **source_settings) -> tuple[subprocess.CompletedProcess, Path]:
+    """``airflow-conduit run`` (spark-submit, local[4]) with a 512 MB driver heap, no restarts; (result, state dir)."""
     spec = {
         "version": "1",
         "pipeline": {
             "id": "big-record",
             "mode": "available-now",
             "sources": [{"id": "in", "plugin": "builtin:file", "settings": {
-                "path": str(folder), "format": "json", "schema": "id BIGINT NOT NULL, name STRING, amount DOUBLE"}}],
+                "path": str(tmp_path / "in"), "format": "json", "schema": "id BIGINT NOT NULL, name STRING, amount DOUBLE",
+                **source_settings}}],
             "destinations": [{"id": "out", "plugin": "builtin:file",
                               "settings": {"path": str(tmp_path / "out"), "format": "json"}}],
             "dead-letter-queue": {"plugin": "builtin:file", "settings": {"path": str(tmp_path / "dlq"), "format": "json"}},
@@ -112,6 +115,13 @@ def test_a_100_mb_record_under_a_512_mb_heap_goes_to_the_dlq_and_the_good_record
          "--master", "local[4]", "--max-retries", "0"],
         capture_output=True, text=True, timeout=1400, env=env,
     )
+    return done, state
+
+
+def test_a_100_mb_record_under_a_512_mb_heap_goes_to_the_dlq_and_the_good_records_land(tmp_path):
+    """The real CLI and spark-submit: 100 MB is 5x the heap share of each of the JVM's 4 task slots (512 MB / 4)."""
+    _write_100_mb_record_between_two_good_ones(tmp_path / "in")
+    done, state = _run_cli(tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = [json.loads(line) for f in (tmp_path / "out").rglob("*.json") for line in f.read_text().splitlines() if line]
     assert sorted(r["id"] for r in out) == [1, 3]
@@ -121,3 +131,15 @@ def test_a_100_mb_record_under_a_512_mb_heap_goes_to_the_dlq_and_the_good_record
     [run] = [p.name for p in (state / "runs").iterdir()]
     report = RunReport.read(report_path(state, run))
     assert report.status == "succeeded" and report.totals["read"] == 3 and report.totals["dlq"] == 1
+
+
+def test_a_jvm_that_still_runs_out_of_memory_degrades_the_pipeline_with_the_cause_not_a_clean_stop(tmp_path):
+    """``max-string-length`` raised past what the heap holds: the line is read whole and the JVM dies (Spark exit 52,
+    its Python driver ended by SIGTERM). That is fatal 2800 naming the OutOfMemoryError, never "stopped", exit 0."""
+    _write_100_mb_record_between_two_good_ones(tmp_path / "in")
+    done, state = _run_cli(tmp_path, **{"max-string-length": 2_000_000_000})
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]  # degraded
+    assert "fatal 2800" in done.stdout and "OutOfMemoryError" in done.stdout
+    assert "stopped:" not in done.stdout
+    recovery = json.loads((state / "recovery.json").read_text())
+    assert "2800" in json.dumps(recovery)

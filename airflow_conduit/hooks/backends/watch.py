@@ -154,7 +154,9 @@ class RunWatcher:
         stopped = report is not None and bool(report.stop_reason)
         if not failed:
             return self._event(WatchStatus.STOPPED if stopped else WatchStatus.SUCCEEDED, status, report)
-        if stopped and report.error is None:  # asked to stop (SIGTERM) and ended by that signal: not a failure
+        # asked to stop (SIGTERM) and ended by that signal: not a failure. A JVM that died of an OutOfMemoryError
+        # (Spark's exit code 52) also ends its Python driver with SIGTERM: that is no stop.
+        if stopped and report.error is None and status.exit_code != codes.SPARK_EXIT_OOM:
             return self._event(WatchStatus.STOPPED, status, report)
         if status.state != FAILED:
             status = JobStatus(FAILED, status.exit_code, status.driver_state, status.message)
