@@ -25,6 +25,7 @@ are rewritten only when what they hold changed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 FOLDER = "input-files"
 CODE = "INPUT_FILE_CHANGED"
+RENAMED = "INPUT_FILE_RENAMED"  # a file already read, found again under another name: not read again
+GONE = "INPUT_FILE_GONE"  # a file listed for a batch and gone before it was read: its records were not processed
 Stat = Callable[[str], "tuple[int, int] | None"]  # uri -> (size, modification time in ms), None when gone
 SETTLE_MS = 60_000  # a file modified less than this before a stat may still be written: checked at every batch
 SWEEP_SECONDS = 60.0  # at most this long between two checks of every file read, while a run goes on
@@ -52,6 +55,40 @@ def local_stat(uri: str) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return st.st_size, st.st_mtime_ns // 1_000_000
+
+
+FINGERPRINT_BYTES = 64 * 1024  # a file's fingerprint hashes its size and this many bytes at each end
+
+
+def local_identity(uri: str) -> dict[str, Any] | None:
+    """What tells a local file apart from another beyond its name: device, inode, size, mtime and a fingerprint
+    (SHA-256 of its size and first and last ``FINGERPRINT_BYTES``); None when it is gone or not local."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        return None
+    path = unquote(parsed.path)
+    try:
+        st = os.stat(path)
+        digest = hashlib.sha256(str(st.st_size).encode())
+        with open(path, "rb") as f:
+            digest.update(f.read(FINGERPRINT_BYTES))
+            if st.st_size > FINGERPRINT_BYTES:
+                f.seek(max(FINGERPRINT_BYTES, st.st_size - FINGERPRINT_BYTES))
+                digest.update(f.read(FINGERPRINT_BYTES))
+    except OSError:
+        return None
+    return {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "mtime_ms": st.st_mtime_ns // 1_000_000,
+            "fingerprint": digest.hexdigest()[:32]}
+
+
+def same_file(read: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether ``now`` (a file under another name) is the file ``read`` was: the same content (size, modification
+    time and fingerprint) on the same inode, or the same content moved from another file system."""
+    kept = read.get("identity")
+    if not kept:
+        return False
+    content = all(kept.get(k) == now.get(k) for k in ("size", "mtime_ms", "fingerprint"))
+    return content  # same inode or not: a move across file systems copies the bytes and keeps the mtime
 
 
 def hadoop_stat(spark) -> Stat:
@@ -102,6 +139,13 @@ def _finding(uri: str, read: dict[str, Any], now: tuple[int, int], at: str) -> d
 
 def describe(finding: dict[str, Any]) -> str:
     """The WARN line of a finding: the file, what was read and the byte range not processed."""
+    if finding.get("renamed_from"):
+        return (f"{RENAMED}: input file {finding['file']} is {finding['renamed_from']} (read in batch "
+                f"{finding.get('batch_id')}) under a new name: not read again")
+    if finding.get("gone_before_read"):
+        return (f"{GONE}: input file {finding['file']} (listed for batch {finding.get('batch_id')}) was deleted or "
+                "moved away before it was read: none of its records were processed; deliver it again (under a new "
+                "name) if they are wanted")
     read, now = finding.get("read_bytes"), finding.get("size_now")
     if read is not None and now > read:
         what = f"grew from {read:,} to {now:,} bytes: bytes {read:,}..{now:,} (end excluded) were not processed"
@@ -125,9 +169,11 @@ class InputFiles:
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         sweep_seconds: float | None = None,
+        identity: Callable[[str], "dict[str, Any] | None"] = local_identity,
     ):
         self.folder = Path(state_dir) / FOLDER
         self.stat = stat
+        self.identity = identity
         self.clock = clock
         self.wall_ms = wall_ms
         self.sweep_seconds = SWEEP_SECONDS if sweep_seconds is None else sweep_seconds
@@ -140,21 +186,59 @@ class InputFiles:
     def _settled(self, now: tuple[int, int]) -> bool:
         return now[1] <= self.wall_ms() - SETTLE_MS
 
-    def note_batch(self, checkpoint: Path, batch_id: int, number: int | None = None) -> None:
+    def note_batch(self, checkpoint: Path, batch_id: int, number: int | None = None) -> tuple[list[str], list[dict[str, Any]]]:
         """Remember the files the checkpoint's batch ``batch_id`` (the runner's batch ``number``) reads, with the
         size they had when Spark listed them (when the file is unchanged since: its modification time is still
-        the listed one)."""
+        the listed one) and, for a local file, its identity (``local_identity``).
+
+        Returns (the files not to read: already read under another name, the findings: those files and the ones
+        gone before they were read)."""
+        skip: list[str] = []
+        findings: list[dict[str, Any]] = []
+        batch = batch_id if number is None else number
         for entry in source_log_entries(checkpoint, batch_id):
             uri = entry["path"]
             if uri in self.read:
+                if self.read[uri].get("renamed_from"):  # a re-run of the batch: still not read
+                    skip.append(uri)
+                continue
+            if self.changed.get(uri, {}).get("gone_before_read"):  # a re-run of the batch: reported already
                 continue
             now = self.stat(uri)
             listed = int(entry.get("timestamp") or 0)
-            size = now[0] if now is not None and now[1] == listed else None
-            self.read[uri] = {"batch_id": batch_id if number is None else number, "mtime_ms": listed, "size": size}
+            at = utc_now_iso()
+            if now is None:  # listed, then deleted or moved away before this batch read it
+                finding = {"file": uri, "batch_id": batch, "read_bytes": None, "read_mtime_ms": listed,
+                           "size_now": None, "mtime_now_ms": None, "gone_before_read": True, "detected_at": at}
+                self.changed[uri] = finding
+                self._dirty.add("changed.json")
+                findings.append(finding)
+                log.warning(describe(finding))
+                continue
+            size = now[0] if now[1] == listed else None
+            identity = self.identity(uri)
+            self.read[uri] = {"batch_id": batch, "mtime_ms": listed, "size": size}
+            if identity is not None:
+                self.read[uri]["identity"] = identity
+                earlier = self._renamed_from(uri, identity)
+                if earlier is not None:
+                    self.read[uri].update(renamed_from=earlier, batch_id=self.read[earlier].get("batch_id"))
+                    finding = {"file": uri, "renamed_from": earlier, "batch_id": self.read[earlier].get("batch_id"),
+                               "read_bytes": size, "size_now": now[0], "detected_at": at}
+                    findings.append(finding)
+                    skip.append(uri)
+                    log.warning(describe(finding))
             self._dirty.add("read.json")
             if size is None or not self._settled(now):
                 self.unsettled.add(uri)
+        return skip, findings
+
+    def _renamed_from(self, uri: str, identity: dict[str, Any]) -> str | None:
+        """The file already read that ``uri`` is under another name, when that name is gone (a copy is a new file)."""
+        for earlier, read in self.read.items():
+            if earlier != uri and same_file(read, identity) and self.stat(earlier) is None:
+                return read.get("renamed_from") or earlier
+        return None
 
     def check(self, *, every_file: bool = False) -> list[dict[str, Any]]:
         """Files changed since they were read and not reported yet (each is also kept in ``changed``).

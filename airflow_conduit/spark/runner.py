@@ -350,24 +350,29 @@ class PipelineRunner:
         """The input files read so far, as read: a file changed after it was read is reported (``input_files``)."""
         return InputFiles(self.state_dir, hadoop_stat(self.spark))
 
-    def _check_input_files(self, checkpoint_batch: int | None = None, number: int | None = None) -> None:
+    def _check_input_files(self, checkpoint_batch: int | None = None, number: int | None = None) -> list[str]:
         """Note the files the checkpoint's batch ``checkpoint_batch`` (batch ``number``) reads, report the input
         files changed since they were read (at a batch the unsettled ones, else every one: ``InputFiles.check``),
-        save what changed in the ledger."""
+        save what changed in the ledger. Returns the batch's files not to read (read before under another name)."""
+        skip: list[str] = []
+        found: list[dict[str, Any]] = []
         if checkpoint_batch is not None:
-            self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
-        found = self.input_files.check(every_file=checkpoint_batch is None)
+            skip, found = self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
+        found += self.input_files.check(every_file=checkpoint_batch is None)
         if found:
             self.report.input_files_changed = [*self.report.input_files_changed, *found]
         self.input_files.save()
+        return skip
 
-    def _oversized_lines(self, checkpoint_batch: int) -> list[tuple]:
+    def _oversized_lines(self, checkpoint_batch: int, not_read: list[str]) -> list[tuple]:
         """The DLQ entries of the lines the batch's file sources skipped as too long (``oversized_lines``)."""
         line_plans = [p for p in self.plans if p.parser in ("json", "csv")]
         if not line_plans:
             return []
         entries: list[tuple] = []
         for entry in source_log_entries(self.checkpoint, checkpoint_batch):
+            if entry["path"] in not_read:
+                continue
             uri = oversized_lines.as_read(entry["path"])
             plan = oversized_lines.plan_of(uri, line_plans)
             if plan is None:
@@ -423,9 +428,9 @@ class PipelineRunner:
             raise self._stop_here(f"stop requested before batch {batch_id}; it runs on the next start")
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
-            self._check_input_files(batch_id, number)
-            self.oversized_entries = self._oversized_lines(batch_id)
-            self._process_batch(batch, number)
+            renamed = self._check_input_files(batch_id, number)
+            self.oversized_entries = self._oversized_lines(batch_id, renamed)
+            self._process_batch(without_files(batch, renamed), number)
         except faults_mod.SimulatedCrash as crash:
             self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
             raise RuntimeError("simulated driver crash") from crash
@@ -745,6 +750,16 @@ def _conf_set(spark: SparkSession, key: str, value: str, *, keep_users: bool = F
             spark.conf.unset(key)
         else:
             spark.conf.set(key, previous)
+
+
+def without_files(batch: DataFrame, uris: list[str]) -> DataFrame:
+    """The batch without the records of these files (files already read under another name: ``input_files``)."""
+    if not uris:
+        return batch
+    from pyspark.sql import functions as F
+
+    names = sorted({form for uri in uris for form in (uri, oversized_lines.as_read(uri), uri.replace("file:/", "file:///", 1))})
+    return batch.where(~F.input_file_name().isin(names))
 
 
 def install_sigterm_handler(runner: PipelineRunner) -> None:
