@@ -191,8 +191,7 @@ class InputFiles:
         size they had when Spark listed them (when the file is unchanged since: its modification time is still
         the listed one) and, for a local file, its identity (``local_identity``).
 
-        Returns (the files not to read: already read under another name, the findings: those files and the ones
-        gone before they were read)."""
+        Returns (the files not to read: already read under another name or gone, the findings about them)."""
         skip: list[str] = []
         findings: list[dict[str, Any]] = []
         batch = batch_id if number is None else number
@@ -203,6 +202,7 @@ class InputFiles:
                     skip.append(uri)
                 continue
             if self.changed.get(uri, {}).get("gone_before_read"):  # a re-run of the batch: reported already
+                skip.append(uri)
                 continue
             now = self.stat(uri)
             listed = int(entry.get("timestamp") or 0)
@@ -213,6 +213,7 @@ class InputFiles:
                 self.changed[uri] = finding
                 self._dirty.add("changed.json")
                 findings.append(finding)
+                skip.append(uri)  # not read: a read of a file gone fails the batch, and its restart reads nothing
                 log.warning(describe(finding))
                 continue
             size = now[0] if now[1] == listed else None

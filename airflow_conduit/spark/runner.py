@@ -353,7 +353,7 @@ class PipelineRunner:
     def _check_input_files(self, checkpoint_batch: int | None = None, number: int | None = None) -> list[str]:
         """Note the files the checkpoint's batch ``checkpoint_batch`` (batch ``number``) reads, report the input
         files changed since they were read (at a batch the unsettled ones, else every one: ``InputFiles.check``),
-        save what changed in the ledger. Returns the batch's files not to read (read before under another name)."""
+        save what changed in the ledger. Returns the batch's files not to read (read before under another name, or gone)."""
         skip: list[str] = []
         found: list[dict[str, Any]] = []
         if checkpoint_batch is not None:
@@ -428,9 +428,9 @@ class PipelineRunner:
             raise self._stop_here(f"stop requested before batch {batch_id}; it runs on the next start")
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
-            renamed = self._check_input_files(batch_id, number)
-            self.oversized_entries = self._oversized_lines(batch_id, renamed)
-            self._process_batch(without_files(batch, renamed), number)
+            not_read = self._check_input_files(batch_id, number)  # renamed or gone (input_files)
+            self.oversized_entries = self._oversized_lines(batch_id, not_read)
+            self._process_batch(without_files(batch, not_read), number)
         except faults_mod.SimulatedCrash as crash:
             self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
             raise RuntimeError("simulated driver crash") from crash
@@ -753,7 +753,7 @@ def _conf_set(spark: SparkSession, key: str, value: str, *, keep_users: bool = F
 
 
 def without_files(batch: DataFrame, uris: list[str]) -> DataFrame:
-    """The batch without the records of these files (files already read under another name: ``input_files``)."""
+    """The batch without these files (read before under another name, or gone: ``input_files``): not read at all."""
     if not uris:
         return batch
     from pyspark.sql import functions as F

@@ -137,7 +137,9 @@ MAX_FILE_AGE = "36500d"
 
 
 def _reader(spark: SparkSession, spec: SourceSpec):
-    reader = spark.readStream.option("maxFileAge", MAX_FILE_AGE)
+    # a file gone between its listing and its read is skipped, not a failed batch: the runner names it
+    # (input_files, INPUT_FILE_GONE) before the batch reads
+    reader = spark.readStream.option("maxFileAge", MAX_FILE_AGE).option("ignoreMissingFiles", "true")
     max_files = _setting(spec, "max-files-per-trigger")
     if max_files:
         reader = reader.option("maxFilesPerTrigger", int(max_files))
