@@ -91,6 +91,88 @@ def same_file(read: dict[str, Any], now: dict[str, Any]) -> bool:
     return content  # same inode or not: a move across file systems copies the bytes and keeps the mtime
 
 
+LAST_LINE_SETTLE_SECONDS = 10.0  # a file still being written is read once unchanged this long...
+LAST_LINE_WAIT_SECONDS = 300.0  # ...or once this long has passed (the batch then reads what is there)
+
+
+def _local(uri: str) -> str | None:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme in ("", "file") else None
+
+
+def needs_settling(uri: str, listed: int) -> bool:
+    """Whether a local file listed at ``listed`` bytes was being written then: it has grown since, or its last
+    listed line has no line end (Hadoop's reader reads a line that starts at or before the listed end to its end,
+    so such a line is read complete only once its writer finished it)."""
+    path = _local(uri)
+    if path is None or listed <= 0:
+        return False
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(listed - 1)
+            return size != listed or f.read(1) != b"\n"
+    except OSError:
+        return False
+
+
+def wait_until_settled(uri: str, *, settle: float = LAST_LINE_SETTLE_SECONDS, limit: float = LAST_LINE_WAIT_SECONDS,
+                       clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Wait until the local file's size and modification time are unchanged for ``settle`` seconds (True), or
+    ``limit`` seconds have passed (False: it is still written)."""
+    start = clock()
+    last, since = local_stat(uri), clock()
+    while clock() - start < limit:
+        if clock() - since >= settle:
+            return True
+        sleep(min(0.25, settle))
+        now = local_stat(uri)
+        if now != last:
+            last, since = now, clock()
+    return False
+
+
+def processed_to(uri: str, listed: int) -> int:
+    """Where what the reader read of a file listed at ``listed`` bytes ends: Hadoop's line reader reads each line
+    that starts at or before the listed end, to its line end. So the end of the first line end at or after
+    ``listed`` (the file's end when there is none): a line boundary."""
+    path = _local(uri)
+    if path is None:
+        return listed
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= listed:
+            return size
+        f.seek(listed)
+        at = listed
+        while True:
+            piece = f.read(1 << 20)
+            if not piece:
+                return at
+            nl = piece.find(b"\n")
+            if nl >= 0:
+                return at + nl + 1
+            at += len(piece)
+
+
+def listed_lengths(batch) -> dict[str, int]:
+    """The bytes of each file a micro-batch's file scan reads (what Spark listed: the end of its last split), from
+    the batch's ``FileScanRDD`` (a few Py4J calls per file: asked only when a file of the batch was still written)."""
+    lengths: dict[str, int] = {}
+    todo = [batch._jdf.queryExecution().logical().rdd()]
+    while todo:
+        rdd = todo.pop()
+        if rdd.getClass().getName().endswith(".FileScanRDD"):
+            partitions = rdd.filePartitions()
+            for k in range(partitions.size()):
+                for part in partitions.apply(k).files():
+                    uri = part.filePath().toString()
+                    lengths[uri] = max(lengths.get(uri, 0), int(part.start()) + int(part.length()))
+        dependencies = rdd.dependencies()
+        todo += [dependencies.apply(k).rdd() for k in range(dependencies.size())]
+    return lengths
+
+
 def hadoop_stat(spark) -> Stat:
     """``local_stat`` for local files, Hadoop's FileSystem (through the driver's JVM) for the others."""
     def stat(uri: str) -> tuple[int, int] | None:
@@ -182,6 +264,7 @@ class InputFiles:
         self.unsettled: set[str] = set(self.read)  # unknown until a stat: a full check settles them
         self._swept_at: float | None = None  # when every file was last checked
         self._dirty: set[str] = set()  # the ledger files to rewrite ("read.json", "changed.json")
+        self.noted: list[str] = []  # the files the last note_batch saw first
 
     def _settled(self, now: tuple[int, int]) -> bool:
         return now[1] <= self.wall_ms() - SETTLE_MS
@@ -194,6 +277,7 @@ class InputFiles:
         Returns (the files not to read: already read under another name or gone, the findings about them)."""
         skip: list[str] = []
         findings: list[dict[str, Any]] = []
+        self.noted = []
         batch = batch_id if number is None else number
         for entry in source_log_entries(checkpoint, batch_id):
             uri = entry["path"]
@@ -230,9 +314,18 @@ class InputFiles:
                     skip.append(uri)
                     log.warning(describe(finding))
             self._dirty.add("read.json")
+            self.noted.append(uri)
             if size is None or not self._settled(now):
                 self.unsettled.add(uri)
         return skip, findings
+
+    def read_up_to(self, uri: str, size: int) -> None:
+        """What the batch reads of a file that settled after its listing: ``size`` bytes (``processed_to``), as the
+        file is now."""
+        now = self.stat(uri)
+        if uri in self.read and now is not None:
+            self.read[uri].update(size=size, mtime_ms=now[1])
+            self._dirty.add("read.json")
 
     def _renamed_from(self, uri: str, identity: dict[str, Any]) -> str | None:
         """The file already read that ``uri`` is under another name, when that name is gone (a copy is a new file)."""
@@ -240,6 +333,10 @@ class InputFiles:
             if earlier != uri and same_file(read, identity) and self.stat(earlier) is None:
                 return read.get("renamed_from") or earlier
         return None
+
+    def sweep_due(self) -> bool:
+        """Whether the last check of every file read is ``sweep_seconds`` old."""
+        return self._swept_at is None or self.clock() - self._swept_at >= self.sweep_seconds
 
     def check(self, *, every_file: bool = False) -> list[dict[str, Any]]:
         """Files changed since they were read and not reported yet (each is also kept in ``changed``).

@@ -65,6 +65,7 @@ from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, Fates, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
+from airflow_conduit.spark import input_files as input_files_mod
 from airflow_conduit.spark import oversized_lines, parsing
 from airflow_conduit.spark.input_files import InputFiles, hadoop_stat, source_log_entries
 from airflow_conduit.spark.source_lines import SourceLines
@@ -158,6 +159,7 @@ class PipelineRunner:
         self.generator_done = False
         self.failure: StructuredError | None = None
         self.crashed = False  # a SimulatedCrash stopped the query (tests)
+        self._input_files_lock = threading.Lock()  # the batches' thread and the run's timer check the input files
         self.oversized_entries: list[tuple] = []  # the batch's lines too long to read: DLQ entries (oversized_lines)
         self._ctx: ProcessorContext | None = None
         self.stage = StageTracker()  # where the run is now: a failure is classified there
@@ -356,13 +358,51 @@ class PipelineRunner:
         save what changed in the ledger. Returns the batch's files not to read (read before under another name, or gone)."""
         skip: list[str] = []
         found: list[dict[str, Any]] = []
-        if checkpoint_batch is not None:
-            skip, found = self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
-        found += self.input_files.check(every_file=checkpoint_batch is None)
-        if found:
-            self.report.input_files_changed = [*self.report.input_files_changed, *found]
-        self.input_files.save()
+        with self._input_files_lock:
+            if checkpoint_batch is not None:
+                skip, found = self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
+            found += self.input_files.check(every_file=checkpoint_batch is None)
+            if found:
+                self.report.input_files_changed = [*self.report.input_files_changed, *found]
+            self.input_files.save()
         return skip
+
+    def _check_input_files_on_time(self) -> None:
+        """A continuous run's check of every file read, at least once a minute (``SWEEP_SECONDS``) even while no
+        batch runs (no new file); skipped while a batch checks them."""
+        if self.spec.mode != "continuous" or not self.input_files.sweep_due():
+            return
+        if not self._input_files_lock.acquire(blocking=False):
+            return
+        try:
+            found = self.input_files.check(every_file=True)
+            self.input_files.save()
+            if found:
+                self.report.input_files_changed = [*self.report.input_files_changed, *found]
+                self._save_report(durable=False)
+        finally:
+            self._input_files_lock.release()
+
+    def _settle_files_still_written(self, batch: DataFrame) -> None:
+        """Wait, before the batch reads them, for the batch's new local files that were still being written when
+        Spark listed them (``input_files.needs_settling``): their last line is then read complete, never a
+        truncated record in the DLQ; what the batch reads of them ends at a line end (``processed_to``), and a
+        later finding's byte range starts there."""
+        files = self.input_files
+        fresh = [uri for uri in files.noted if uri in files.unsettled and input_files_mod._local(uri) is not None]
+        if not fresh:
+            return
+        listed = {oversized_lines.as_read(uri): n for uri, n in input_files_mod.listed_lengths(batch).items()}
+        for uri in fresh:
+            size = listed.get(oversized_lines.as_read(uri))
+            if size is None or not input_files_mod.needs_settling(uri, size):
+                continue
+            log.info("input file %s is still being written: the batch waits for it to settle", uri)
+            if not input_files_mod.wait_until_settled(uri):
+                log.warning("input file %s was still being written after %.0f s: the batch reads it as it is", uri,
+                            input_files_mod.LAST_LINE_WAIT_SECONDS)
+            files.read_up_to(uri, input_files_mod.processed_to(uri, size))
+        files.save()
 
     def _oversized_lines(self, checkpoint_batch: int, not_read: list[str]) -> list[tuple]:
         """The DLQ entries of the lines the batch's file sources skipped as too long (``oversized_lines``)."""
@@ -429,6 +469,7 @@ class PipelineRunner:
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
             not_read = self._check_input_files(batch_id, number)  # renamed or gone (input_files)
+            self._settle_files_still_written(batch)
             self.oversized_entries = self._oversized_lines(batch_id, not_read)
             self._process_batch(without_files(batch, not_read), number)
         except faults_mod.SimulatedCrash as crash:
@@ -644,6 +685,7 @@ class PipelineRunner:
             while True:
                 if query.awaitTermination(0.5):
                     break
+                self._check_input_files_on_time()
                 if self._stopping():
                     self._stop_gracefully(query)
                     break

@@ -138,3 +138,87 @@ def test_a_file_deleted_between_its_listing_and_its_read_is_reported_by_name(spa
     assert gone["file"].endswith("/in/b.json") and gone["gone_before_read"] and gone["batch_id"] == 0
     assert any("INPUT_FILE_GONE" in r.getMessage() and "b.json" in r.getMessage() for r in caplog.records)
     assert json.loads((state / "input-files" / "changed.json").read_text())[gone["file"]]["gone_before_read"]
+
+
+def test_a_file_still_being_written_when_listed_is_read_once_settled_its_last_line_complete(spark, tmp_path, monkeypatch):
+    """Copied in while its writer is mid-line (no line end): the batch waits for it to settle, so the line is read
+    complete (never a truncated record in the DLQ); a line written after the listed end is reported from its start."""
+    import threading
+    import time
+
+    from airflow_conduit.spark import input_files
+
+    monkeypatch.setattr(input_files, "LAST_LINE_SETTLE_SECONDS", 2.0)
+    state = tmp_path / "state"
+    spec = pipeline("growing", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"))
+    folder = tmp_path / "in"
+    folder.mkdir()
+    growing = folder / "a.json"
+    line3 = good(3)
+    growing.write_text(good(1) + "\n" + good(2) + "\n" + line3[:20])  # "...am" with no line end
+
+    def the_writer_finishes(runner):
+        settle = runner._settle_files_still_written
+
+        def listed_then_finished(batch):
+            def finish():
+                time.sleep(0.5)  # the batch waits for the file meanwhile
+                with growing.open("a") as f:
+                    f.write(line3[20:] + "\n" + good(4) + "\n")
+
+            writer = threading.Thread(target=finish)
+            writer.start()
+            try:
+                settle(batch)
+            finally:
+                writer.join()
+
+        runner._settle_files_still_written = listed_then_finished
+
+    code, report = execute(spark, spec, state_dir=state, run_id="r1", on_runner=the_writer_finishes)
+    assert code == 0
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2, 3]  # line 3 read complete
+    assert report.totals["dlq"] == 0 and not list((tmp_path / "dlq").rglob("*.json"))
+    line4_starts = len((good(1) + "\n" + good(2) + "\n" + line3 + "\n").encode())
+    [found] = report.input_files_changed  # line 4 began after the listed end: not read, said so from its first byte
+    assert (found["read_bytes"], found["size_now"]) == (line4_starts, growing.stat().st_size)
+
+
+def test_a_continuous_run_with_no_new_file_finds_an_append_on_its_timer(spark, tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from airflow_conduit.spark import input_files
+
+    monkeypatch.setattr(input_files, "SWEEP_SECONDS", 1.0)
+    state = tmp_path / "state"
+    spec = pipeline("timer", [file_source(tmp_path / "in")], [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq"),
+                    mode="continuous", trigger_interval_seconds=0.5)
+    first = write_lines(tmp_path / "in", "a.json", [good(1)])
+    seen_while_running: list[dict] = []
+
+    def append_then_wait_for_the_finding(runner):
+        def watch():
+            deadline = time.monotonic() + 300
+            path = report_path(state, "r1")
+            while time.monotonic() < deadline:
+                on_disk = RunReport.read(path) if path.exists() else None
+                if on_disk is not None and on_disk.batches:
+                    break
+                time.sleep(0.2)
+            with first.open("a") as f:
+                f.write(good(2) + "\n")
+            while time.monotonic() < deadline:
+                on_disk = RunReport.read(path)
+                if on_disk is not None and on_disk.input_files_changed:
+                    seen_while_running.extend(on_disk.input_files_changed)
+                    break
+                time.sleep(0.2)
+            runner.request_stop("test over")
+
+        threading.Thread(target=watch, daemon=True).start()
+
+    code, report = execute(spark, spec, state_dir=state, run_id="r1", on_runner=append_then_wait_for_the_finding)
+    assert code == 0
+    [found] = seen_while_running  # in the report while the run went on, before its end's check
+    assert found["file"].endswith("/in/a.json") and found["size_now"] == first.stat().st_size
