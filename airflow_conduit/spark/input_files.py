@@ -265,6 +265,7 @@ class InputFiles:
         self._swept_at: float | None = None  # when every file was last checked
         self._dirty: set[str] = set()  # the ledger files to rewrite ("read.json", "changed.json")
         self.noted: list[str] = []  # the files the last note_batch saw first
+        self._by_fingerprint: dict[str, list[str]] | None = None  # the files read, by content (renamed files)
 
     def _settled(self, now: tuple[int, int]) -> bool:
         return now[1] <= self.wall_ms() - SETTLE_MS
@@ -328,11 +329,22 @@ class InputFiles:
             self._dirty.add("read.json")
 
     def _renamed_from(self, uri: str, identity: dict[str, Any]) -> str | None:
-        """The file already read that ``uri`` is under another name, when that name is gone (a copy is a new file)."""
-        for earlier, read in self.read.items():
-            if earlier != uri and same_file(read, identity) and self.stat(earlier) is None:
-                return read.get("renamed_from") or earlier
-        return None
+        """The file already read that ``uri`` is under another name, when that name is gone (a copy is a new file).
+        Looked up by fingerprint: a batch's cost does not grow with the files read before it."""
+        if self._by_fingerprint is None:
+            self._by_fingerprint = {}
+            for earlier, read in self.read.items():
+                if read.get("identity"):
+                    self._by_fingerprint.setdefault(read["identity"].get("fingerprint"), []).append(earlier)
+        candidates = self._by_fingerprint.setdefault(identity.get("fingerprint"), [])
+        found = None
+        for earlier in candidates:
+            path = _local(earlier)
+            if earlier != uri and same_file(self.read[earlier], identity) and path is not None and not os.path.exists(path):
+                found = self.read[earlier].get("renamed_from") or earlier
+                break
+        candidates.append(uri)
+        return found
 
     def sweep_due(self) -> bool:
         """Whether the last check of every file read is ``sweep_seconds`` old."""
