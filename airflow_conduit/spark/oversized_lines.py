@@ -17,6 +17,7 @@ limit in characters) plus ``LINE_SLACK`` bytes for the rest of the record.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Iterator
 from urllib.parse import unquote, urlparse
@@ -85,30 +86,66 @@ def _pieces(path: str) -> Iterator[bytes]:
             yield piece
 
 
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
 def scan(pieces: Iterator[bytes], bound: int, uri: str = "") -> list[LongLine]:
-    """The lines of a file (given in pieces of any size) whose length with its line end reaches ``bound``."""
+    """The reader's lines of a file (given in pieces of any size) whose length with its line end reaches ``bound``.
+
+    Lines end as Hadoop's reader ends them: at ``\\n``, ``\\r\\n`` or a lone ``\\r``; a line's number is its physical
+    line's (``\\n``s before it, plus one: what ``sed -n Np`` prints)."""
     found: list[LongLine] = []
     start = 0  # the current line's first byte in the file
     offset = 0  # the piece's first byte in the file
     number = 1
     prefix = bytearray()
+    cr_pending = False  # the previous piece ended with a \r: a \n may follow
+
+    def line_ends(end: int, newline: bool) -> None:
+        nonlocal start, number, prefix
+        if end - start >= bound:
+            found.append(LongLine(uri, number, start, end - start, bytes(prefix)))
+        start, prefix = end, bytearray()
+        if newline:
+            number += 1
+
     for piece in pieces:
         at = 0
-        while True:
-            nl = piece.find(b"\n", at)
-            end = len(piece) if nl < 0 else nl + 1
-            if len(prefix) < PREFIX_BYTES:  # the line's bytes without its line end
-                prefix += piece[at:min(len(piece) if nl < 0 else nl, at + PREFIX_BYTES - len(prefix))]
-            if nl < 0:
+        if cr_pending:
+            cr_pending = False
+            if piece[:1] == b"\n":
+                line_ends(offset + 1, True)
+                at = 1
+            else:
+                line_ends(offset, False)
+        if bound > len(piece):  # a line that starts in this piece and ends in it is shorter than the bound
+            first = _LINE_END.search(piece, at)
+            if first is not None and not (first.group() == b"\r" and first.end() == len(piece)):
+                if len(prefix) < PREFIX_BYTES:
+                    prefix += piece[at:min(first.start(), at + PREFIX_BYTES - len(prefix))]
+                line_ends(offset + first.end(), first.group() != b"\r")  # the line that began before this piece
+                at = first.end()
+                last = max(piece.rfind(b"\n", at), piece.rfind(b"\r", at))
+                if last == len(piece) - 1 and piece[last] == 0x0D:  # a final \r: its \n may come next
+                    last = max(piece.rfind(b"\n", at, last), piece.rfind(b"\r", at, last))
+                if last >= at:  # skip the lines that start and end here, counting their \n
+                    number += piece.count(b"\n", at, last + 1)
+                    start, prefix, at = offset + last + 1, bytearray(), last + 1
+        for match in _LINE_END.finditer(piece, at):
+            if len(prefix) < PREFIX_BYTES:
+                prefix += piece[at:min(match.start(), at + PREFIX_BYTES - len(prefix))]
+            if match.group() == b"\r" and match.end() == len(piece):  # \r\n across two pieces?
+                cr_pending = True
+                at = len(piece)
                 break
-            length = offset + end - start
-            if length >= bound:
-                found.append(LongLine(uri, number, start, length, bytes(prefix)))
-            number += 1
-            start = offset + end
-            prefix = bytearray()
-            at = end
+            line_ends(offset + match.end(), match.group() != b"\r")
+            at = match.end()
+        else:
+            if len(prefix) < PREFIX_BYTES:
+                prefix += piece[at:at + PREFIX_BYTES - len(prefix)]
         offset += len(piece)
+    if cr_pending:
+        line_ends(offset, False)
     if offset - start >= bound:  # a last line without a line end
         found.append(LongLine(uri, number, start, offset - start, bytes(prefix)))
     return found

@@ -189,7 +189,7 @@ class _Lines:
             return
         for index in range(self.count):
             line = self[index]
-            n = 0 if rules.too_long(line) else sum(_records_on(part, rules) for part in _reader_lines(line))
+            n = sum(0 if rules.too_long(part) else _records_on(part, rules) for part in _reader_lines(line))
             if n != 1:
                 yield index, n
 

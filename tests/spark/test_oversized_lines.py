@@ -143,3 +143,13 @@ def test_a_jvm_that_still_runs_out_of_memory_degrades_the_pipeline_with_the_caus
     assert "stopped:" not in done.stdout
     recovery = json.loads((state / "recovery.json").read_text())
     assert "2800" in json.dumps(recovery)
+
+
+def test_scan_ends_lines_where_hadoop_does_and_numbers_them_as_sed_does():
+    """``\\n``, ``\\r\\n`` and a lone ``\\r`` end a line (a long run of short lone-``\\r`` lines is no long line); the
+    number is the physical line's; pieces bigger or smaller than the bound give the same answer."""
+    data = (b"a\r\n" + b"L" * 30 + b"\r\n" + (b"s\r" * 20) + b"\n" + b"M" * 25 + b"\r" + b"t\n" + b"N" * 40)
+    for size in (1, 2, 7, 16, 1000):
+        pieces = [data[i:i + size] for i in range(0, len(data), size)]
+        found = oversized_lines.scan(iter(pieces), 20, "f")
+        assert [(f.number, f.length, f.prefix[:1]) for f in found] == [(2, 32, b"L"), (4, 26, b"M"), (5, 40, b"N")], size
