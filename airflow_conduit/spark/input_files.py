@@ -396,3 +396,38 @@ class InputFiles:
         if "changed.json" in self._dirty:
             write_json_atomic(self.folder / "changed.json", self.changed, durable=False)
         self._dirty.clear()
+
+
+def settle_still_written(files: InputFiles, batch) -> None:
+    """Wait, before the batch reads them, for the batch's new local files that were still being written when
+    Spark listed them (``needs_settling``): their last line is then read complete, never a truncated record in
+    the DLQ; what the batch reads of them ends at a line end (``processed_to``), where a later finding starts."""
+    fresh = [uri for uri in files.noted if uri in files.unsettled and _local(uri) is not None]
+    if not fresh:
+        return
+    listed = {_as_read(uri): n for uri, n in listed_lengths(batch).items()}
+    for uri in fresh:
+        size = listed.get(_as_read(uri))
+        if size is None or not needs_settling(uri, size):
+            continue
+        log.info("input file %s is still being written: the batch waits for it to settle", uri)
+        if not wait_until_settled(uri):
+            log.warning("input file %s was still being written after %.0f s: the batch reads it as it is", uri,
+                        LAST_LINE_WAIT_SECONDS)
+        files.read_up_to(uri, processed_to(uri, size))
+    files.save()
+
+
+def _as_read(uri: str) -> str:
+    """A file's URI as the pass's ``source_file`` writes it (``file:/x``, not ``file:///x``)."""
+    return "file:/" + uri[len("file:///"):] if uri.startswith("file:///") else uri
+
+
+def without_files(batch, uris: list[str]):
+    """The batch without these files (read before under another name, or gone): not read at all."""
+    if not uris:
+        return batch
+    from pyspark.sql import functions as F
+
+    names = sorted({form for uri in uris for form in (uri, _as_read(uri), "file:///" + _as_read(uri)[len("file:/"):])})
+    return batch.where(~F.input_file_name().isin(names))

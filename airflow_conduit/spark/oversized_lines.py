@@ -16,14 +16,17 @@ limit in characters) plus ``LINE_SLACK`` bytes for the rest of the record.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
 from typing import Iterator
 from urllib.parse import unquote, urlparse
 
+from airflow_conduit.spark.input_files import source_log_entries
 from airflow_conduit.spark.parsing import JSON_MAX_STRING_LENGTH, RECORD_TOO_LARGE
 
+log = logging.getLogger(__name__)
 HADOOP_MAX_LINE = "mapreduce.input.linerecordreader.line.maxlength"
 LINE_SLACK = 1 << 20  # bytes a line may hold besides its longest string value
 PREFIX_BYTES = 1024  # a too-long line's first bytes, kept as its DLQ record
@@ -57,6 +60,27 @@ class LongLine:
 def as_read(uri: str) -> str:
     """A file's URI as the pass's ``source_file`` writes it (``file:/x``, not ``file:///x``)."""
     return "file:/" + uri[len("file:///"):] if uri.startswith("file:///") else uri
+
+
+def batch_entries(spark, checkpoint, checkpoint_batch: int, plans: list, not_read: list[str]) -> list[tuple]:
+    """The DLQ entries of the lines the checkpoint's batch's JSON and CSV file sources skip as too long."""
+    line_plans = [p for p in plans if p.parser in ("json", "csv")]
+    if not line_plans:
+        return []
+    entries: list[tuple] = []
+    for entry in source_log_entries(checkpoint, checkpoint_batch):
+        if entry["path"] in not_read:
+            continue
+        uri = as_read(entry["path"])
+        plan = plan_of(uri, line_plans)
+        if plan is None:
+            continue
+        bound = line_bound(plan.spec.settings.get("max-string-length"))  # sources.line_bound
+        found = find(uri, bound, spark)
+        for line in found:
+            log.warning("%s: %s: %s", RECORD_TOO_LARGE, uri, line.message(bound))
+        entries += dlq_entries(found, plan.id, plan.spec.plugin, bound)
+    return entries
 
 
 def plan_of(uri: str, plans: list):

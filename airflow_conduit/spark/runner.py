@@ -65,11 +65,10 @@ from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, Fates, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
-from airflow_conduit.spark import input_files as input_files_mod
-from airflow_conduit.spark import oversized_lines, parsing
-from airflow_conduit.spark.input_files import InputFiles, hadoop_stat, source_log_entries
+from airflow_conduit.spark import oversized_lines
+from airflow_conduit.spark.input_files import InputFiles, hadoop_stat, settle_still_written, without_files
 from airflow_conduit.spark.source_lines import SourceLines
-from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, line_bound, plan_source, read_stream
+from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
 from airflow_conduit.spark.stage import StageTracker
 from airflow_conduit.spark.window import WindowStore
 
@@ -383,47 +382,6 @@ class PipelineRunner:
         finally:
             self._input_files_lock.release()
 
-    def _settle_files_still_written(self, batch: DataFrame) -> None:
-        """Wait, before the batch reads them, for the batch's new local files that were still being written when
-        Spark listed them (``input_files.needs_settling``): their last line is then read complete, never a
-        truncated record in the DLQ; what the batch reads of them ends at a line end (``processed_to``), and a
-        later finding's byte range starts there."""
-        files = self.input_files
-        fresh = [uri for uri in files.noted if uri in files.unsettled and input_files_mod._local(uri) is not None]
-        if not fresh:
-            return
-        listed = {oversized_lines.as_read(uri): n for uri, n in input_files_mod.listed_lengths(batch).items()}
-        for uri in fresh:
-            size = listed.get(oversized_lines.as_read(uri))
-            if size is None or not input_files_mod.needs_settling(uri, size):
-                continue
-            log.info("input file %s is still being written: the batch waits for it to settle", uri)
-            if not input_files_mod.wait_until_settled(uri):
-                log.warning("input file %s was still being written after %.0f s: the batch reads it as it is", uri,
-                            input_files_mod.LAST_LINE_WAIT_SECONDS)
-            files.read_up_to(uri, input_files_mod.processed_to(uri, size))
-        files.save()
-
-    def _oversized_lines(self, checkpoint_batch: int, not_read: list[str]) -> list[tuple]:
-        """The DLQ entries of the lines the batch's file sources skipped as too long (``oversized_lines``)."""
-        line_plans = [p for p in self.plans if p.parser in ("json", "csv")]
-        if not line_plans:
-            return []
-        entries: list[tuple] = []
-        for entry in source_log_entries(self.checkpoint, checkpoint_batch):
-            if entry["path"] in not_read:
-                continue
-            uri = oversized_lines.as_read(entry["path"])
-            plan = oversized_lines.plan_of(uri, line_plans)
-            if plan is None:
-                continue
-            bound = line_bound(plan.spec)
-            found = oversized_lines.find(uri, bound, self.spark)
-            for line in found:
-                log.warning("%s: %s: %s", parsing.RECORD_TOO_LARGE, uri, line.message(bound))
-            entries += oversized_lines.dlq_entries(found, plan.id, plan.spec.plugin, bound)
-        return entries
-
     @functools.cached_property
     def source_lines(self) -> SourceLines:
         """Puts each DLQ record's line number and line bytes in its DLQ row, after the pass."""
@@ -469,8 +427,8 @@ class PipelineRunner:
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
             not_read = self._check_input_files(batch_id, number)  # renamed or gone (input_files)
-            self._settle_files_still_written(batch)
-            self.oversized_entries = self._oversized_lines(batch_id, not_read)
+            settle_still_written(self.input_files, batch)
+            self.oversized_entries = oversized_lines.batch_entries(self.spark, self.checkpoint, batch_id, self.plans, not_read)
             self._process_batch(without_files(batch, not_read), number)
         except faults_mod.SimulatedCrash as crash:
             self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
@@ -792,16 +750,6 @@ def _conf_set(spark: SparkSession, key: str, value: str, *, keep_users: bool = F
             spark.conf.unset(key)
         else:
             spark.conf.set(key, previous)
-
-
-def without_files(batch: DataFrame, uris: list[str]) -> DataFrame:
-    """The batch without these files (read before under another name, or gone: ``input_files``): not read at all."""
-    if not uris:
-        return batch
-    from pyspark.sql import functions as F
-
-    names = sorted({form for uri in uris for form in (uri, oversized_lines.as_read(uri), uri.replace("file:/", "file:///", 1))})
-    return batch.where(~F.input_file_name().isin(names))
 
 
 def install_sigterm_handler(runner: PipelineRunner) -> None:
