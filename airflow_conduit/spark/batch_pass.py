@@ -389,6 +389,8 @@ class BatchPass:
                 frame = self._dlq_frame(metrics, passed)
                 if skipped:
                     frame = frame.unionByName(self._skipped_lines_frame(metrics), allowMissingColumns=True)
+                    if r.dlq.wants_origins and r.dlq.nacked_origins is not None:  # (source id, file, split, position)
+                        r.dlq.nacked_origins = [*r.dlq.nacked_origins, *((e[0], e[1], e[3], e[2]) for e in skipped)]
                 r.dlq.write(frame, self.batch_id)
             elif skipped and not passed:
                 rows = self._skipped_lines_rows()
@@ -534,8 +536,10 @@ class BatchPass:
             return saved.get("crossed_at_record"), True, None
         window = self.runner.windows.before(self.batch_id, dlq.window_size, dlq.window_nack_threshold)
         indices: list[int] = []
+        skipped = len(self._skipped_lines)  # after the pass's records in read order
         if counts["nacked"] and window.size:
-            indices = self._nacked_indices(metrics, counts["nacked"])
+            passed = counts["read"] - skipped
+            indices = self._nacked_indices(metrics, counts["nacked"] - skipped) + list(range(passed, counts["read"]))
         crossed = window.apply_batch(counts["read"], indices)
         return crossed, False, window
 

@@ -157,25 +157,25 @@ def test_a_file_still_being_written_when_listed_is_read_once_settled_its_last_li
     line3 = good(3)
     growing.write_text(good(1) + "\n" + good(2) + "\n" + line3[:20])  # "...am" with no line end
 
-    def the_writer_finishes(runner):
-        settle = runner._settle_files_still_written
+    from airflow_conduit.spark import runner as runner_mod
 
-        def listed_then_finished(batch):
-            def finish():
-                time.sleep(0.5)  # the batch waits for the file meanwhile
-                with growing.open("a") as f:
-                    f.write(line3[20:] + "\n" + good(4) + "\n")
+    settle = runner_mod.settle_still_written
 
-            writer = threading.Thread(target=finish)
-            writer.start()
-            try:
-                settle(batch)
-            finally:
-                writer.join()
+    def listed_then_finished(files, batch):  # Spark listed the file mid-line; its writer finishes it now
+        def finish():
+            time.sleep(0.5)  # the batch waits for the file meanwhile
+            with growing.open("a") as f:
+                f.write(line3[20:] + "\n" + good(4) + "\n")
 
-        runner._settle_files_still_written = listed_then_finished
+        writer = threading.Thread(target=finish)
+        writer.start()
+        try:
+            settle(files, batch)
+        finally:
+            writer.join()
 
-    code, report = execute(spark, spec, state_dir=state, run_id="r1", on_runner=the_writer_finishes)
+    monkeypatch.setattr(runner_mod, "settle_still_written", listed_then_finished)
+    code, report = execute(spark, spec, state_dir=state, run_id="r1")
     assert code == 0
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2, 3]  # line 3 read complete
     assert report.totals["dlq"] == 0 and not list((tmp_path / "dlq").rglob("*.json"))

@@ -153,3 +153,17 @@ def test_scan_ends_lines_where_hadoop_does_and_numbers_them_as_sed_does():
         pieces = [data[i:i + size] for i in range(0, len(data), size)]
         found = oversized_lines.scan(iter(pieces), 20, "f")
         assert [(f.number, f.length, f.prefix[:1]) for f in found] == [(2, 32, b"L"), (4, 26, b"M"), (5, 40, b"N")], size
+
+
+def test_a_too_long_line_counts_in_the_nack_window_like_any_bad_record(spark, tmp_path):
+    from airflow_conduit.recovery import codes
+
+    huge = b'{"id": 2, "name": "' + b"z" * (oversized_lines.LINE_SLACK + 100) + b'"}'
+    _write(tmp_path / "in" / "a.json", [good(1).encode(), huge, b"{bad", good(4).encode()])
+    spec = pipeline("oversized-window", [file_source(tmp_path / "in", **{"max-string-length": 10})],
+                    [file_dest(tmp_path / "out")], dlq=dlq_file(tmp_path / "dlq", size=10, threshold=1))
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+    assert code == codes.EXIT_FATAL and report.error["code"] == codes.DLQ_NACK_THRESHOLD  # 2 nacks in 4 records
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 4]  # the batch was committed
+    assert sorted((r["source_position"], r["exception_class"]) for r in _dlq_rows(tmp_path / "dlq")) == [
+        (2, TOO_LARGE), (3, "airflow_conduit.spark.MalformedRecordError")]
