@@ -402,8 +402,8 @@ def settle_still_written(files: InputFiles, batch) -> None:
     """Wait, before the batch reads them, for the batch's new local files that were still being written when
     Spark listed them (``needs_settling``): their last line is then read complete, never a truncated record in
     the DLQ; what the batch reads of them ends at a line end (``processed_to``), where a later finding starts."""
-    fresh = [uri for uri in files.noted if uri in files.unsettled and _local(uri) is not None]
-    if not fresh:
+    fresh = [uri for uri in files.noted if uri in files.unsettled and _may_be_half_written(uri, files.read[uri])]
+    if not fresh:  # the usual case: no JVM call
         return
     listed = {_as_read(uri): n for uri, n in listed_lengths(batch).items()}
     for uri in fresh:
@@ -416,6 +416,21 @@ def settle_still_written(files: InputFiles, batch) -> None:
                         LAST_LINE_WAIT_SECONDS)
         files.read_up_to(uri, processed_to(uri, size))
     files.save()
+
+
+def _may_be_half_written(uri: str, read: dict[str, Any]) -> bool:
+    """A local file modified since Spark listed it (its size as listed unknown), or whose last byte is no line end."""
+    path = _local(uri)
+    if path is None:
+        return False
+    if read.get("size") is None:
+        return True
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def _as_read(uri: str) -> str:
