@@ -198,12 +198,11 @@ def _hadoop_pieces(spark, uri: str, bound: int) -> Iterator[bytes]:
         return
     stream = fs.open(path)
     try:
-        buffer = spark.sparkContext._gateway.new_array(jvm.byte, PIECE)
         while True:
-            n = stream.read(buffer, 0, PIECE)
-            if n is None or n < 0:
+            piece = stream.readNBytes(PIECE)  # a byte[] comes back as bytes in one Py4J call
+            if not piece:
                 return
-            yield bytes(buffer)[:n]  # py4j copies the array
+            yield bytes(piece)
     finally:
         stream.close()
 
