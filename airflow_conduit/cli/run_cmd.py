@@ -256,10 +256,12 @@ def run_pipeline(args: argparse.Namespace) -> int:
             if step.action is Action.DONE:
                 _let_go_of_the_state_dir(handle)
                 _summary(_pipeline_totals(state_dir, supervisor), spec)
+                _say_input_file_findings(state_dir, supervisor)
                 return EXIT_OK
             if step.action is Action.DEGRADE:
                 if handle is not None:
                     _let_go_of_the_state_dir(handle)
+                _say_input_file_findings(state_dir, supervisor)
                 print(supervisor.degraded_message(step), file=sys.stderr)
                 return EXIT_DEGRADED
             time.sleep(step.delay_seconds)
@@ -323,6 +325,21 @@ def _pipeline_totals(state_dir, supervisor) -> dict:
 
     reports = [read_json(report_path(state_dir.path, run_id)) for run_id in supervisor.run_ids()]
     return totals_over_runs([report for report in reports if report], committed_rows)  # a run that never started has none
+
+
+def _say_input_file_findings(state_dir, supervisor) -> None:
+    """The input files this command's runs found changed after they were read (``INPUT_FILE_CHANGED``), one line
+    each: the driver log and the run report hold them too, but a user reads this command's output."""
+    from airflow_conduit.runs.report import read_json, report_path
+    from airflow_conduit.spark.input_files import describe
+
+    seen: dict[str, dict] = {}
+    for run_id in supervisor.run_ids():
+        for finding in (read_json(report_path(state_dir.path, run_id)) or {}).get("input_files_changed") or []:
+            if isinstance(finding, dict) and finding.get("file"):
+                seen[finding["file"]] = finding
+    for finding in seen.values():
+        print(f"WARNING {describe(finding)}")
 
 
 def _summary(totals: dict, spec) -> None:

@@ -120,12 +120,12 @@ EXCEPTION_CLASSES: dict[str, int] = {
     "org.apache.spark.rpc.RpcTimeoutException": codes.TIMEOUT,
     "java.sql.SQLTransientException": codes.TRANSIENT,
     "java.sql.SQLRecoverableException": codes.TRANSIENT,
-    "java.lang.OutOfMemoryError": codes.RESOURCE_UNAVAILABLE,
-    "MemoryError": codes.RESOURCE_UNAVAILABLE,
     "org.apache.spark.shuffle.FetchFailedException": codes.INFRASTRUCTURE,
     "org.apache.spark.ExecutorDeadException": codes.INFRASTRUCTURE,
     "py4j.protocol.Py4JNetworkError": codes.INFRASTRUCTURE,
     # fatal
+    "java.lang.OutOfMemoryError": codes.OUT_OF_MEMORY,  # the same input runs out of memory again: no endless restarts
+    "MemoryError": codes.OUT_OF_MEMORY,
     "AnalysisException": codes.ANALYSIS,
     "ParseException": codes.ANALYSIS,
     "java.sql.SQLSyntaxErrorException": codes.ANALYSIS,
@@ -235,6 +235,11 @@ MESSAGE_PATTERNS: tuple[tuple[str, int], ...] = (
      r"|insufficient resources|out of memory", codes.RESOURCE_UNAVAILABLE),
 )
 
+OUT_OF_MEMORY_ADVICE = (
+    "a JVM ran out of memory (java.lang.OutOfMemoryError); the same input would do it again, so the pipeline is "
+    "degraded, not restarted: give the driver and executors more memory (spark.driver.memory, "
+    "spark.executor.memory) or make batches smaller (max-files-per-trigger); a record over a source's line bound "
+    "goes to the DLQ without being read")
 _KILLED_EXIT_CODES = (137, 143)  # 128 + SIGKILL / SIGTERM as shells and YARN report them
 
 
@@ -350,6 +355,9 @@ def _by_exit_code(facts: ErrorFacts) -> Classification | None:
         return _verdict(facts, codes.TRANSIENT, "exit-code", f"exit code {exit_code} (EXIT_TRANSIENT)")
     if exit_code == codes.EXIT_INVALID_SPEC:
         return _verdict(facts, codes.INVALID_SPEC, "exit-code", f"exit code {exit_code} (EXIT_INVALID_SPEC)")
+    if exit_code == codes.SPARK_EXIT_OOM:
+        return _verdict(facts, codes.OUT_OF_MEMORY, "exit-code",
+                        f"exit code {exit_code}: the driver's JVM ended with an OutOfMemoryError", advice=OUT_OF_MEMORY_ADVICE)
     if exit_code < 0 or exit_code in _KILLED_EXIT_CODES:
         signum = signal_of_exit_code(exit_code)
         return _verdict(facts, codes.KILLED_BY_SIGNAL, "exit-code", f"exit code {exit_code}: killed by signal {signal_label(signum)}")
@@ -392,7 +400,8 @@ def _by_class(facts: ErrorFacts) -> Classification | None:
             if short in EXCEPTION_CLASSES and "." not in short:
                 code = EXCEPTION_CLASSES[short]
         if code is not None:
-            return _verdict(facts, code, "class", f"exception class {name}", exception_class=name)
+            advice = OUT_OF_MEMORY_ADVICE if code == codes.OUT_OF_MEMORY else None
+            return _verdict(facts, code, "class", f"exception class {name}", exception_class=name, advice=advice)
     return None
 
 

@@ -34,6 +34,7 @@ KAFKA_AUTHORIZATION = 2520  # the Kafka principal lacks an ACL (topic, group, cl
 DATA_INTEGRITY = 2600  # constraint violations on a destination, SQLSTATE 23xxx
 KAFKA_DATA_LOSS = 2610  # Kafka records the checkpoint expects are gone (retention, deleted records), fail-on-data-loss
 SPARK_STARTUP = 2700  # Spark itself could not start (JavaSparkContext failed) and nothing says a retry could help
+OUT_OF_MEMORY = 2800  # a JVM (or the Python driver) ran out of memory: the same input would do it again
 INJECTED_FATAL = 2900  # fault injected on purpose (tests, demo)
 
 TRANSIENT_RANGE = range(1000, 2000)
@@ -54,6 +55,7 @@ EXIT_OK = 0
 EXIT_FATAL = 70  # EX_SOFTWARE: do not restart
 EXIT_TRANSIENT = 75  # EX_TEMPFAIL: restart with backoff
 EXIT_INVALID_SPEC = 78  # EX_CONFIG: the spec was refused before Spark started (fatal)
+SPARK_EXIT_OOM = 52  # Spark's own exit code of a JVM ended by an OutOfMemoryError (SparkExitCode.OOM)
 
 # Marker line the Spark job prints on stderr before exiting with an error, followed by the JSON error.
 ERROR_LINE_PREFIX = "AIRFLOW_CONDUIT_ERROR "

@@ -373,7 +373,9 @@ class BatchPass:
 
     def _counts(self, metrics: ObservedMetrics) -> dict[str, int]:
         """The batch's counts: read, nacked, filtered and per destination written (``w<index>``)."""
-        counts = {"read": int(metrics["read"]), "nacked": int(metrics["nacked"]), "filtered": int(metrics["filtered"])}
+        skipped = len(self._skipped_lines)  # read by no pass: each one's fate is the DLQ
+        counts = {"read": int(metrics["read"]) + skipped, "nacked": int(metrics["nacked"]) + skipped,
+                  "filtered": int(metrics["filtered"])}
         if len(self.branches) == 1:  # its one fate left (see _metrics)
             counts[f"w{self.branches[0].index}"] = counts["read"] - counts["nacked"] - counts["filtered"]
         else:
@@ -385,9 +387,21 @@ class BatchPass:
     def _write_dlq(self, metrics: ObservedMetrics, nacked: int) -> int:
         """Write the batch's nacked records to the DLQ and commit it; returns the rows written."""
         r = self.runner
+        skipped = self._skipped_lines
+        passed = nacked - len(skipped)
         try:
-            if nacked and not self._write_dlq_from_driver(metrics, nacked):
-                r.dlq.write(self._dlq_frame(metrics, nacked), self.batch_id)
+            if passed and not self._write_dlq_from_driver(metrics, passed):
+                frame = self._dlq_frame(metrics, passed)
+                if skipped:
+                    frame = frame.unionByName(self._skipped_lines_frame(metrics), allowMissingColumns=True)
+                    if r.dlq.wants_origins and r.dlq.nacked_origins is not None:  # (source id, file, split, position)
+                        r.dlq.nacked_origins = [*r.dlq.nacked_origins, *((e[0], e[1], e[3], e[2]) for e in skipped)]
+                r.dlq.write(frame, self.batch_id)
+            elif skipped and not passed:
+                rows = self._skipped_lines_rows()
+                types = self._dlq_types(metrics)
+                if types is None or not r.dlq.write_rows(DLQ_COLUMNS, types, rows, self.batch_id):
+                    r.dlq.write(self._skipped_lines_frame(metrics), self.batch_id)
         except BaseException:
             r.report.add_counters(deadletterqueue_produce_failures=nacked)
             raise
@@ -414,7 +428,25 @@ class BatchPass:
         lines = r.source_lines.lines_of(r.spark, metrics.fields("dlq", source_lines.KEYS)) if r.source_lines.needed else None
         entries = self._driver_entries(metrics, lines)
         rows = r.pending_reasons.driver_rows(entries, lines, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at)
-        return r.dlq.write_rows(DLQ_COLUMNS, types, rows, self.batch_id)
+        return r.dlq.write_rows(DLQ_COLUMNS, types, rows + self._skipped_lines_rows(), self.batch_id)
+
+    @property
+    def _skipped_lines(self) -> list[tuple]:
+        """The DLQ entries of the batch's lines too long to read (``oversized_lines``): no pass saw them."""
+        return list(getattr(self.runner, "oversized_entries", None) or ()) if self.batch_id >= 0 else []
+
+    def _skipped_lines_rows(self) -> list[tuple]:
+        r = self.runner
+        return r.pending_reasons.driver_rows(self._skipped_lines, None, run_id=r.run_id, batch_id=self.batch_id,
+                                             time_of_error=self.at)
+
+    def _skipped_lines_frame(self, metrics: ObservedMetrics) -> DataFrame:
+        """The skipped lines' DLQ rows as a local DataFrame, typed as the pass's DLQ rows."""
+        types = self._dlq_types(metrics) or tuple(
+            BATCH_COLUMN_TYPES.get(name, "long" if name in ("source_position", "source_split_start") else
+                                   "integer" if name == "attempt" else "string") for name in DLQ_COLUMNS)
+        schema = ", ".join(f"`{name}` {kind}" for name, kind in zip(DLQ_COLUMNS, types, strict=True))
+        return self.runner.spark.createDataFrame(self._skipped_lines_rows(), schema=schema)
 
     def _originals_with_counts(self) -> bool:
         """Whether the entries' record text comes with the counts for the driver's DLQ write: only where a DLQ row's
@@ -509,8 +541,10 @@ class BatchPass:
             return saved.get("crossed_at_record"), True, None
         window = self.runner.windows.before(self.batch_id, dlq.window_size, dlq.window_nack_threshold)
         indices: list[int] = []
+        skipped = len(self._skipped_lines)  # after the pass's records in read order
         if counts["nacked"] and window.size:
-            indices = self._nacked_indices(metrics, counts["nacked"])
+            passed = counts["read"] - skipped
+            indices = self._nacked_indices(metrics, counts["nacked"] - skipped) + list(range(passed, counts["read"]))
         crossed = window.apply_batch(counts["read"], indices)
         return crossed, False, window
 

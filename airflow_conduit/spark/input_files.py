@@ -25,6 +25,7 @@ are rewritten only when what they hold changed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 FOLDER = "input-files"
 CODE = "INPUT_FILE_CHANGED"
+RENAMED = "INPUT_FILE_RENAMED"  # a file already read, found again under another name: not read again
+GONE = "INPUT_FILE_GONE"  # a file listed for a batch and gone before it was read: its records were not processed
 Stat = Callable[[str], "tuple[int, int] | None"]  # uri -> (size, modification time in ms), None when gone
 SETTLE_MS = 60_000  # a file modified less than this before a stat may still be written: checked at every batch
 SWEEP_SECONDS = 60.0  # at most this long between two checks of every file read, while a run goes on
@@ -52,6 +55,122 @@ def local_stat(uri: str) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return st.st_size, st.st_mtime_ns // 1_000_000
+
+
+FINGERPRINT_BYTES = 64 * 1024  # a file's fingerprint hashes its size and this many bytes at each end
+
+
+def local_identity(uri: str) -> dict[str, Any] | None:
+    """What tells a local file apart from another beyond its name: device, inode, size, mtime and a fingerprint
+    (SHA-256 of its size and first and last ``FINGERPRINT_BYTES``); None when it is gone or not local."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        return None
+    path = unquote(parsed.path)
+    try:
+        st = os.stat(path)
+        digest = hashlib.sha256(str(st.st_size).encode())
+        with open(path, "rb") as f:
+            digest.update(f.read(FINGERPRINT_BYTES))
+            if st.st_size > FINGERPRINT_BYTES:
+                f.seek(max(FINGERPRINT_BYTES, st.st_size - FINGERPRINT_BYTES))
+                digest.update(f.read(FINGERPRINT_BYTES))
+    except OSError:
+        return None
+    return {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "mtime_ms": st.st_mtime_ns // 1_000_000,
+            "fingerprint": digest.hexdigest()[:32]}
+
+
+def same_file(read: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether ``now`` (a file under another name) is the file ``read`` was: the same content (size, modification
+    time and fingerprint) on the same inode, or the same content moved from another file system."""
+    kept = read.get("identity")
+    if not kept:
+        return False
+    content = all(kept.get(k) == now.get(k) for k in ("size", "mtime_ms", "fingerprint"))
+    return content  # same inode or not: a move across file systems copies the bytes and keeps the mtime
+
+
+LAST_LINE_SETTLE_SECONDS = 10.0  # a file still being written is read once unchanged this long...
+LAST_LINE_WAIT_SECONDS = 300.0  # ...or once this long has passed (the batch then reads what is there)
+
+
+def _local(uri: str) -> str | None:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme in ("", "file") else None
+
+
+def needs_settling(uri: str, listed: int) -> bool:
+    """Whether a local file listed at ``listed`` bytes was being written then: it has grown since, or its last
+    listed line has no line end (Hadoop's reader reads a line that starts at or before the listed end to its end,
+    so such a line is read complete only once its writer finished it)."""
+    path = _local(uri)
+    if path is None or listed <= 0:
+        return False
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(listed - 1)
+            return size != listed or f.read(1) != b"\n"
+    except OSError:
+        return False
+
+
+def wait_until_settled(uri: str, *, settle: float = LAST_LINE_SETTLE_SECONDS, limit: float = LAST_LINE_WAIT_SECONDS,
+                       clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Wait until the local file's size and modification time are unchanged for ``settle`` seconds (True), or
+    ``limit`` seconds have passed (False: it is still written)."""
+    start = clock()
+    last, since = local_stat(uri), clock()
+    while clock() - start < limit:
+        if clock() - since >= settle:
+            return True
+        sleep(min(0.25, settle))
+        now = local_stat(uri)
+        if now != last:
+            last, since = now, clock()
+    return False
+
+
+def processed_to(uri: str, listed: int) -> int:
+    """Where what the reader read of a file listed at ``listed`` bytes ends: Hadoop's line reader reads each line
+    that starts at or before the listed end, to its line end. So the end of the first line end at or after
+    ``listed`` (the file's end when there is none): a line boundary."""
+    path = _local(uri)
+    if path is None:
+        return listed
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= listed:
+            return size
+        f.seek(listed)
+        at = listed
+        while True:
+            piece = f.read(1 << 20)
+            if not piece:
+                return at
+            nl = piece.find(b"\n")
+            if nl >= 0:
+                return at + nl + 1
+            at += len(piece)
+
+
+def listed_lengths(batch) -> dict[str, int]:
+    """The bytes of each file a micro-batch's file scan reads (what Spark listed: the end of its last split), from
+    the batch's ``FileScanRDD`` (a few Py4J calls per file: asked only when a file of the batch was still written)."""
+    lengths: dict[str, int] = {}
+    todo = [batch._jdf.queryExecution().logical().rdd()]
+    while todo:
+        rdd = todo.pop()
+        if rdd.getClass().getName().endswith(".FileScanRDD"):
+            partitions = rdd.filePartitions()
+            for k in range(partitions.size()):
+                for part in partitions.apply(k).files():
+                    uri = part.filePath().toString()
+                    lengths[uri] = max(lengths.get(uri, 0), int(part.start()) + int(part.length()))
+        dependencies = rdd.dependencies()
+        todo += [dependencies.apply(k).rdd() for k in range(dependencies.size())]
+    return lengths
 
 
 def hadoop_stat(spark) -> Stat:
@@ -102,6 +221,13 @@ def _finding(uri: str, read: dict[str, Any], now: tuple[int, int], at: str) -> d
 
 def describe(finding: dict[str, Any]) -> str:
     """The WARN line of a finding: the file, what was read and the byte range not processed."""
+    if finding.get("renamed_from"):
+        return (f"{RENAMED}: input file {finding['file']} is {finding['renamed_from']} (read in batch "
+                f"{finding.get('batch_id')}) under a new name: not read again")
+    if finding.get("gone_before_read"):
+        return (f"{GONE}: input file {finding['file']} (listed for batch {finding.get('batch_id')}) was deleted or "
+                "moved away before it was read: none of its records were processed; deliver it again (under a new "
+                "name) if they are wanted")
     read, now = finding.get("read_bytes"), finding.get("size_now")
     if read is not None and now > read:
         what = f"grew from {read:,} to {now:,} bytes: bytes {read:,}..{now:,} (end excluded) were not processed"
@@ -125,9 +251,11 @@ class InputFiles:
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         sweep_seconds: float | None = None,
+        identity: Callable[[str], "dict[str, Any] | None"] = local_identity,
     ):
         self.folder = Path(state_dir) / FOLDER
         self.stat = stat
+        self.identity = identity
         self.clock = clock
         self.wall_ms = wall_ms
         self.sweep_seconds = SWEEP_SECONDS if sweep_seconds is None else sweep_seconds
@@ -136,25 +264,91 @@ class InputFiles:
         self.unsettled: set[str] = set(self.read)  # unknown until a stat: a full check settles them
         self._swept_at: float | None = None  # when every file was last checked
         self._dirty: set[str] = set()  # the ledger files to rewrite ("read.json", "changed.json")
+        self.noted: list[str] = []  # the files the last note_batch saw first
+        self._by_fingerprint: dict[str, list[str]] | None = None  # the files read, by content (renamed files)
 
     def _settled(self, now: tuple[int, int]) -> bool:
         return now[1] <= self.wall_ms() - SETTLE_MS
 
-    def note_batch(self, checkpoint: Path, batch_id: int, number: int | None = None) -> None:
+    def note_batch(self, checkpoint: Path, batch_id: int, number: int | None = None) -> tuple[list[str], list[dict[str, Any]]]:
         """Remember the files the checkpoint's batch ``batch_id`` (the runner's batch ``number``) reads, with the
         size they had when Spark listed them (when the file is unchanged since: its modification time is still
-        the listed one)."""
+        the listed one) and, for a local file, its identity (``local_identity``).
+
+        Returns (the files not to read: already read under another name or gone, the findings about them)."""
+        skip: list[str] = []
+        findings: list[dict[str, Any]] = []
+        self.noted = []
+        batch = batch_id if number is None else number
         for entry in source_log_entries(checkpoint, batch_id):
             uri = entry["path"]
             if uri in self.read:
+                if self.read[uri].get("renamed_from"):  # a re-run of the batch: still not read
+                    skip.append(uri)
+                continue
+            if self.changed.get(uri, {}).get("gone_before_read"):  # a re-run of the batch: reported already
+                skip.append(uri)
                 continue
             now = self.stat(uri)
             listed = int(entry.get("timestamp") or 0)
-            size = now[0] if now is not None and now[1] == listed else None
-            self.read[uri] = {"batch_id": batch_id if number is None else number, "mtime_ms": listed, "size": size}
+            at = utc_now_iso()
+            if now is None:  # listed, then deleted or moved away before this batch read it
+                finding = {"file": uri, "batch_id": batch, "read_bytes": None, "read_mtime_ms": listed,
+                           "size_now": None, "mtime_now_ms": None, "gone_before_read": True, "detected_at": at}
+                self.changed[uri] = finding
+                self._dirty.add("changed.json")
+                findings.append(finding)
+                skip.append(uri)  # not read: a read of a file gone fails the batch, and its restart reads nothing
+                log.warning(describe(finding))
+                continue
+            size = now[0] if now[1] == listed else None
+            identity = self.identity(uri)
+            self.read[uri] = {"batch_id": batch, "mtime_ms": listed, "size": size}
+            if identity is not None:
+                self.read[uri]["identity"] = identity
+                earlier = self._renamed_from(uri, identity)
+                if earlier is not None:
+                    self.read[uri].update(renamed_from=earlier, batch_id=self.read[earlier].get("batch_id"))
+                    finding = {"file": uri, "renamed_from": earlier, "batch_id": self.read[earlier].get("batch_id"),
+                               "read_bytes": size, "size_now": now[0], "detected_at": at}
+                    findings.append(finding)
+                    skip.append(uri)
+                    log.warning(describe(finding))
             self._dirty.add("read.json")
+            self.noted.append(uri)
             if size is None or not self._settled(now):
                 self.unsettled.add(uri)
+        return skip, findings
+
+    def read_up_to(self, uri: str, size: int) -> None:
+        """What the batch reads of a file that settled after its listing: ``size`` bytes (``processed_to``), as the
+        file is now."""
+        now = self.stat(uri)
+        if uri in self.read and now is not None:
+            self.read[uri].update(size=size, mtime_ms=now[1])
+            self._dirty.add("read.json")
+
+    def _renamed_from(self, uri: str, identity: dict[str, Any]) -> str | None:
+        """The file already read that ``uri`` is under another name, when that name is gone (a copy is a new file).
+        Looked up by fingerprint: a batch's cost does not grow with the files read before it."""
+        if self._by_fingerprint is None:
+            self._by_fingerprint = {}
+            for earlier, read in self.read.items():
+                if read.get("identity"):
+                    self._by_fingerprint.setdefault(read["identity"].get("fingerprint"), []).append(earlier)
+        candidates = self._by_fingerprint.setdefault(identity.get("fingerprint"), [])
+        found = None
+        for earlier in candidates:
+            path = _local(earlier)
+            if earlier != uri and same_file(self.read[earlier], identity) and path is not None and not os.path.exists(path):
+                found = self.read[earlier].get("renamed_from") or earlier
+                break
+        candidates.append(uri)
+        return found
+
+    def sweep_due(self) -> bool:
+        """Whether the last check of every file read is ``sweep_seconds`` old."""
+        return self._swept_at is None or self.clock() - self._swept_at >= self.sweep_seconds
 
     def check(self, *, every_file: bool = False) -> list[dict[str, Any]]:
         """Files changed since they were read and not reported yet (each is also kept in ``changed``).
@@ -202,3 +396,53 @@ class InputFiles:
         if "changed.json" in self._dirty:
             write_json_atomic(self.folder / "changed.json", self.changed, durable=False)
         self._dirty.clear()
+
+
+def settle_still_written(files: InputFiles, batch) -> None:
+    """Wait, before the batch reads them, for the batch's new local files that were still being written when
+    Spark listed them (``needs_settling``): their last line is then read complete, never a truncated record in
+    the DLQ; what the batch reads of them ends at a line end (``processed_to``), where a later finding starts."""
+    fresh = [uri for uri in files.noted if uri in files.unsettled and _may_be_half_written(uri, files.read[uri])]
+    if not fresh:  # the usual case: no JVM call
+        return
+    listed = {_as_read(uri): n for uri, n in listed_lengths(batch).items()}
+    for uri in fresh:
+        size = listed.get(_as_read(uri))
+        if size is None or not needs_settling(uri, size):
+            continue
+        log.info("input file %s is still being written: the batch waits for it to settle", uri)
+        if not wait_until_settled(uri):
+            log.warning("input file %s was still being written after %.0f s: the batch reads it as it is", uri,
+                        LAST_LINE_WAIT_SECONDS)
+        files.read_up_to(uri, processed_to(uri, size))
+    files.save()
+
+
+def _may_be_half_written(uri: str, read: dict[str, Any]) -> bool:
+    """A local file modified since Spark listed it (its size as listed unknown), or whose last byte is no line end."""
+    path = _local(uri)
+    if path is None:
+        return False
+    if read.get("size") is None:
+        return True
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
+
+
+def _as_read(uri: str) -> str:
+    """A file's URI as the pass's ``source_file`` writes it (``file:/x``, not ``file:///x``)."""
+    return "file:/" + uri[len("file:///"):] if uri.startswith("file:///") else uri
+
+
+def without_files(batch, uris: list[str]):
+    """The batch without these files (read before under another name, or gone): not read at all."""
+    if not uris:
+        return batch
+    from pyspark.sql import functions as F
+
+    names = sorted({form for uri in uris for form in (uri, _as_read(uri), "file:///" + _as_read(uri)[len("file:/"):])})
+    return batch.where(~F.input_file_name().isin(names))

@@ -65,7 +65,8 @@ from airflow_conduit.spark.batch_pass import BatchPass
 from airflow_conduit.spark.fates import Branch, Fates, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
-from airflow_conduit.spark.input_files import InputFiles, hadoop_stat
+from airflow_conduit.spark import oversized_lines
+from airflow_conduit.spark.input_files import InputFiles, hadoop_stat, settle_still_written, without_files
 from airflow_conduit.spark.source_lines import SourceLines
 from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
 from airflow_conduit.spark.stage import StageTracker
@@ -185,6 +186,8 @@ class PipelineRunner:
         self.generator_done = False
         self.failure: StructuredError | None = None
         self.crashed = False  # a SimulatedCrash stopped the query (tests)
+        self._input_files_lock = threading.Lock()  # the batches' thread and the run's timer check the input files
+        self.oversized_entries: list[tuple] = []  # the batch's lines too long to read: DLQ entries (oversized_lines)
         self._ctx: ProcessorContext | None = None
         self.stage = StageTracker()  # where the run is now: a failure is classified there
         self.plans: list[SourcePlan] = []
@@ -376,16 +379,36 @@ class PipelineRunner:
         """The input files read so far, as read: a file changed after it was read is reported (``input_files``)."""
         return InputFiles(self.state_dir, hadoop_stat(self.spark))
 
-    def _check_input_files(self, checkpoint_batch: int | None = None, number: int | None = None) -> None:
+    def _check_input_files(self, checkpoint_batch: int | None = None, number: int | None = None) -> list[str]:
         """Note the files the checkpoint's batch ``checkpoint_batch`` (batch ``number``) reads, report the input
         files changed since they were read (at a batch the unsettled ones, else every one: ``InputFiles.check``),
-        save what changed in the ledger."""
-        if checkpoint_batch is not None:
-            self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
-        found = self.input_files.check(every_file=checkpoint_batch is None)
-        if found:
-            self.report.input_files_changed = [*self.report.input_files_changed, *found]
-        self.input_files.save()
+        save what changed in the ledger. Returns the batch's files not to read (read before under another name, or gone)."""
+        skip: list[str] = []
+        found: list[dict[str, Any]] = []
+        with self._input_files_lock:
+            if checkpoint_batch is not None:
+                skip, found = self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
+            found += self.input_files.check(every_file=checkpoint_batch is None)
+            if found:
+                self.report.input_files_changed = [*self.report.input_files_changed, *found]
+            self.input_files.save()
+        return skip
+
+    def _check_input_files_on_time(self) -> None:
+        """A continuous run's check of every file read, at least once a minute (``SWEEP_SECONDS``) even while no
+        batch runs (no new file); skipped while a batch checks them."""
+        if self.spec.mode != "continuous" or not self.input_files.sweep_due():
+            return
+        if not self._input_files_lock.acquire(blocking=False):
+            return
+        try:
+            found = self.input_files.check(every_file=True)
+            self.input_files.save()
+            if found:
+                self.report.input_files_changed = [*self.report.input_files_changed, *found]
+                self._save_report(durable=False)
+        finally:
+            self._input_files_lock.release()
 
     @functools.cached_property
     def source_lines(self) -> SourceLines:
@@ -431,8 +454,10 @@ class PipelineRunner:
             raise self._stop_here(f"stop requested before batch {batch_id}; it runs on the next start")
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
-            self._check_input_files(batch_id, number)
-            self._process_batch(batch, number)
+            not_read = self._check_input_files(batch_id, number)  # renamed or gone (input_files)
+            settle_still_written(self.input_files, batch)
+            self.oversized_entries = oversized_lines.batch_entries(self.spark, self.checkpoint, batch_id, self.plans, not_read)
+            self._process_batch(without_files(batch, not_read), number)
         except faults_mod.SimulatedCrash as crash:
             self.crashed = True  # run() turns this back into SimulatedCrash; py4j only handles Exceptions
             raise RuntimeError("simulated driver crash") from crash
@@ -650,6 +675,7 @@ class PipelineRunner:
             while True:
                 if query.awaitTermination(0.5):
                     break
+                self._check_input_files_on_time()
                 if self._stopping():
                     self._stop_gracefully(query)
                     break

@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.sources import SourcePlan, csv_header
+from airflow_conduit.spark.sources import SourcePlan, csv_header, line_bound
 
 JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
 CSV_BLANK = bytes(range(33))  # Java's String.trim: a CSV line of these makes no record
@@ -61,6 +61,10 @@ class LineRules:
     blank: bytes
     header: bool  # the file's first non-blank line is not a record (CSV with a header)
     arrays: bool = False  # a line holding an array of objects is one record per element (Spark's JSON reader)
+    max_line: int | None = None  # a line this long with its line end is skipped by the reader (oversized_lines)
+
+    def too_long(self, line: bytes) -> bool:
+        return self.max_line is not None and len(line) + 1 >= self.max_line
 
     def first_position(self, split: int) -> int:
         """The pass's ``source_position`` of a split's first record (``sources._position``)."""
@@ -70,9 +74,9 @@ class LineRules:
 def rules_of(plan: SourcePlan) -> LineRules | None:
     """The line rules of a file source read line by line (json, csv); None for the others."""
     if plan.parser == "json":
-        return LineRules(JSON_BLANK, header=False, arrays=True)
+        return LineRules(JSON_BLANK, header=False, arrays=True, max_line=line_bound(plan.spec))
     if plan.parser == "csv":
-        return LineRules(CSV_BLANK, header=csv_header(plan.spec))
+        return LineRules(CSV_BLANK, header=csv_header(plan.spec), max_line=line_bound(plan.spec))
     return None
 
 
@@ -149,8 +153,8 @@ class _Lines:
             return self._lines[index]
         return bytes(self.chunk[int(self._starts[index]):int(self._ends[index])])
 
-    def _maybe_blank(self, blank: bytes) -> Iterator[int]:
-        """The lines that may hold other than one record: empty, or starting with a byte of ``blank``."""
+    def _maybe_blank(self, blank: bytes, max_line: int | None = None) -> Iterator[int]:
+        """The lines that may hold other than one record: empty, starting with a byte of ``blank``, or too long."""
         if _np is None:
             yield from range(self.count)
             return
@@ -159,6 +163,8 @@ class _Lines:
         lengths = self._ends - self._starts
         first = self._bytes[_np.minimum(self._starts, len(self.chunk) - 1)]  # an empty line's is the next line's
         candidates = (lengths == 0) | _np.isin(first, _np.frombuffer(blank, dtype=_np.uint8))
+        if max_line is not None:
+            candidates |= lengths + 1 >= max_line
         yield from (int(i) for i in _np.flatnonzero(candidates))
 
     def _has_lone_cr(self) -> bool:
@@ -175,13 +181,15 @@ class _Lines:
         """(line index, number of records on it) for the lines that hold other than one record, in order."""
         if not self._has_lone_cr():
             # an array's line starts with "[" after blank bytes: a candidate with "[" counted as blank
-            for index in self._maybe_blank(rules.blank + (b"[" if rules.arrays else b"")):
-                n = _records_on(self[index], rules)
+            for index in self._maybe_blank(rules.blank + (b"[" if rules.arrays else b""), rules.max_line):
+                line = self[index]
+                n = 0 if rules.too_long(line) else _records_on(line, rules)
                 if n != 1:
                     yield index, n
             return
         for index in range(self.count):
-            n = sum(_records_on(part, rules) for part in _reader_lines(self[index]))
+            line = self[index]
+            n = sum(0 if rules.too_long(part) else _records_on(part, rules) for part in _reader_lines(line))
             if n != 1:
                 yield index, n
 

@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 
 from airflow_conduit.pipeline.model import SourceSpec
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark import kafka_source, parsing
+from airflow_conduit.spark import kafka_source, oversized_lines, parsing
 from airflow_conduit.spark.analysed_plan import AnalysedPlan
 
 ONE_FILE_PER_PARTITION = str(1 << 40)  # spark.sql.files.openCostInBytes: no two files share a partition
@@ -137,7 +137,9 @@ MAX_FILE_AGE = "36500d"
 
 
 def _reader(spark: SparkSession, spec: SourceSpec):
-    reader = spark.readStream.option("maxFileAge", MAX_FILE_AGE)
+    # a file gone between its listing and its read is skipped, not a failed batch: the runner names it
+    # (input_files, INPUT_FILE_GONE) before the batch reads
+    reader = spark.readStream.option("maxFileAge", MAX_FILE_AGE).option("ignoreMissingFiles", "true")
     max_files = _setting(spec, "max-files-per-trigger")
     if max_files:
         reader = reader.option("maxFilesPerTrigger", int(max_files))
@@ -157,6 +159,11 @@ def json_max_string_length(spec: SourceSpec) -> int:
     return int(_setting(spec, "max-string-length", parsing.JSON_MAX_STRING_LENGTH))
 
 
+def line_bound(spec: SourceSpec) -> int:
+    """The longest line (bytes, its line end included, minus one) a JSON or CSV file source reads."""
+    return oversized_lines.line_bound(json_max_string_length(spec))
+
+
 def _parsed_text_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     spec = plan.spec
     reader = (
@@ -164,6 +171,8 @@ def _parsed_text_stream(spark: SparkSession, plan: SourcePlan) -> DataFrame:
         .schema(parsing.reader_schema(plan.schema))
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", parsing.CORRUPT)
+        # lines are read with a bounded length: a longer one is never held whole (oversized_lines reports it)
+        .option(oversized_lines.HADOOP_MAX_LINE, str(line_bound(spec)))
     )
     if plan.parser == "csv":
         rows = reader.option("header", str(csv_header(spec)).lower()).option("sep", csv_separator(spec)).csv(_setting(spec, "path"))

@@ -143,3 +143,43 @@ def test_a_restart_checks_every_file_of_the_ledger_and_rewrites_nothing_unchange
     assert restarted.check(every_file=True) == [] and len(stats) == 2
     restarted.save()
     assert written == []
+
+
+def test_the_cli_prints_each_input_file_finding_of_its_runs_once(tmp_path, capsys):
+    """The appended-lines finding is in the driver log and the report; `airflow-conduit run` prints it too."""
+    from airflow_conduit.cli.run_cmd import _say_input_file_findings
+    from airflow_conduit.runs.report import RunReport, report_path
+    from airflow_conduit.runs.state_dir import StateDir
+
+    finding = {"file": "file:/data/in/a.json", "batch_id": 0, "read_bytes": 1200, "read_mtime_ms": 1, "size_now": 1260,
+               "mtime_now_ms": 2, "detected_at": "2026-01-01T00:00:00Z"}
+    for run_id in ("r1", "r2"):  # a restart reports it again: printed once
+        report = RunReport(pipeline_id="p", run_id=run_id)
+        report.input_files_changed = [finding]
+        path = report_path(tmp_path, run_id)
+        path.parent.mkdir(parents=True)
+        report.write_atomic(path)
+
+    class Runs:
+        def run_ids(self):
+            return ["r1", "r2", "never-started"]
+
+    _say_input_file_findings(StateDir(tmp_path), Runs())
+    out = capsys.readouterr().out.splitlines()
+    assert out == [out[0]] and out[0].startswith("WARNING INPUT_FILE_CHANGED: input file file:/data/in/a.json")
+    assert "bytes 1,200..1,260 (end excluded) were not processed" in out[0]
+
+
+def test_what_a_batch_read_of_a_file_listed_mid_line_ends_at_a_line_end(tmp_path):
+    """Hadoop's line reader reads each line starting at or before the listed end to its line end."""
+    from airflow_conduit.spark.input_files import needs_settling, processed_to
+
+    f = tmp_path / "a.json"
+    f.write_bytes(b"l1\nline2\nl3\n")
+    uri = f"file:{f}"
+    assert processed_to(uri, 5) == 9  # mid "line2": to its end
+    assert processed_to(uri, 3) == 9  # "line2" starts at the listed end: read too
+    assert processed_to(uri, 12) == 12  # all of it
+    assert not needs_settling(uri, 12) and needs_settling(uri, 5) and needs_settling(uri, 9)  # grew since
+    f.write_bytes(b"l1\nhalf")
+    assert needs_settling(uri, 7) and processed_to(uri, 7) == 7  # no line end yet: the end of the file

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -60,6 +61,19 @@ def report_summary(report: RunReport | None) -> dict[str, Any] | None:
     if report.replay is not None:  # a DLQ replay's totals
         summary["replay"] = report.replay
     return summary
+
+
+def out_of_memory_error(log_text: str) -> dict[str, Any]:
+    """The error of a driver JVM that ended with an OutOfMemoryError (Spark's exit code 52): fatal, with its cause."""
+    from airflow_conduit.recovery.classify import OUT_OF_MEMORY_ADVICE
+
+    match = re.search(r"java\.lang\.OutOfMemoryError[^\n]*", log_text or "")
+    cause = match.group(0).strip() if match else "java.lang.OutOfMemoryError"
+    return StructuredError(
+        code=codes.OUT_OF_MEMORY, fatal=True, message=f"{cause}: {OUT_OF_MEMORY_ADVICE}",
+        exception_class="java.lang.OutOfMemoryError", stage="runner",
+        extra={"exit_code": codes.SPARK_EXIT_OOM, "classified_by": "exit code 52: the driver's JVM ran out of memory"},
+    ).to_dict()
 
 
 def progress_line(report: RunReport) -> str:
@@ -154,11 +168,16 @@ class RunWatcher:
         stopped = report is not None and bool(report.stop_reason)
         if not failed:
             return self._event(WatchStatus.STOPPED if stopped else WatchStatus.SUCCEEDED, status, report)
-        if stopped and report.error is None:  # asked to stop (SIGTERM) and ended by that signal: not a failure
+        # asked to stop (SIGTERM) and ended by that signal: not a failure. A JVM that died of an OutOfMemoryError
+        # (Spark's exit code 52) also ends its Python driver with SIGTERM: that is no stop.
+        if stopped and report.error is None and status.exit_code != codes.SPARK_EXIT_OOM:
             return self._event(WatchStatus.STOPPED, status, report)
         if status.state != FAILED:
             status = JobStatus(FAILED, status.exit_code, status.driver_state, status.message)
         log_text = await asyncio.to_thread(tail_text, self.handle.get("log_path"))
-        error = structured_failure(status, report.error if report else None, log_text)
+        if status.exit_code == codes.SPARK_EXIT_OOM:  # the cause, whatever the Python driver saw of the dying JVM
+            error = out_of_memory_error(log_text)
+        else:
+            error = structured_failure(status, report.error if report else None, log_text)
         self.log.info("%s failed: exit=%s driver_state=%s", self.handle["run_id"], status.exit_code, status.driver_state)
         return self._event(WatchStatus.FAILED, status, report, error=error, stderr_tail=log_text[-LOG_TAIL_CHARS:])

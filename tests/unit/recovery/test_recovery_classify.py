@@ -353,3 +353,21 @@ def test_classification_round_trips():
 def test_unsupported_input_type_is_refused():
     with pytest.raises(TypeError, match="cannot classify"):
         classify(42)
+
+
+# --- out of memory: fatal, never an endless restart ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "error, exit_code",
+    [
+        ("org.apache.spark.SparkException: Job aborted due to stage failure: Lost task 0.0 in stage 0.0: "
+         "java.lang.OutOfMemoryError: Java heap space", None),
+        (MemoryError(), None),
+        ("26/12/07 ERROR SparkUncaughtExceptionHandler: Uncaught exception in thread Executor task launch worker", 52),
+    ],
+)
+def test_out_of_memory_is_fatal_with_its_cause(error, exit_code):
+    result = classify(error, exit_code=exit_code)
+    assert result.code == codes.OUT_OF_MEMORY and result.fatal
+    assert result.advice and "spark.driver.memory" in result.advice
