@@ -334,7 +334,7 @@ class BatchPass:
             read += tuple(f for f in ENTRY_FIELDS if f not in read and (f != ORIGINAL or self._originals_with_counts()))
         # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
         metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
-                                  selects=self._once(("observed",), dict))
+                                  selects=self._once(("observed",), dict), wait_seconds=self.spec.batch_deadline_seconds)
         result.counts = counts = self._counts(metrics)
         result.generator_done = self._generator_done(metrics)
         if r.rules:

@@ -52,7 +52,7 @@ from airflow_conduit.runs.report import (
 from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
-from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError
+from airflow_conduit.recovery.errors import BatchDeadlineExceeded, NackThresholdExceeded, StructuredError
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark import pyspark_internals
@@ -175,6 +175,7 @@ class PipelineRunner:
         self._stream_read = threading.Event()  # set once the query's input is read (or failed to be): the stand-in's schema
         self._query_log_restore: Callable[[], None] | None = None  # the query's own log, quieted for a graceful stop
         self._plan_ahead_thread: threading.Thread | None = None
+        self._batch_started: tuple[int, float] | None = None  # (Spark's batch id, time.monotonic()) while a batch runs
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -401,6 +402,7 @@ class PipelineRunner:
             # Graceful stop: the batch that was running has finished; this one is not started (not
             # committed either), so the next run processes it.
             raise self._stop_here(f"stop requested before batch {batch_id}; it runs on the next start")
+        self._batch_started = (batch_id, time.monotonic())
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
             self._check_input_files(batch_id, number)
@@ -417,6 +419,8 @@ class PipelineRunner:
                     stage, component_id, component_type = self._ctx.where
                 self.failure = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
             raise
+        finally:
+            self._batch_started = None
 
     def _stop_here(self, message: str) -> StopRequested:
         """The exception that ends the query from ``foreachBatch`` on a stop asked for. Spark would log it as the
@@ -618,6 +622,7 @@ class PipelineRunner:
             while True:
                 if query.awaitTermination(0.5):
                     break
+                self._check_batch_deadline(query)
                 if self._stopping():
                     self._stop_gracefully(query)
                     break
@@ -645,6 +650,21 @@ class PipelineRunner:
             log.info("pipeline %s stopped gracefully (%s)", self.spec.id, self.stop_reason)
         self._save_report()
         return self.report
+
+    def _check_batch_deadline(self, query) -> None:
+        """End the run with ``BatchDeadlineExceeded`` (transient: the restart runs the batch again) when the running
+        batch has outlasted ``pipeline.batch-deadline``: a wait on Spark that never ends must not hold the run. The
+        query is stopped on a thread of its own, not waited for (its stream thread may be the one stuck)."""
+        started = self._batch_started
+        deadline = self.spec.batch_deadline_seconds
+        if started is None or time.monotonic() - started[1] <= deadline:
+            return
+        overdue = BatchDeadlineExceeded(
+            f"batch {started[0]} of the checkpoint ran longer than pipeline.batch-deadline ({deadline:g}s); the run "
+            "ends and the restart runs the batch again (what it committed is skipped)")
+        self.failure = self.failure or classify(overdue, *self.stage.where)  # not what the stop does to the batch
+        threading.Thread(target=query.stop, name="conduit-stop-overdue-batch", daemon=True).start()
+        raise overdue
 
     def _stop_gracefully(self, query) -> None:
         deadline = time.monotonic() + STOP_WAIT_SECONDS
