@@ -40,7 +40,7 @@ from typing import Any, Callable
 from py4j.protocol import Py4JError, Py4JNetworkError
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, spec_fingerprints
+from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, batch_fingerprint, spec_fingerprints
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.runs.report import (
     RunReport,
@@ -56,6 +56,7 @@ from airflow_conduit.recovery.errors import BatchDeadlineExceeded, NackThreshold
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark import pyspark_internals
+from airflow_conduit.spark.batch_intents import BatchIntents
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
@@ -151,6 +152,7 @@ class PipelineRunner:
         self.report_file = report_path(self.state_dir, run_id)
         self.commits = CommitLog(self.state_dir)
         self.windows = WindowStore(self.state_dir)
+        self.intents = BatchIntents(self.state_dir, batch_fingerprint(spec), spec.source_file, run_id)  # the spec of each batch
         self.batch_numbers = BatchNumbers(self.state_dir)  # Spark's batch ids, numbered on across checkpoints
         self.stop_requested = threading.Event()
         self.stop_reason: str | None = None
