@@ -677,7 +677,11 @@ class PipelineRunner:
             except Exception:  # noqa: BLE001
                 break
             time.sleep(0.1)
-        query.stop()
+        stopping = threading.Thread(target=query.stop, name="conduit-stop", daemon=True)
+        stopping.start()
+        stopping.join(STOP_WAIT_SECONDS)  # bounded: a stream thread stuck in a call that never returns keeps the run no longer
+        if stopping.is_alive():
+            log.warning("the streaming query did not stop within %ss; the run ends without waiting for it", STOP_WAIT_SECONDS)
 
 
 _STOP_IS_NO_ERROR = _StopIsNoError()

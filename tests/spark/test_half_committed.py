@@ -138,3 +138,60 @@ def test_a_spec_changed_between_a_kill_and_the_restart_is_refused_until_the_kept
         for batch in runs[run]["batches"]:
             assert batch["dlq"] == len([r for r in dlq if r["batch_id"] == batch["batch_id"]]), (run, batch)
             assert batch["written"]["lake"] == len([i for i in lake if i // 10 == batch["batch_id"]]), (run, batch)
+
+
+def test_spark_submit_killed_with_sigkill_between_the_dlq_and_lake_commits_restarts_and_finishes(spark, tmp_path):
+    """The same with the real driver: spark-submit SIGKILLs itself after the DLQ committed batch 1 (--faults), and
+    the restart, with the spec unchanged, runs to its end (it hung at its second batch after the re-run one)."""
+    import subprocess
+
+    from test_entrypoint import _env, _submit_cmd
+
+    ids, bad = _amounts_input(tmp_path / "in", range(5))
+    spec = _spec_file(tmp_path, drop_over_400=False)
+    spec.write_text(spec.read_text().replace("  sources:", "  batch-deadline: 5m\n  sources:"))
+    killed = subprocess.run(_submit_cmd(tmp_path, spec, "r1", _kill_after_dlq(1)), cwd=tmp_path, env=_env(),
+                            capture_output=True, text=True, timeout=600)
+    assert killed.returncode == 137, killed.stderr[-3000:]
+    restarted = subprocess.run(_submit_cmd(tmp_path, spec, "r2"), cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                               timeout=900)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+
+    report = json.loads((tmp_path / "state" / "runs" / "r2" / "report.json").read_text())
+    assert report["status"] == "succeeded"
+    assert [(b["batch_id"], b.get("already_committed")) for b in report["batches"]] == [
+        (1, ["dead-letter-queue"]), (2, None), (3, None), (4, None)]
+    lake, dlq = _fates(spark, tmp_path)
+    assert lake == sorted(ids)  # every good record once
+    assert sorted((r["source_file"].rsplit("/", 1)[1], r["source_position"]) for r in dlq) == bad  # every bad one once
+
+
+def test_a_batch_past_its_deadline_ends_the_run_as_transient_and_the_restart_runs_it_once(spark, tmp_path):
+    """``pipeline.batch-deadline``: a batch stuck in a call that does not return (here a custom processor's first
+    record, for 60 s) ends the run with BatchDeadlineExceeded (1220, transient: the engine restarts it) within the
+    deadline, not when the call returns; the restart runs the batch again, each record written once."""
+    import time
+
+    from spark_helpers import proc
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    write_lines(tmp_path / "in", "a.json", [json.dumps({"id": i, "name": str(marks), "amount": 1.0}) for i in (1, 2, 3)])
+    spec = pipeline("deadline", [file_source(tmp_path / "in")], [file_dest(tmp_path / "lake", did="lake")],
+                    processors=[proc("slow", "custom", function="conduit_test_functions:slow_the_first_time")],
+                    dlq=dlq_file(tmp_path / "dlq"), batch_deadline_seconds=3.0)
+
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
+
+    assert code == codes.EXIT_TRANSIENT, report.error
+    assert report.error["code"] == codes.BATCH_DEADLINE and report.error["fatal"] is False
+    assert "ran longer than pipeline.batch-deadline (3s)" in report.error["message"]
+    assert (marks / "slow-once").exists() and not (tmp_path / "state" / "commits" / "lake").exists()
+    stopping = time.monotonic() + 300  # the stuck query is stopped on a thread of its own: the restart waits for it
+    while spark.streams.active and time.monotonic() < stopping:
+        time.sleep(0.5)
+    assert not spark.streams.active
+
+    code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r2")
+    assert code == 0, report.error
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "lake")) == [1, 2, 3]
