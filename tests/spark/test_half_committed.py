@@ -168,7 +168,7 @@ def test_spark_submit_killed_with_sigkill_between_the_dlq_and_lake_commits_resta
 
 def test_a_batch_past_its_deadline_ends_the_run_as_transient_and_the_restart_runs_it_once(spark, tmp_path):
     """``pipeline.batch-deadline``: a batch stuck in a call that does not return (here a custom processor's first
-    record, for 60 s) ends the run with BatchDeadlineExceeded (1220, transient: the engine restarts it) within the
+    record, for 600 s) ends the run with BatchDeadlineExceeded (1220, transient: the engine restarts it) within the
     deadline, not when the call returns; the restart runs the batch again, each record written once."""
     import time
 
@@ -179,13 +179,13 @@ def test_a_batch_past_its_deadline_ends_the_run_as_transient_and_the_restart_run
     write_lines(tmp_path / "in", "a.json", [json.dumps({"id": i, "name": str(marks), "amount": 1.0}) for i in (1, 2, 3)])
     spec = pipeline("deadline", [file_source(tmp_path / "in")], [file_dest(tmp_path / "lake", did="lake")],
                     processors=[proc("slow", "custom", function="conduit_test_functions:slow_the_first_time")],
-                    dlq=dlq_file(tmp_path / "dlq"), batch_deadline_seconds=3.0)
+                    dlq=dlq_file(tmp_path / "dlq"), batch_deadline_seconds=30.0)
 
     code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
 
     assert code == codes.EXIT_TRANSIENT, report.error
     assert report.error["code"] == codes.BATCH_DEADLINE and report.error["fatal"] is False
-    assert "ran longer than pipeline.batch-deadline (3s)" in report.error["message"]
+    assert "ran longer than pipeline.batch-deadline (30s)" in report.error["message"]
     assert (marks / "slow-once").exists() and not (tmp_path / "state" / "commits" / "lake").exists()
     stopping = time.monotonic() + 300  # the stuck query is stopped on a thread of its own: the restart waits for it
     while spark.streams.active and time.monotonic() < stopping:
