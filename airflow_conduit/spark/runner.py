@@ -177,7 +177,7 @@ class PipelineRunner:
         self._stream_read = threading.Event()  # set once the query's input is read (or failed to be): the stand-in's schema
         self._query_log_restore: Callable[[], None] | None = None  # the query's own log, quieted for a graceful stop
         self._plan_ahead_thread: threading.Thread | None = None
-        self._batch_started: tuple[int, float] | None = None  # (Spark's batch id, time.monotonic()) while a batch runs
+        self._batch_started: tuple[int, float] | None = None  # (batch number, time.monotonic()) while a batch runs
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -407,6 +407,7 @@ class PipelineRunner:
         self._batch_started = (batch_id, time.monotonic())
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
+            self._batch_started = (number, self._batch_started[1])
             self._check_input_files(batch_id, number)
             self._process_batch(batch, number)
         except faults_mod.SimulatedCrash as crash:
@@ -662,10 +663,10 @@ class PipelineRunner:
         if started is None or time.monotonic() - started[1] <= deadline:
             return
         overdue = BatchDeadlineExceeded(
-            f"batch {started[0]} of the checkpoint ran longer than pipeline.batch-deadline ({deadline:g}s); the run "
+            f"batch {started[0]} ran longer than pipeline.batch-deadline ({deadline:g}s); the run "
             "ends and the restart runs the batch again (what it committed is skipped)")
         self.failure = self.failure or classify(overdue, *self.stage.where)  # not what the stop does to the batch
-        threading.Thread(target=query.stop, name="conduit-stop-overdue-batch", daemon=True).start()
+        threading.Thread(target=_stop_query, args=(query,), name="conduit-stop-overdue-batch", daemon=True).start()
         raise overdue
 
     def _stop_gracefully(self, query) -> None:
@@ -677,7 +678,7 @@ class PipelineRunner:
             except Exception:  # noqa: BLE001
                 break
             time.sleep(0.1)
-        stopping = threading.Thread(target=query.stop, name="conduit-stop", daemon=True)
+        stopping = threading.Thread(target=_stop_query, args=(query,), name="conduit-stop", daemon=True)
         stopping.start()
         stopping.join(STOP_WAIT_SECONDS)  # bounded: a stream thread stuck in a call that never returns keeps the run no longer
         if stopping.is_alive():
@@ -685,6 +686,14 @@ class PipelineRunner:
 
 
 _STOP_IS_NO_ERROR = _StopIsNoError()
+
+
+def _stop_query(query) -> None:
+    """``query.stop()`` on a thread of its own: what it raises (an interrupted batch's error) is the run's to report."""
+    try:
+        query.stop()
+    except Exception:  # noqa: BLE001 - the run's outcome is decided where it waits, not here
+        log.debug("stopping the streaming query raised", exc_info=True)
 
 
 def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:

@@ -185,7 +185,7 @@ def test_a_batch_past_its_deadline_ends_the_run_as_transient_and_the_restart_run
 
     assert code == codes.EXIT_TRANSIENT, report.error
     assert report.error["code"] == codes.BATCH_DEADLINE and report.error["fatal"] is False
-    assert "ran longer than pipeline.batch-deadline (30s)" in report.error["message"]
+    assert "batch 0 ran longer than pipeline.batch-deadline (30s)" in report.error["message"]
     assert (marks / "slow-once").exists() and not (tmp_path / "state" / "commits" / "lake").exists()
     stopping = time.monotonic() + 300  # the stuck query is stopped on a thread of its own: the restart waits for it
     while spark.streams.active and time.monotonic() < stopping:
