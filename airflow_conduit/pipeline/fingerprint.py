@@ -50,3 +50,18 @@ def source_fingerprint(spec: PipelineSpec, source: SourceSpec) -> str:
 def spec_fingerprints(spec: PipelineSpec) -> dict[str, str]:
     """source id -> its fingerprint."""
     return {source.id: source_fingerprint(spec, source) for source in spec.sources}
+
+
+def batch_fingerprint(spec: PipelineSpec) -> str:
+    """The fingerprint of what decides where a batch's records go: every source's parsing and processors, the
+    pipeline's processors, each destination (id, plugin, processors) and the retry options. A batch committed to some
+    outputs under one and finished under another could give a record a fate whose output is already committed
+    (``spark/batch_intents.py``). Where files are, how many a batch takes, secrets and timings are not in it."""
+    parts = {
+        "sources": [{"id": s.id, **_source_part(s)} for s in spec.sources],
+        "processors": _processors(spec.processors),
+        "destinations": [{"id": d.id, "plugin": d.plugin, "processors": _processors(d.processors)} for d in spec.destinations],
+        "errors": dataclasses.asdict(spec.errors),
+    }
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

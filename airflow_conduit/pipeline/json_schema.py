@@ -300,6 +300,8 @@ def pipeline_json_schema() -> dict[str, Any]:
                  "description": "available-now: process what is there, then stop; continuous: run until stopped"},
         "trigger-interval": duration("time between two micro-batches (continuous mode)",
                                      _spec_default("trigger_interval_seconds"), positive=True),
+        "batch-deadline": duration("the longest a micro-batch may run; one that runs longer ends the run (transient 1220)",
+                                   _spec_default("batch_deadline_seconds"), positive=True),
         "sources": {"type": "array", "minItems": 1, "items": component("source", loader.CONNECTOR_KEYS)},
         "processors": {"$ref": "#/$defs/processors"},
         "destinations": {"type": "array", "minItems": 1, "items": component("destination", loader.CONNECTOR_KEYS)},

@@ -24,7 +24,7 @@ from airflow_conduit.pipeline.yaml_source import MAX_SPEC_CHARS, YamlDocument, Y
 
 TOP_KEYS = ("version", "pipeline")
 PIPELINE_KEYS = (
-    "id", "description", "mode", "trigger-interval", "sources", "processors", "destinations", "dead-letter-queue", "errors",
+    "id", "description", "mode", "trigger-interval", "batch-deadline", "sources", "processors", "destinations", "dead-letter-queue", "errors",
 )
 CONNECTOR_KEYS = ("id", "plugin", "settings", "processors")
 PROCESSOR_KEYS = ("id", "plugin", "settings")
@@ -379,6 +379,7 @@ class _Validator:
         if mode not in model.MODES:
             self.report(path + ("mode",), f"expected one of {', '.join(model.MODES)}, got {mode!r}")
         trigger = self.duration(data, "trigger-interval", path, 5.0, positive=True)
+        deadline = self.duration(data, "batch-deadline", path, model.PipelineSpec.batch_deadline_seconds, positive=True)
 
         sources = self.connectors(data.get("sources"), path + ("sources",), "source", model.SourceSpec)
         processors = self.processors(data.get("processors"), path + ("processors",))
@@ -397,6 +398,7 @@ class _Validator:
             errors=errors,
             mode=mode,
             trigger_interval_seconds=trigger,
+            batch_deadline_seconds=deadline,
             description=description,
             source_file=self.file,
             secret_keys=frozenset(self.secret_keys),

@@ -87,6 +87,7 @@ class PipelineSpec:
     errors: ErrorsSpec = field(default_factory=ErrorsSpec)
     mode: str = "available-now"  # one of MODES
     trigger_interval_seconds: float = 5.0  # micro-batch interval in continuous mode
+    batch_deadline_seconds: float = 3600.0  # the longest a micro-batch, and a wait on Spark inside it, may take
     description: str = ""
     source_file: str | None = None  # path the spec was loaded from, for error messages
     secret_keys: frozenset[str] = frozenset()  # settings keys whose values must never be logged (bare names, e.g. "password")

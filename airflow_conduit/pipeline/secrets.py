@@ -178,6 +178,7 @@ def redacted_dict(spec: "PipelineSpec") -> dict[str, Any]:
             "description": spec.description,
             "mode": spec.mode,
             "trigger-interval": format_duration(spec.trigger_interval_seconds),
+            "batch-deadline": format_duration(spec.batch_deadline_seconds),
             "sources": [connector(s) for s in spec.sources],
             "processors": processors(spec.processors),
             "destinations": [connector(d) for d in spec.destinations],

@@ -39,7 +39,10 @@ def is_bare_number(value: object) -> bool:
 def parse_duration_bare_ms(value: object) -> float:
     """Seconds from a duration with a unit (``"5s"``, ``"500ms"``) or a bare number of **milliseconds** (Connect's unit)."""
     if not is_bare_number(value):
-        return parse_duration(value)
+        try:
+            return parse_duration(value)
+        except ValueError as exc:  # the shared parser's hint says a bare number is seconds: not here
+            raise ValueError(str(exc).replace("a number of seconds", "a number of milliseconds")) from None
     try:
         milliseconds = float(str(value).strip()) if isinstance(value, str) else float(value)
         return parse_duration(milliseconds / 1000.0)

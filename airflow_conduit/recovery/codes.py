@@ -14,6 +14,7 @@ CONNECTION = 1100  # network / connection refused / SQLSTATE 08xxx
 KAFKA_UNREACHABLE = 1110  # no Kafka broker answers (wrong address, brokers down, network)
 TIMEOUT = 1200  # timeouts
 KAFKA_TIMEOUT = 1210  # a Kafka request timed out (a broker is slow or overloaded)
+BATCH_DEADLINE = 1220  # a micro-batch (or a wait on Spark inside it) outlasted pipeline.batch-deadline
 RESOURCE_UNAVAILABLE = 1300  # throttled, out of resources, service unavailable
 KAFKA_NOT_READY = 1310  # a Kafka partition has no leader yet / too few in-sync replicas / a coordinator is loading
 INFRASTRUCTURE = 1400  # executor lost, driver lost, JVM crash: the platform, not the data
@@ -23,6 +24,7 @@ INJECTED_TRANSIENT = 1500  # fault injected on purpose (tests, demo)
 # 2000-2999: fatal, the pipeline is degraded without restart.
 FATAL = 2000  # fatal, no more detail
 INVALID_SPEC = 2100  # the pipeline spec or configuration is wrong
+SPEC_CHANGED_MID_BATCH = 2150  # a half-committed batch would be finished under a spec other than the one it started with
 PROCESSOR = 2200  # a processor failed (fatal by default, Conduit recovery doc)
 DLQ_NACK_THRESHOLD = 2300  # window-nack-threshold exceeded (fatal by default, Conduit recovery doc)
 DLQ_WRITE = 2310  # a DLQ refuses a record for good (a Kafka DLQ record over the topic's size limit)

@@ -59,6 +59,20 @@ class NackThresholdExceeded(FatalError):
     code = codes.DLQ_NACK_THRESHOLD
 
 
+class BatchDeadlineExceeded(TransientError):
+    """A micro-batch, or a wait on Spark inside it, outlasted ``pipeline.batch-deadline``: the run ends and is restarted,
+    which runs the batch again (nothing of it is lost: what it committed is skipped, the rest written)."""
+
+    code = codes.BATCH_DEADLINE
+
+
+class SpecChangedMidBatch(FatalError):
+    """A batch committed to some outputs but not all is re-run under a spec other than the one it started with: its
+    records could get other fates, and those meant for an output already committed would land nowhere."""
+
+    code = codes.SPEC_CHANGED_MID_BATCH
+
+
 class RecoveryConfigError(ValueError):
     """A recovery option or error rule was refused; the message names the option and the value."""
 

@@ -56,7 +56,6 @@ class AnalysedPlan:
     def __init__(self, frame: DataFrame, leaf: DataFrame, *, check_ahead: bool = True):
         """``check_ahead``: check the plan on a thread of its own from now (its JVM round trips then overlap the batch's
         Spark jobs instead of adding to the next batch's); else at its first reuse."""
-        self._session = frame.sparkSession._jsparkSession
         self.leaf = leaf._jdf.logicalPlan()
         self.root = frame._jdf.queryExecution().analyzed()
         self._shape = _UNCHECKED  # (node, [children's shapes]) down to the leaf (None), once checked; None if refused
@@ -88,7 +87,11 @@ class AnalysedPlan:
             return None
         node = self._rebuilt(self._shape, new_leaf)
         node.setAnalyzed()
-        return C.frame(self._of_rows(self._session, node), leaf)
+        # in the leaf's session, never the kept frame's: an observation below is registered with the session of the
+        # frame it observes and completed only by an action run in that session (foreachBatch hands each batch over
+        # in the stream's own session; a plan built ahead, or over the driver's session, would run elsewhere and its
+        # observation would never be filled)
+        return C.frame(self._of_rows(leaf.sparkSession._jsparkSession, node), leaf)
 
     def _rebuilt(self, shape, leaf):
         """The kept nodes over ``leaf``. A node of one child is copied with it (``withNewChildInternal``, one round

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from airflow_conduit.pipeline.model import PipelineSpec
     from airflow_conduit.runs.report import RunReport
+    from airflow_conduit.spark.batch_intents import BatchIntents
     from airflow_conduit.spark.commits import CommitLog
     from airflow_conduit.spark.dlq import PendingReasons
     from airflow_conduit.spark.fates import Fates
@@ -124,6 +125,7 @@ class BatchContext(Protocol):
     dlq: "Destination"
     commits: "CommitLog"
     windows: "WindowStore"
+    intents: "BatchIntents"
     report: "RunReport"
     stage: "StageTracker"
     crash_hook: Callable[[str, int], None]  # called after each commit (fault injection in tests)
@@ -298,6 +300,8 @@ class BatchPass:
         # the pass is carried by a write that runs as one action (a log destination iterates lazily)
         todo.sort(key=lambda pair: not pair[0].carries_a_pass)
         result = PassResult(counts={}, already=[d.id for d in r.destinations if d.id in committed])
+        if b >= 0:  # a pipeline's batch (a DLQ replay's is negative): finished under the spec it started with
+            r.intents.begin(b, ([] if dlq_needed else [DEAD_LETTER_QUEUE_ID]) + result.already)
         saved_window = r.windows.get(b)  # read once: the window of a batch an earlier attempt finished
         window_needed = saved_window is None
         observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
@@ -336,7 +340,7 @@ class BatchPass:
             read += tuple(f for f in ENTRY_FIELDS if f not in read and (f != ORIGINAL or self._originals_with_counts()))
         # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
         metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
-                                  selects=self._once(("observed",), dict))
+                                  selects=self._once(("observed",), dict), wait_seconds=self.spec.batch_deadline_seconds)
         result.counts = counts = self._counts(metrics)
         result.generator_done = self._generator_done(metrics)
         if r.rules:

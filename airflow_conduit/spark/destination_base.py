@@ -57,6 +57,10 @@ class Destination:
         """The write that carries the batch's pass; what it writes is committed by ``commit``, after the DLQ's."""
         self.write(df, batch_id)
 
+    def discard_empty_batch(self, batch_id: int) -> None:
+        """Take back what a write of no rows left in the target (a file destination's empty folder): a DLQ replay whose
+        records all still fail writes nothing to a destination."""
+
     def commit(self, batch_id: int) -> None:
         """Make what ``write_in_pass`` wrote part of the target (a Delta transaction's commit); the runner's
         commit marker follows."""

@@ -47,6 +47,12 @@ class FileDestination(Destination):
             writer = writer.option("header", str(bool(self.settings.get("header", True))).lower())
         writer.format(fmt).save(self.batch_path(batch_id))
 
+    def discard_empty_batch(self, batch_id: int) -> None:
+        """Delete ``batch_id=<n>/``, written with no rows (only Spark's marker files), through Hadoop's file system."""
+        jvm = self.spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(self.batch_path(batch_id))
+        path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
+
     @property
     def writes_rows(self) -> bool:
         return local_batch_files.can_write(str(self.settings["path"]), str(self.settings.get("format", "json")), ())

@@ -8,9 +8,13 @@ one-row DataFrame (a local relation: reading it runs no Spark job); the small
 metrics come to Python, the DLQ rows go to the DLQ write as a DataFrame.
 
 This is the one place that uses PySpark's private ``Observation._jo`` (the
-JVM observation, whose ``getRow`` is what ``Observation.get`` reads; ``observe``
+JVM observation, whose ``future`` is what ``Observation.get`` waits on; ``observe``
 sets it as ``Observation._on`` does); its contract is tested in
 tests/spark/test_observed.py.
+
+The wait is bounded (``wait_seconds``): Spark fills an observation from a listener of the session that ran the
+action, and waits for it without a deadline. An observation whose action ran elsewhere, or never ran, would hold
+the batch (and the run) for ever; here it ends the batch with ``ObservationTimeout`` (code 1220).
 """
 
 from __future__ import annotations
@@ -18,21 +22,43 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from airflow_conduit.recovery.errors import BatchDeadlineExceeded
 from airflow_conduit.spark.columns import JvmColumns, select
+from airflow_conduit.spark.jvm_refs import jvm_member
 
 PACKED = "__packed"  # the column of the sizes and fields read as one JSON text (see ObservedMetrics._values_select)
 JSON_EXACT = frozenset({"string", "long", "integer", "short", "byte", "boolean"})  # types a JSON value gives back as they are
+OBSERVATION_WAIT_SECONDS = 3600.0  # the longest wait for an observation when the caller gives none
 
 
-def _jvm_row(observation: Observation):
-    """The observed row as a JVM ``Row`` (waits, like ``Observation.get``, for the observed action to finish)."""
+class ObservationTimeout(BatchDeadlineExceeded):
+    """The observed metrics did not arrive in time: the action that fills them ended without filling them."""
+
+
+def _jvm_row(observation: Observation, wait_seconds: float):
+    """The observed row as a JVM ``Row``: waits, like ``Observation.get``, for the observed action to finish, but at
+    most ``wait_seconds`` (``ObservationTimeout`` then). Two JVM round trips (its future, the wait); the wait's
+    duration is made once per run and value."""
     jo = getattr(observation, "_jo", None)
     if jo is None:
         raise RuntimeError("the observation was not used by an action (PySpark's Observation._jo is unset)")
-    return jo.getRow()
+    sc = getattr(observation, "_conduit_context", None) or SparkContext._active_spark_context  # set by observe
+    millis = max(1, int(wait_seconds * 1000))
+    await_result = jvm_member(sc, "SparkThreadUtils.awaitResult", lambda jvm: jvm.org.apache.spark.util.SparkThreadUtils.awaitResult)
+    duration = jvm_member(sc, f"FiniteDuration {millis} ms", lambda jvm: jvm.scala.concurrent.duration.FiniteDuration(
+        millis, jvm.java.util.concurrent.TimeUnit.MILLISECONDS))
+    try:
+        return await_result(jo.future(), duration)
+    except Exception as exc:  # noqa: BLE001 - only a timeout is turned into ours
+        if "java.util.concurrent.TimeoutException" not in str(exc):
+            raise
+    raise ObservationTimeout(
+        f"the observed metrics of {observation._name!r} did not arrive within {wait_seconds:g}s "
+        "(pipeline.batch-deadline); the run ends and the batch runs again on the restart")
 
 
 def observe(df: DataFrame, observation: Observation, metrics: JvmColumns) -> DataFrame:
@@ -40,6 +66,7 @@ def observe(df: DataFrame, observation: Observation, metrics: JvmColumns) -> Dat
     sets what ``Observation.get`` and ``_jvm_row`` read, as ``Observation._on`` does."""
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+    observation._conduit_context = df.sparkSession.sparkContext  # where _jvm_row keeps its JVM members
     observation._jvm = df.sparkSession.sparkContext._jvm
     observation._jo = getattr(observation._jvm, "org.apache.spark.sql.Observation")(observation._name)
     return ClassicDataFrame(df._jdf.observe(observation._jo, metrics.columns[0]._jc, metrics.rest), df.sparkSession)
@@ -64,11 +91,14 @@ class ObservedMetrics:
         heavy: tuple[str, ...] = (),
         fields: tuple[tuple[str, str], ...] = (),
         selects: dict | None = None,
+        *,
+        wait_seconds: float = OBSERVATION_WAIT_SECONDS,
     ):
         """``fields``: (heavy metric, field) pairs read with the values, in the same collect (see ``field``).
-        ``selects``: where the select lists are kept between observations of the same shape (one run's batches)."""
+        ``selects``: where the select lists are kept between observations of the same shape (one run's batches).
+        ``wait_seconds``: the longest wait for the observed action's metrics (``_jvm_row``)."""
         self._selects = {} if selects is None else selects
-        self._jrow = _jvm_row(observation)
+        self._jrow = _jvm_row(observation, wait_seconds)
         self.frame = _as_frame(spark, self._jrow, self._selects)
         self.heavy = tuple(h for h in heavy if h in self.frame.columns)
         light = [c for c in self.frame.columns if c not in self.heavy]

@@ -373,6 +373,9 @@ def replay(
     result.batch, result.counters = entry, dict(runner.report.counters)
     result.expectations = dict(entry.get("expectations") or {})
     result.written = dict(entry["written"])
+    for dest in runner.destinations:  # a destination none of the records reached gets nothing, not an empty batch
+        if not result.written.get(dest.id):
+            dest.discard_empty_batch(batch_id)
     result.still_failing = int(entry["dlq"])
     result.filtered = int(entry["filtered"])
     result.passed = result.selected - result.still_failing - result.filtered
@@ -386,11 +389,16 @@ def replay(
 
 
 def _replay_faults(faults: dict[str, Any] | None) -> dict[str, Any] | None:
-    """--faults of a replay name the replay number as the batch (``"batch": 1``: replay 1, batch -1)."""
-    crash = (faults or {}).get("crash_after_destination")
-    if not crash:
-        return faults
-    return {**faults, "crash_after_destination": {**crash, "batch": -abs(int(crash["batch"]))}}
+    """--faults of a replay name the replay number as the batch (``"batch": 1``: replay 1, batch -1), at every crash
+    point (``crash_after_destination``, ``crash_before_commit``)."""
+    from airflow_conduit.spark.faults import CRASH_POINTS
+
+    faults = dict(faults or {})
+    for key in CRASH_POINTS:
+        crash = faults.get(key)
+        if crash:
+            faults[key] = {**crash, "batch": -abs(int(crash["batch"]))}
+    return faults or None
 
 
 def _rule_verdicts(rules) -> dict[str, Any]:

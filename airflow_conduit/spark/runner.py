@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, spec_fingerprints
+from airflow_conduit.pipeline.fingerprint import FINGERPRINTS_FILE, batch_fingerprint, spec_fingerprints
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID, PipelineSpec
 from airflow_conduit.runs.report import (
     RunReport,
@@ -52,10 +52,11 @@ from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery import kills
-from airflow_conduit.recovery.errors import NackThresholdExceeded, StructuredError, TransientError
+from airflow_conduit.recovery.errors import BatchDeadlineExceeded, NackThresholdExceeded, StructuredError, TransientError
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark import pyspark_internals
+from airflow_conduit.spark.batch_intents import BatchIntents
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
@@ -180,6 +181,7 @@ class PipelineRunner:
         self.report_file = report_path(self.state_dir, run_id)
         self.commits = CommitLog(self.state_dir)
         self.windows = WindowStore(self.state_dir)
+        self.intents = BatchIntents(self.state_dir, batch_fingerprint(spec), spec.source_file, run_id)  # the spec of each batch
         self.batch_numbers = BatchNumbers(self.state_dir)  # Spark's batch ids, numbered on across checkpoints
         self.stop_requested = threading.Event()
         self.stop_reason: str | None = None
@@ -206,6 +208,7 @@ class PipelineRunner:
         self._stream_read = threading.Event()  # set once the query's input is read (or failed to be): the stand-in's schema
         self._query_log_restore: Callable[[], None] | None = None  # the query's own log, quieted for a graceful stop
         self._plan_ahead_thread: threading.Thread | None = None
+        self._batch_started: tuple[int, float] | None = None  # (batch number, time.monotonic()) while a batch runs
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -452,8 +455,10 @@ class PipelineRunner:
             # Graceful stop: the batch that was running has finished; this one is not started (not
             # committed either), so the next run processes it.
             raise self._stop_here(f"stop requested before batch {batch_id}; it runs on the next start")
+        self._batch_started = (batch_id, time.monotonic())
         try:
             number = self.batch_numbers.number(self.query_id, batch_id)
+            self._batch_started = (number, self._batch_started[1])
             not_read = self._check_input_files(batch_id, number)  # renamed or gone (input_files)
             settle_still_written(self.input_files, batch)
             self.oversized_entries = oversized_lines.batch_entries(self.spark, self.checkpoint, batch_id, self.plans, not_read)
@@ -470,6 +475,8 @@ class PipelineRunner:
                     stage, component_id, component_type = self._ctx.where
                 self.failure = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
             raise
+        finally:
+            self._batch_started = None
 
     def _stop_here(self, message: str) -> StopRequested:
         """The exception that ends the query from ``foreachBatch`` on a stop asked for. Spark would log it as the
@@ -676,6 +683,7 @@ class PipelineRunner:
                 if query.awaitTermination(0.5):
                     break
                 self._check_input_files_on_time()
+                self._check_batch_deadline(query)
                 if self._stopping():
                     self._stop_gracefully(query)
                     break
@@ -704,6 +712,21 @@ class PipelineRunner:
         self._save_report()
         return self.report
 
+    def _check_batch_deadline(self, query) -> None:
+        """End the run with ``BatchDeadlineExceeded`` (transient: the restart runs the batch again) when the running
+        batch has outlasted ``pipeline.batch-deadline``: a wait on Spark that never ends must not hold the run. The
+        query is stopped on a thread of its own, not waited for (its stream thread may be the one stuck)."""
+        started = self._batch_started
+        deadline = self.spec.batch_deadline_seconds
+        if started is None or time.monotonic() - started[1] <= deadline:
+            return
+        overdue = BatchDeadlineExceeded(
+            f"batch {started[0]} ran longer than pipeline.batch-deadline ({deadline:g}s); the run "
+            "ends and the restart runs the batch again (what it committed is skipped)")
+        self.failure = self.failure or classify(overdue, *self.stage.where)  # not what the stop does to the batch
+        threading.Thread(target=_stop_query, args=(query,), name="conduit-stop-overdue-batch", daemon=True).start()
+        raise overdue
+
     def _stop_gracefully(self, query) -> None:
         deadline = time.monotonic() + STOP_WAIT_SECONDS
         while time.monotonic() < deadline and query.isActive:
@@ -713,10 +736,22 @@ class PipelineRunner:
             except Exception:  # noqa: BLE001
                 break
             time.sleep(0.1)
-        query.stop()
+        stopping = threading.Thread(target=_stop_query, args=(query,), name="conduit-stop", daemon=True)
+        stopping.start()
+        stopping.join(STOP_WAIT_SECONDS)  # bounded: a stream thread stuck in a call that never returns keeps the run no longer
+        if stopping.is_alive():
+            log.warning("the streaming query did not stop within %ss; the run ends without waiting for it", STOP_WAIT_SECONDS)
 
 
 _STOP_IS_NO_ERROR = _StopIsNoError()
+
+
+def _stop_query(query) -> None:
+    """``query.stop()`` on a thread of its own: what it raises (an interrupted batch's error) is the run's to report."""
+    try:
+        query.stop()
+    except Exception:  # noqa: BLE001 - the run's outcome is decided where it waits, not here
+        log.debug("stopping the streaming query raised", exc_info=True)
 
 
 def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:

@@ -32,3 +32,15 @@ def flaky(record: dict) -> dict:
     if record["id"] == 3:
         raise TransientError("always down")
     return record
+
+
+def slow_the_first_time(record: dict) -> dict:
+    """Takes 600 s for the first record it sees (a hung call), then nothing: the folder named by the record's ``name``
+    remembers that it happened."""
+    import time
+
+    marker = Path(record["name"]) / "slow-once"
+    if not marker.exists():
+        marker.write_text("slow\n")
+        time.sleep(600)
+    return record

@@ -101,3 +101,27 @@ def test_fields_come_in_one_json_text_and_keep_their_values(spark, monkeypatch):
         (i, texts[i % len(texts)], 9223372036854775807 if i % 2 == 0 else -9223372036854775808, i % 3 == 0, i % 5, i / 8)
         for i in range(n)
     ]
+
+
+def test_an_observation_filled_in_no_session_is_a_bounded_wait_with_a_named_error(spark):
+    """Spark fills an observation from a listener of the session whose action ran it: the plan run in another session
+    (as a kept plan put over a batch in a session of its own was) never fills it. The wait ends with
+    ``ObservationTimeout`` (code 1220, transient: the run is restarted), not never."""
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    from airflow_conduit.recovery import codes
+    from airflow_conduit.spark.observed import ObservationTimeout
+
+    other = spark.newSession()
+    observation = Observation("elsewhere")
+    observed = observe(spark.range(10), observation, JvmColumns([F.count(F.lit(1)).alias("read")]))
+    of_rows = getattr(spark.sparkContext._jvm, "org.apache.spark.sql.classic.Dataset").ofRows
+    ClassicDataFrame(of_rows(other._jsparkSession, observed._jdf.logicalPlan()), other).write.format("noop").mode("overwrite").save()
+
+    with pytest.raises(ObservationTimeout, match="did not arrive within 2s") as raised:
+        ObservedMetrics(spark, observation, wait_seconds=2)
+    assert raised.value.code == codes.BATCH_DEADLINE
+
+    filled = Observation("here")  # the same plan run in its own session is read as before
+    observe(spark.range(10), filled, JvmColumns([F.count(F.lit(1)).alias("read")])).write.format("noop").mode("overwrite").save()
+    assert ObservedMetrics(spark, filled, wait_seconds=60)["read"] == 10

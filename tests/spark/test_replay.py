@@ -76,6 +76,7 @@ def test_replay_after_a_schema_fix_moves_records_to_the_lake_exactly_once(spark,
     assert (second.selected, second.passed, second.still_failing) == (1, 0, 1)
     assert second.skipped == {"already replayed": 3}
     assert lake_ids() == [1, 2, 3, 5]
+    assert not (tmp_path / "lake" / "batch_id=-2").exists()  # every record still failing: nothing written to the lake
     again = [r for r in read_json_rows(spark, tmp_path / "dlq") if r["batch_id"] == -2]
     assert [r["replay_count"] for r in again] == [2]
 
@@ -339,3 +340,22 @@ def test_csv_records_keep_their_line_and_are_replayed_as_csv_lines_after_a_fix(s
     assert (done.selected, done.passed, done.still_failing) == (2, 2, 0)
     lake = {r["id"]: r for r in read_json_rows(spark, tmp_path / "lake")}
     assert sorted(lake) == [1, 2, 3] and (lake[2]["code"], lake[3]["code"], lake[3]["name"]) == ("-3", "x", "n3")
+
+
+def test_a_replay_killed_before_the_lakes_commit_marker_is_resumed_writing_each_record_once(spark, tmp_path):
+    """``crash_before_commit`` names the replay as ``crash_after_destination`` does ("batch": 1 is replay 1): it fires
+    after the lake wrote the replay's batch and before its marker; the resumed replay rewrites it, once."""
+    state = tmp_path / "state"
+    write_lines(tmp_path / "in", "a.json", [_line(1), _line(2, "A2"), _line(3, "B3"), _line(4)])
+    code, report = execute(spark, _spec(tmp_path, STRICT), state_dir=state, run_id="r1")
+    assert code == 0 and report.totals["dlq"] == 2
+    fixed = _spec(tmp_path, FIXED)
+
+    with pytest.raises(faults_mod.SimulatedCrash):
+        replay(spark, fixed, state_dir=state, faults={"crash_before_commit": {"destination": "lake", "batch": 1}}, crash=_crash)
+    assert (tmp_path / "lake" / "batch_id=-1").exists()  # written, not committed
+    assert not (state / "replays" / "1" / "commits" / "lake" / "-1").exists()
+
+    resumed = replay(spark, fixed, state_dir=state)
+    assert resumed.resumed and resumed.written == {"lake": 2}
+    assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "lake")) == [1, 2, 3, 4]

@@ -219,3 +219,13 @@ def test_load_pipeline_raises_spec_error_for_missing_file(tmp_path):
         load_pipeline(tmp_path / "absent.yaml")
     assert str(info.value) == f"{tmp_path / 'absent.yaml'}: file not found"
     assert os.fspath(tmp_path / "absent.yaml") == info.value.file
+
+
+@pytest.mark.parametrize("value", ["abc", "5x", "''", "true", "[1]"])
+def test_an_unreadable_duration_under_errors_retry_says_a_bare_number_is_milliseconds(value):
+    text = MINIMAL.replace("  sources:", f"  errors: {{retry: {{timeout: {value}}}}}\n  sources:")
+    with pytest.raises(SpecError) as refused:
+        load_pipeline_from_string(text, "d.yaml")
+    message = str(refused.value)
+    assert "pipeline.errors.retry.timeout" in message and "a number of milliseconds" in message
+    assert "a number of seconds" not in message
