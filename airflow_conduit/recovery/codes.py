@@ -16,6 +16,7 @@ TIMEOUT = 1200  # timeouts
 KAFKA_TIMEOUT = 1210  # a Kafka request timed out (a broker is slow or overloaded)
 RESOURCE_UNAVAILABLE = 1300  # throttled, out of resources, service unavailable
 KAFKA_NOT_READY = 1310  # a Kafka partition has no leader yet / too few in-sync replicas / a coordinator is loading
+KAFKA_TOPIC_CHANGED = 1320  # a source topic was recreated while the run read it; the restart reads it from its start
 INFRASTRUCTURE = 1400  # executor lost, driver killed, JVM crash: the platform, not the data
 INJECTED_TRANSIENT = 1500  # fault injected on purpose (tests, demo)
 
@@ -31,7 +32,8 @@ PERMISSION = 2500  # authentication / authorization, SQLSTATE 28xxx
 KAFKA_AUTHENTICATION = 2510  # the Kafka brokers refused the client's credentials (SASL / SSL)
 KAFKA_AUTHORIZATION = 2520  # the Kafka principal lacks an ACL (topic, group, cluster)
 DATA_INTEGRITY = 2600  # constraint violations on a destination, SQLSTATE 23xxx
-KAFKA_DATA_LOSS = 2610  # Kafka records the checkpoint expects are gone (retention, deleted records), fail-on-data-loss
+KAFKA_DATA_LOSS = 2610  # Kafka records the checkpoint expects are gone (retention, deleted records or topic), fail-on-data-loss
+KAFKA_TOPIC_RECREATED = 2620  # a source topic was deleted and created again: the checkpoint's offsets are the old topic's
 SPARK_STARTUP = 2700  # Spark itself could not start (JavaSparkContext failed) and nothing says a retry could help
 INJECTED_FATAL = 2900  # fault injected on purpose (tests, demo)
 

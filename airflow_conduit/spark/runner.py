@@ -66,6 +66,7 @@ from airflow_conduit.spark.fates import Branch, Fates, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
 from airflow_conduit.spark.input_files import InputFiles, hadoop_stat
+from airflow_conduit.spark.kafka_topics import TopicGuard
 from airflow_conduit.spark.source_lines import SourceLines
 from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
 from airflow_conduit.spark.stage import StageTracker
@@ -175,6 +176,9 @@ class PipelineRunner:
         self._stream_read = threading.Event()  # set once the query's input is read (or failed to be): the stand-in's schema
         self._query_log_restore: Callable[[], None] | None = None  # the query's own log, quieted for a graceful stop
         self._plan_ahead_thread: threading.Thread | None = None
+        self.topics: TopicGuard | None = None  # the Kafka sources' topic ids (kafka_topics.py), from _setup
+        self._topic_watch = None  # the running query's topics, looked at (kafka_topics.TopicWatch)
+        self._topic_failed = threading.Event()  # set with self.failure when the watch found a topic deleted or recreated
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -194,6 +198,9 @@ class PipelineRunner:
             self.plans.append(
                 plan_source(self.spark, source, index, trigger_seconds=self.spec.trigger_interval_seconds, mode=self.spec.mode)
             )
+        kafka = [(plan.id, plan.spec.settings) for plan in self.plans if plan.spec.plugin == "kafka"]
+        self.topics = TopicGuard(self.spark, kafka, self.state_dir, self.checkpoint)
+        self.topics.at_start(lambda source_id: self.stage.at("source", source_id, "kafka"))  # before Spark's source
         for dest in self.spec.destinations:
             self.destinations.append(make_destination(self.spark, dest.id, dest.plugin, dest.settings, secrets))
         dlq = self.spec.dead_letter_queue
@@ -389,10 +396,25 @@ class PipelineRunner:
                 writer = writer.trigger(processingTime="0 seconds")  # rate sources cannot run available-now
             else:
                 writer = writer.trigger(availableNow=True)
-            return writer.start()
+            query = writer.start()
+            if self.topics:
+                self._topic_watch = self.topics.watch(self._on_topic_failure)
+            return query
         except BaseException:
             self._planned_ahead()
             raise
+
+    def _on_topic_failure(self, source_id: str, error: Exception) -> None:
+        """The topic watch found a source topic deleted or recreated: the run ends with that error."""
+        if self.failure is None:
+            self.failure = classify(error, "source", source_id, "kafka")
+        self._topic_failed.set()
+
+    def _close_topics(self) -> None:
+        if self._topic_watch is not None:
+            self._topic_watch.stop()
+        if self.topics is not None:
+            self.topics.close()
 
     # -- the batch -----------------------------------------------------------------------------------
 
@@ -402,6 +424,9 @@ class PipelineRunner:
             # committed either), so the next run processes it.
             raise self._stop_here(f"stop requested before batch {batch_id}; it runs on the next start")
         try:
+            if self.topics:  # before anything is written: the batch's offsets may be a recreated topic's
+                self.topics.at_batch(lambda source_id: self.stage.at("source", source_id, "kafka"))
+                self.stage.reset()
             number = self.batch_numbers.number(self.query_id, batch_id)
             self._check_input_files(batch_id, number)
             self._process_batch(batch, number)
@@ -589,6 +614,7 @@ class PipelineRunner:
             try:
                 return self._run()
             finally:
+                self._close_topics()
                 self.close_destinations()
                 if self._query_log_restore is not None:
                     self._query_log_restore()
@@ -617,6 +643,9 @@ class PipelineRunner:
         try:
             while True:
                 if query.awaitTermination(0.5):
+                    break
+                if self._topic_failed.is_set():  # a source topic deleted or recreated under the query
+                    query.stop()
                     break
                 if self._stopping():
                     self._stop_gracefully(query)
