@@ -300,6 +300,21 @@ class TopicGuard:
                 raise failure
         self.save()
 
+    def explain(self) -> tuple[str, Exception] | None:
+        """After the query or a batch failed: (source id, the error) when a topic it reads was deleted or recreated
+        (Spark's own error for it names an unknown topic or a timeout), else None (also when the topics cannot be
+        looked at: the failure stands as it was classified)."""
+        for source in self.sources:
+            try:
+                now = source.ids()
+            except Exception:  # noqa: BLE001 - see the docstring
+                log.debug("Kafka topics of source %s not looked at", source.source_id, exc_info=True)
+                continue
+            failure = self._changed(source, now, running=True, missing_times={}, needed=1)
+            if failure is not None:
+                return source.source_id, failure
+        return None
+
     def _changed(self, source: SourceTopics, now: dict[str, str | None], *, running: bool,
                  missing_times: dict[str, int], needed: int = MISSING_TIMES) -> Exception | None:
         """The error for a topic of ``source`` that changed (a topic is deleted once it was missing ``needed``

@@ -410,6 +410,15 @@ class PipelineRunner:
             self.failure = classify(error, "source", source_id, "kafka")
         self._topic_failed.set()
 
+    def _topic_explains(self) -> StructuredError | None:
+        """The error of a source topic deleted or recreated, which explains a failed query or batch (Spark's own
+        error names an unknown topic or a timeout), else None."""
+        explained = self.topics.explain() if self.topics else None
+        if explained is None:
+            return None
+        source_id, error = explained
+        return classify(error, "source", source_id, "kafka")
+
     def _close_topics(self) -> None:
         if self._topic_watch is not None:
             self._topic_watch.stop()
@@ -440,7 +449,9 @@ class PipelineRunner:
                 stage, component_id, component_type = self.stage.where
                 if self._ctx is not None and self._ctx.where is not None:  # inside a processor
                     stage, component_id, component_type = self._ctx.where
-                self.failure = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
+                self.failure = self._topic_explains() or classify(
+                    lost_jvm_or(exc, self.spark), stage, component_id, component_type
+                )
             raise
 
     def _stop_here(self, message: str) -> StopRequested:
@@ -660,7 +671,7 @@ class PipelineRunner:
             if self._stopping() and self.failure is None:
                 pass  # stopped on purpose; an interrupted batch is not committed and re-runs next time
             else:
-                error = self.failure or classify(lost_jvm_or(exc, self.spark), *self.stage.where)
+                error = self.failure or self._topic_explains() or classify(lost_jvm_or(exc, self.spark), *self.stage.where)
                 self._fail(error)
                 raise RunFailed(error) from exc
         if self.failure is not None:
