@@ -97,7 +97,7 @@ clean:
 KAFKA_PORT ?= 9092
 .PHONY: kafka-up kafka-down
 kafka-up:
-	KAFKA_PORT=$(KAFKA_PORT) python3 examples/local_kafka.py up
+	@KAFKA_PORT=$(KAFKA_PORT) python3 examples/local_kafka.py up
 
 kafka-down:
-	KAFKA_PORT=$(KAFKA_PORT) python3 examples/local_kafka.py down
+	@KAFKA_PORT=$(KAFKA_PORT) python3 examples/local_kafka.py down

@@ -40,6 +40,7 @@ READY_LINE = "Kafka Server started"
 START_DEADLINE_SECONDS = 180.0
 HEAP = "-Xms128m -Xmx512m"
 DEFAULT_PORT = 9092
+CLIENT_LOG_LEVEL = 3  # librdkafka's syslog levels: errors only (its retries while a new broker settles are noise)
 
 
 def free_port() -> int:
@@ -187,7 +188,7 @@ def kafka_broker(**extra_properties: str) -> Iterator[KafkaBroker]:
 def admin_client(bootstrap: str):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap})
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": CLIENT_LOG_LEVEL})
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
@@ -201,7 +202,8 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
 def produce(bootstrap: str, topic: str, values, *, keys=None, headers=None, partition: int | None = None) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                         "log_level": CLIENT_LOG_LEVEL})
     errors: list = []
     for index, value in enumerate(values):
         kwargs = {}
@@ -224,6 +226,7 @@ def read_all(bootstrap: str, topic: str, timeout_seconds: float = 120.0) -> list
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+        "log_level": CLIENT_LOG_LEVEL,
     })
     try:
         metadata = consumer.list_topics(topic, timeout=60).topics[topic]
