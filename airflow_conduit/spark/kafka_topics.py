@@ -42,7 +42,7 @@ from airflow_conduit.spark.kafka_options import bootstrap_servers, client_option
 log = logging.getLogger(__name__)
 
 TOPIC_IDS_FILE = "kafka-topic-ids.json"
-PROBE_SECONDS = 20  # the first answer about servers where no broker answers
+PROBE_SECONDS = 10  # the first answer about servers where no broker answers (a broker answers metadata in ms)
 WATCH_SECONDS = 5.0  # how often a running query's topics are looked at
 MISSING_TIMES = 2  # a topic is taken for deleted when it is missing this many looks in a row (not one blip)
 READ_FROM_START = "read-from-start"

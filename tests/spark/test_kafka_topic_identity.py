@@ -14,7 +14,7 @@ import time
 
 from airflow_conduit.pipeline.model import SourceSpec
 from airflow_conduit.recovery import codes
-from airflow_conduit.spark.kafka_topics import TOPIC_IDS_FILE
+from airflow_conduit.spark.kafka_topics import PROBE_SECONDS, TOPIC_IDS_FILE
 from airflow_conduit.spark.runner import execute
 from postgres_server import free_port
 from spark_helpers import dlq_file, file_dest, pipeline, read_json_rows
@@ -166,5 +166,5 @@ def test_no_broker_at_the_servers_is_answered_by_the_start_s_metadata_request(sp
     code, report = run(spark, tmp_path, raw_source(closed, "any"), "r1")
     assert code == codes.EXIT_TRANSIENT
     assert report.error["code"] == codes.KAFKA_UNREACHABLE and report.error["fatal"] is False
-    assert f"no Kafka broker answered within 20 s at {closed}: check the servers" in report.error["message"]
+    assert f"no Kafka broker answered within {PROBE_SECONDS} s at {closed}: check the servers" in report.error["message"]
     assert report.error["stage"] == "source" and report.error["component_id"] == "in"
