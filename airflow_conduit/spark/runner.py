@@ -198,9 +198,6 @@ class PipelineRunner:
             self.plans.append(
                 plan_source(self.spark, source, index, trigger_seconds=self.spec.trigger_interval_seconds, mode=self.spec.mode)
             )
-        kafka = [(plan.id, plan.spec.settings) for plan in self.plans if plan.spec.plugin == "kafka"]
-        self.topics = TopicGuard(self.spark, kafka, self.state_dir, self.checkpoint)
-        self.topics.at_start(lambda source_id: self.stage.at("source", source_id, "kafka"))  # before Spark's source
         for dest in self.spec.destinations:
             self.destinations.append(make_destination(self.spark, dest.id, dest.plugin, dest.settings, secrets))
         dlq = self.spec.dead_letter_queue
@@ -403,6 +400,14 @@ class PipelineRunner:
         except BaseException:
             self._planned_ahead()
             raise
+
+    def _check_topics(self) -> None:
+        """The Kafka sources' topics against the ids their checkpoint offsets belong to, before Spark's source reads
+        them (``kafka_topics.TopicGuard``; a run's, not a DLQ replay's: a replay reads no topic)."""
+        kafka = [(plan.id, plan.spec.settings) for plan in self.plans if plan.spec.plugin == "kafka"]
+        self.topics = TopicGuard(self.spark, kafka, self.state_dir, self.checkpoint)
+        self.topics.at_start(lambda source_id: self.stage.at("source", source_id, "kafka"))
+        self.stage.reset()
 
     def _on_topic_failure(self, source_id: str, error: Exception) -> None:
         """The topic watch found a source topic deleted or recreated: the run ends with that error."""
@@ -641,6 +646,7 @@ class PipelineRunner:
     def _run(self) -> RunReport:
         try:
             self._setup()
+            self._check_topics()
             self.report.input_files_changed = self.input_files.repeat_known()  # never silent across a restart
             self._check_input_files()  # before the query: its batches check from their own thread
             query = self.query = self._start_query()
