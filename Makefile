@@ -91,3 +91,13 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache $(foreach set,$(JAR_SETS),jars/$(set)/lib)
+
+# A local single-node Kafka broker (KRaft) for the examples: examples/local_kafka.py, on localhost:$(KAFKA_PORT),
+# its data and log in .kafka-local/ (the broker jars of `make install`; Python and Java only).
+KAFKA_PORT ?= 9092
+.PHONY: kafka-up kafka-down
+kafka-up:
+	@KAFKA_PORT=$(KAFKA_PORT) python3 examples/local_kafka.py up
+
+kafka-down:
+	@KAFKA_PORT=$(KAFKA_PORT) python3 examples/local_kafka.py down

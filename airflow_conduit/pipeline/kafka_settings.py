@@ -159,6 +159,7 @@ KAFKA_CLIENT_ONE_OF = (("servers", "connection"),)
 # --- the source's own settings ----------------------------------------------------------------
 
 SOURCE_FORMATS = ("json", "csv", "raw")
+TOPIC_RECREATED_CHOICES = ("fail", "read-from-start")  # spark/kafka_topics.py
 RAW_TYPES = ("string", "binary")
 
 
@@ -237,6 +238,12 @@ KAFKA_SOURCE_SCHEMA = PluginSchema(
             Boolean(),
             "stop (fatal) when records the checkpoint expects are gone (retention, deleted topic); false skips them",
             default=True,
+        ),
+        "on-topic-recreated": Setting(
+            Choice(TOPIC_RECREATED_CHOICES),
+            "a topic deleted and created again under its name (its Kafka topic id changed): fail stops the "
+            "pipeline (fatal), read-from-start reads the new topic from its earliest offsets",
+            default="fail",
         ),
         "format": Setting(Choice(SOURCE_FORMATS), "the value's format", default="json"),
         "schema": Setting(

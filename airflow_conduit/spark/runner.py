@@ -68,6 +68,7 @@ from airflow_conduit.spark.processors import ProcessorContext, apply_processors,
 from airflow_conduit.spark.session import ensure_driver_class
 from airflow_conduit.spark import oversized_lines
 from airflow_conduit.spark.input_files import InputFiles, hadoop_stat, settle_still_written, without_files
+from airflow_conduit.spark.kafka_topics import TopicGuard
 from airflow_conduit.spark.source_lines import SourceLines
 from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
 from airflow_conduit.spark.stage import StageTracker
@@ -209,6 +210,9 @@ class PipelineRunner:
         self._query_log_restore: Callable[[], None] | None = None  # the query's own log, quieted for a graceful stop
         self._plan_ahead_thread: threading.Thread | None = None
         self._batch_started: tuple[int, float] | None = None  # (batch number, time.monotonic()) while a batch runs
+        self.topics: TopicGuard | None = None  # the Kafka sources' topic ids (kafka_topics.py), from _setup
+        self._topic_watch = None  # the running query's topics, looked at (kafka_topics.TopicWatch)
+        self._topic_failed = threading.Event()  # set with self.failure when the watch found a topic deleted or recreated
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -443,10 +447,42 @@ class PipelineRunner:
                 writer = writer.trigger(processingTime="0 seconds")  # rate sources cannot run available-now
             else:
                 writer = writer.trigger(availableNow=True)
-            return writer.start()
+            query = writer.start()
+            if self.topics:
+                self._topic_watch = self.topics.watch(self._on_topic_failure)
+            return query
         except BaseException:
             self._planned_ahead()
             raise
+
+    def _check_topics(self) -> None:
+        """The Kafka sources' topics against the ids their checkpoint offsets belong to, before Spark's source reads
+        them (``kafka_topics.TopicGuard``; a run's, not a DLQ replay's: a replay reads no topic)."""
+        kafka = [(plan.id, plan.spec.settings) for plan in self.plans if plan.spec.plugin == "kafka"]
+        self.topics = TopicGuard(self.spark, kafka, self.state_dir, self.checkpoint)
+        self.topics.at_start(lambda source_id: self.stage.at("source", source_id, "kafka"))
+        self.stage.reset()
+
+    def _on_topic_failure(self, source_id: str, error: Exception) -> None:
+        """The topic watch found a source topic deleted or recreated: the run ends with that error."""
+        if self.failure is None:
+            self.failure = classify(error, "source", source_id, "kafka")
+        self._topic_failed.set()
+
+    def _topic_explains(self) -> StructuredError | None:
+        """The error of a source topic deleted or recreated, which explains a failed query or batch (Spark's own
+        error names an unknown topic or a timeout), else None."""
+        explained = self.topics.explain() if self.topics else None
+        if explained is None:
+            return None
+        source_id, error = explained
+        return classify(error, "source", source_id, "kafka")
+
+    def _close_topics(self) -> None:
+        if self._topic_watch is not None:
+            self._topic_watch.stop()
+        if self.topics is not None:
+            self.topics.close()
 
     # -- the batch -----------------------------------------------------------------------------------
 
@@ -457,6 +493,9 @@ class PipelineRunner:
             raise self._stop_here(f"stop requested before batch {batch_id}; it runs on the next start")
         self._batch_started = (batch_id, time.monotonic())
         try:
+            if self.topics:  # before anything is written: the batch's offsets may be a recreated topic's
+                self.topics.at_batch(lambda source_id: self.stage.at("source", source_id, "kafka"))
+                self.stage.reset()
             number = self.batch_numbers.number(self.query_id, batch_id)
             self._batch_started = (number, self._batch_started[1])
             not_read = self._check_input_files(batch_id, number)  # renamed or gone (input_files)
@@ -473,7 +512,9 @@ class PipelineRunner:
                 stage, component_id, component_type = self.stage.where
                 if self._ctx is not None and self._ctx.where is not None:  # inside a processor
                     stage, component_id, component_type = self._ctx.where
-                self.failure = classify(lost_jvm_or(exc, self.spark), stage, component_id, component_type)
+                self.failure = self._topic_explains() or classify(
+                    lost_jvm_or(exc, self.spark), stage, component_id, component_type
+                )
             raise
         finally:
             self._batch_started = None
@@ -653,6 +694,7 @@ class PipelineRunner:
             try:
                 return self._run()
             finally:
+                self._close_topics()
                 self.close_destinations()
                 if self._query_log_restore is not None:
                     self._query_log_restore()
@@ -668,6 +710,7 @@ class PipelineRunner:
     def _run(self) -> RunReport:
         try:
             self._setup()
+            self._check_topics()
             self.report.input_files_changed = self.input_files.repeat_known()  # never silent across a restart
             self._check_input_files()  # before the query: its batches check from their own thread
             query = self.query = self._start_query()
@@ -681,6 +724,9 @@ class PipelineRunner:
         try:
             while True:
                 if query.awaitTermination(0.5):
+                    break
+                if self._topic_failed.is_set():  # a source topic deleted or recreated under the query
+                    query.stop()
                     break
                 self._check_input_files_on_time()
                 self._check_batch_deadline(query)
@@ -697,7 +743,7 @@ class PipelineRunner:
             if self._stopping() and self.failure is None:
                 pass  # stopped on purpose; an interrupted batch is not committed and re-runs next time
             else:
-                error = self.failure or classify(lost_jvm_or(exc, self.spark), *self.stage.where)
+                error = self.failure or self._topic_explains() or classify(lost_jvm_or(exc, self.spark), *self.stage.where)
                 self._fail(error)
                 raise RunFailed(error) from exc
         if self.failure is not None:
