@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from enum import StrEnum
 from typing import Any
 
+from airflow_conduit.compat import StrEnum
 from airflow_conduit.recovery.clock import FakeClock, as_utc, clock_text
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.engine import Decision, RecoveryEngine

@@ -142,15 +142,16 @@ def test_pyspark_and_pyspark_client_are_the_same_version():
 
 
 def test_no_connector_version_is_written_outside_its_pom():
-    """One source of truth: the Makefile fetches from the package's poms, nothing else in the repository repeats
-    a connector version."""
+    """One source of truth: the Makefile fetches from the package's poms, and no code or doc repeats a
+    connector's coordinates with a version."""
     makefile = (REPO / "Makefile").read_text()
     assert "airflow_conduit/spark/connectors/$(1)/pom.xml" in makefile
     assert not list((REPO / "jars").glob("kafka/pom.xml")) and not list((REPO / "jars").glob("delta/pom.xml"))
     for connector in ("kafka", "delta"):
         for c in pinned_packages(connector):
             pattern = re.compile(rf"{re.escape(c.artifact)}:\d")
-            for path in [*REPO.glob("airflow_conduit/**/*.py"), REPO / "Makefile", REPO / "README.md"]:
+            for path in [*REPO.glob("airflow_conduit/**/*.py"), *REPO.glob("docs/*.md"), *REPO.glob("bench/*.py"),
+                         REPO / "Makefile", REPO / "README.md"]:
                 assert not pattern.search(path.read_text()), f"{path} repeats the version of {c.artifact}"
 
 

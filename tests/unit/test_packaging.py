@@ -112,9 +112,9 @@ def test_cli_run_path_imports_no_airflow():
 
 # The layers, lowest first (docs/architecture.md, layers). A module imports from its own package or from a
 # lower layer, never from a higher one nor from another package of its own layer. "names" and "__init__"
-# are the package's leaf modules (airflow_conduit/names.py, airflow_conduit/__init__.py).
+# are the package's leaf modules (airflow_conduit/names.py, compat.py, __init__.py).
 LAYERS = (
-    ("__init__", "names"),
+    ("__init__", "names", "compat"),
     ("get_provider_info",),
     ("recovery",),
     ("runs",),
