@@ -188,7 +188,7 @@ def maven_central_reachable(coordinate: Coordinate) -> bool:
 
 
 def check_resolvable(connector: str, conf: dict[str, Any],
-                     reachable: Callable[[Coordinate], bool] = maven_central_reachable) -> None:
+                     reachable: Callable[[Coordinate], bool] | None = None) -> None:
     """Refuse (``ConnectorJarsMissing``, one line) a connector Spark's Ivy could resolve neither from a cache
     nor from Maven Central: before Spark starts, instead of its resolver's stack trace."""
     if any(conf.get(key) for key in RESOLVER_SETTINGS):
@@ -197,13 +197,13 @@ def check_resolvable(connector: str, conf: dict[str, Any],
     coordinates = pinned_packages(connector)
     if all(cached_in_ivy_or_maven(c, ivy_dir) for c in coordinates):
         return
-    if not reachable(coordinates[0]):
+    if not (reachable or maven_central_reachable)(coordinates[0]):
         raise ConnectorJarsMissing(missing_message(
             connector, f"no jars in {jars_dir() / connector / 'lib'}, and {MAVEN_CENTRAL} cannot be reached"))
 
 
 def with_connectors(conf: dict[str, Any], connectors: set[str] | frozenset[str],
-                    reachable: Callable[[Coordinate], bool] = maven_central_reachable) -> dict[str, Any]:
+                    reachable: Callable[[Coordinate], bool] | None = None) -> dict[str, Any]:
     """``conf`` with the jars (or packages) and settings of ``connectors`` added (see the module's docstring for
     the order); the user's own ``spark.jars`` and ``spark.jars.packages`` kept in front, a setting the user
     chose kept."""

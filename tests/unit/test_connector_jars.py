@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 from importlib.metadata import version
 from pathlib import Path
 
@@ -104,6 +105,21 @@ def test_no_jars_and_no_network_is_one_line_naming_the_connector_and_the_three_w
     assert "repo1.maven.org" in message  # 1: network
     assert connector_jars.JARS_DIR_ENV in message and "airflow-conduit jars fetch" in message  # 2: a jars folder
     assert "spark.jars.packages" in message and str(pinned_packages("delta")[0]) in message  # 3: the user's packages
+
+
+def test_a_launcher_refuses_a_missing_connector_in_one_line_before_starting_anything(empty_caches, monkeypatch):
+    from airflow_conduit.hooks.backends.local import LocalBackend
+    from airflow_conduit.hooks.errors import ConnectorJarsUnavailable
+
+    monkeypatch.setattr(connector_jars, "maven_central_reachable", _unreachable)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9")
+    example = empty_caches / "kafka_delta"
+    shutil.copytree(REPO / "examples" / "kafka_delta", example, ignore=shutil.ignore_patterns("out", "state*"))
+    state_dir = empty_caches / "state"
+    with pytest.raises(ConnectorJarsUnavailable) as caught:
+        LocalBackend(master="local[2]").submit(str(example / "pipeline.yaml"), "r1", str(state_dir))
+    assert "\n" not in str(caught.value) and "connector's jars are not available" in str(caught.value)
+    assert not list(state_dir.glob("runs/*/driver.log"))  # no spark-submit was started
 
 
 def test_the_unreachable_network_is_not_asked_when_the_ivy_cache_has_the_jars(empty_caches):
