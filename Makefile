@@ -52,7 +52,7 @@ APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java chromium
 
 help:
 	@echo "make demo   - run the main job end to end on local Spark and Airflow (SQLite)"
-	@echo "make test   - run all tests (unit, spark, integration, deployment)"
+	@echo "make test   - run all tests (unit, spark, integration, deployment; other Pythons; the built wheel)"
 	@echo "make bench  - run the benchmarks and render docs/benchmarks.md and docs/benchmarks/"
 	@echo "make dist   - build the sdist and the wheel into dist/ and check them (twine check)"
 
