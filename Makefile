@@ -113,10 +113,11 @@ test: install
 # The unit layer, a Spark pipeline with a DLQ and a reference DAG on each of OTHER_PYTHONS.
 test-pythons: install $(PYTHON_STAMPS)
 	@set -e; for v in $(OTHER_PYTHONS); do \
-	  echo "Python $$v: tests/unit and $(words $(PYTHON_CHECKS)) checks"; \
-	  PATH=$(CURDIR)/.venv-$$v/bin:$$PATH PYSPARK_PYTHON=$(CURDIR)/.venv-$$v/bin/python \
-	  PYSPARK_DRIVER_PYTHON=$(CURDIR)/.venv-$$v/bin/python \
-	  .venv-$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit $(PYTHON_CHECKS); \
+	  echo "Python $$v: tests/unit, then $(PYTHON_CHECKS)"; \
+	  export PATH=$(CURDIR)/.venv-$$v/bin:$$PATH PYSPARK_PYTHON=$(CURDIR)/.venv-$$v/bin/python \
+	    PYSPARK_DRIVER_PYTHON=$(CURDIR)/.venv-$$v/bin/python; \
+	  .venv-$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit; \
+	  .venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_CHECKS); \
 	done
 
 # The built wheel in a clean venv of WHEEL_PYTHON (its dependencies installed once per constraints; the
