@@ -191,3 +191,16 @@ def test_a_spec_that_does_not_load_needs_no_connector_the_job_refuses_it_itself(
     (tmp_path / "bad.yaml").write_text("version: 1\npipelines: [\n")
     assert connectors_of_spec_file(tmp_path / "missing.yaml") == set()
     assert connectors_of_spec_file(tmp_path / "bad.yaml") == set()
+
+
+def test_jars_fetch_keeps_each_connectors_own_jars_under_their_maven_names():
+    """Spark's Ivy names a jar group_artifact-version.jar and retrieves what PySpark ships already too: a fetched
+    folder keeps the pom's artifacts only, named as Maven names them."""
+    from airflow_conduit.cli.jars_cmd import _kept
+
+    kafka = kept_artifacts("kafka")
+    assert _kept(Path("org.apache.spark_spark-sql-kafka-0-10_2.13-4.2.0.jar"), kafka) == "spark-sql-kafka-0-10_2.13-4.2.0.jar"
+    assert _kept(Path("org.apache.kafka_kafka-clients-3.9.2.jar"), kafka) == "kafka-clients-3.9.2.jar"
+    assert _kept(Path("org.apache.hadoop_hadoop-client-runtime-3.5.0.jar"), kafka) is None  # PySpark's own
+    assert _kept(Path("io.delta_delta-storage-4.4.0.jar"), kept_artifacts("delta")) == "delta-storage-4.4.0.jar"
+    assert _kept(Path("io.delta_delta-storage-s3-dynamodb-4.4.0.jar"), kept_artifacts("delta")) is None
