@@ -108,7 +108,8 @@ def test_the_ui_plugin_registers_from_the_wheels_entry_point(installed):
 
 def test_the_cli_validates_a_spec_and_names_the_pinned_connectors(installed):
     spec = installed.home / "examples" / "kafka_delta" / "pipeline.yaml"
-    assert installed.run("airflow-conduit", "validate", str(spec)).stdout.startswith(f"OK: {spec}")
+    validated = installed.run("airflow-conduit", "validate", str(spec), extra_env={"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092"})
+    assert validated.stdout.startswith(f"OK: {spec}: pipeline kafka-orders")
     packages = installed.run("airflow-conduit", "jars", "packages").stdout.strip().split(",")
     assert any(p.startswith("org.apache.spark:spark-sql-kafka-0-10_2.13:") for p in packages)
     assert any(p.startswith("io.delta:delta-spark_") for p in packages)
