@@ -14,7 +14,6 @@ WHEEL_PYTHON := 3.12
 python_of = $(shell for p in $$(command -v python$(1) 2>/dev/null) \
   $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -V -r); do \
   "$$p" -c '' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
-PYTHON ?= $(call python_of,$(MAIN_PYTHON))
 constraints_of = constraints/constraints-$(1).txt
 VENV := .venv
 BIN := $(VENV)/bin
