@@ -113,10 +113,10 @@ test: install
 test-pythons: install $(PYTHON_STAMPS)
 	@set -e; for v in $(OTHER_PYTHONS); do \
 	  echo "Python $$v: tests/unit, then $(PYTHON_CHECKS)"; \
-	  export PATH=$(CURDIR)/.venv-$$v/bin:$$PATH PYSPARK_PYTHON=$(CURDIR)/.venv-$$v/bin/python \
-	    PYSPARK_DRIVER_PYTHON=$(CURDIR)/.venv-$$v/bin/python; \
-	  .venv-$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit; \
-	  .venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_CHECKS); \
+	  ( export PATH=$(CURDIR)/.venv-$$v/bin:$$PATH PYSPARK_PYTHON=$(CURDIR)/.venv-$$v/bin/python \
+	      PYSPARK_DRIVER_PYTHON=$(CURDIR)/.venv-$$v/bin/python; \
+	    .venv-$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit && \
+	    .venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_CHECKS) ); \
 	done
 
 # The built wheel in a clean venv of WHEEL_PYTHON (its dependencies installed once per constraints; the
