@@ -1,20 +1,40 @@
 # The two commands a new user runs: `make demo` and `make test`.
-# Each bootstraps everything from nothing: Debian packages (apt-get, when missing)
-# and the Python packages into .venv (pins live in pyproject.toml only).
+# Each bootstraps everything from nothing: Debian packages (apt-get, when missing), the Python packages into
+# .venv (ranges in pyproject.toml, the exact versions the tests use in constraints/constraints-<python>.txt).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON ?= python3.11
+# The whole suite runs on MAIN_PYTHON: 3.13, the Python of Airflow 3.3's own image, where most deployments
+# run the provider. Each of OTHER_PYTHONS runs the unit layer, a Spark pipeline with a DLQ and a reference DAG
+# (test-pythons); the built wheel is installed into a clean venv on WHEEL_PYTHON (test-wheel).
+MAIN_PYTHON := 3.13
+OTHER_PYTHONS := 3.10 3.11 3.12
+WHEEL_PYTHON := 3.12
+# The interpreter of Python $(1): python$(1) on PATH when it runs, else pyenv's newest $(1).x.
+python_of = $(shell for p in $$(command -v python$(1) 2>/dev/null) \
+  $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -V -r); do \
+  "$$p" -c '' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
+constraints_of = constraints/constraints-$(1).txt
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := .venv-system-deps
-# Pinned jars from Maven Central (versions in jars/<name>/pom.xml only): Spark's Kafka and Delta connectors,
-# and a Kafka broker for the tests, each in its own folder (the broker's Kafka is not Spark's).
-JAR_SETS := kafka delta broker
+# Spark's Kafka and Delta connectors: pinned in the package's airflow_conduit/spark/connectors/<name>/pom.xml
+# (the installed package reads the same poms); a Kafka broker for the tests in jars/broker/pom.xml (the
+# broker's Kafka is not Spark's). Each set's jars go to jars/<name>/lib.
+CONNECTOR_SETS := kafka delta
+JAR_SETS := $(CONNECTOR_SETS) broker
+pom_of = $(if $(filter $(1),$(CONNECTOR_SETS)),airflow_conduit/spark/connectors/$(1)/pom.xml,jars/$(1)/pom.xml)
 JAR_STAMPS := $(foreach set,$(JAR_SETS),jars/$(set)/lib/.fetched)
 # The driver JVM's class data sharing archive (spark/class_archive.py): made on this machine, for its JDK and jars.
 CLASS_ARCHIVE := $(VENV)/share/airflow-conduit/spark-classes.jsa
+# Each other Python's venv, and the wheel's: made once, remade when pyproject.toml or its constraints change.
+PYTHON_STAMPS := $(foreach v,$(OTHER_PYTHONS),.venv-$(v)/.installed)
+WHEEL_VENV := .venv-wheel-$(WHEEL_PYTHON)
+# What each other Python runs besides tests/unit: a Spark pipeline with a DLQ, a reference DAG under dag.test().
+# One test covers both: the orders reference DAG (dag.test()) submits its pipeline to spark-submit, whose
+# Python driver is that Python's, and checks the lake and the DLQ.
+PYTHON_CHECKS := tests/integration/test_operator.py::test_two_transient_failures_then_success
 
 export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(CURDIR)/$(BIN)/python
@@ -26,12 +46,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Chromium for the UI plugin's browser test (headless), Maven to fetch the connector jars.
 APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java chromium maven
 
-.PHONY: help install jars system-deps test test-unit test-spark test-integration test-deployment demo bench clean
+.PHONY: help install jars system-deps python-venvs test test-unit test-spark test-integration test-deployment \
+  test-pythons test-wheel dist constraints demo bench clean
 
 help:
 	@echo "make demo   - run the main job end to end on local Spark and Airflow (SQLite)"
-	@echo "make test   - run all tests (unit, spark, integration, deployment)"
+	@echo "make test   - run all tests (unit, spark, integration, deployment; other Pythons; the built wheel)"
 	@echo "make bench  - run the benchmarks and render docs/benchmarks.md and docs/benchmarks/"
+	@echo "make dist   - build the sdist and the wheel into dist/ and check them (twine check)"
 
 system-deps:
 	@missing=""; \
@@ -45,17 +67,32 @@ system-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-$(STAMP): pyproject.toml
+# $(1): the venv, $(2): its Python version. A venv of another Python is made anew.
+define make_venv
+	@[ -n "$(call python_of,$(2))" ] || { echo "Python $(2) not found: install it (e.g. pyenv install $(2))"; exit 1; }
+	[ "$$($(1)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$(2)" ] \
+	  || { rm -rf $(1) && $(call python_of,$(2)) -m venv $(1); }
+	$(1)/bin/pip install -q --upgrade pip
+endef
+
+$(STAMP): pyproject.toml $(call constraints_of,$(MAIN_PYTHON))
 	$(MAKE) system-deps
-	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(call make_venv,$(VENV),$(MAIN_PYTHON))
+	$(BIN)/pip install -q -e '.[test]' -c $(call constraints_of,$(MAIN_PYTHON))
 	touch $(STAMP)
 
-jars/%/lib/.fetched: jars/%/pom.xml
+.venv-%/.installed: pyproject.toml constraints/constraints-%.txt
+	$(call make_venv,.venv-$*,$*)
+	.venv-$*/bin/pip install -q -e '.[test]' -c $(call constraints_of,$*)
+	touch $@
+
+python-venvs: $(PYTHON_STAMPS)
+
+.SECONDEXPANSION:
+jars/%/lib/.fetched: $$(call pom_of,$$*)
 	$(MAKE) system-deps
 	rm -rf jars/$*/lib
-	cd jars/$* && mvn -q -B dependency:copy-dependencies
+	mvn -q -B -f $(call pom_of,$*) -Djars.lib=$(CURDIR)/jars/$*/lib dependency:copy-dependencies
 	touch $@
 
 jars: $(JAR_STAMPS)
@@ -70,18 +107,47 @@ test: install
 	$(BIN)/python -m pytest -q tests/spark
 	$(BIN)/python -m pytest -q tests/integration
 	$(BIN)/python -m pytest -q tests/deployment
+	$(MAKE) test-pythons test-wheel
 
-test-unit: install
-	$(BIN)/python -m pytest -q tests/unit
+# The unit layer, a Spark pipeline with a DLQ and a reference DAG on each of OTHER_PYTHONS.
+test-pythons: install $(PYTHON_STAMPS)
+	@set -e; for v in $(OTHER_PYTHONS); do \
+	  echo "Python $$v: tests/unit, then $(PYTHON_CHECKS)"; \
+	  ( export PATH=$(CURDIR)/.venv-$$v/bin:$$PATH PYSPARK_PYTHON=$(CURDIR)/.venv-$$v/bin/python \
+	      PYSPARK_DRIVER_PYTHON=$(CURDIR)/.venv-$$v/bin/python; \
+	    .venv-$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit && \
+	    .venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_CHECKS) ); \
+	done
 
-test-spark: install
-	$(BIN)/python -m pytest -q tests/spark
+# The built wheel in a clean venv of WHEEL_PYTHON (its dependencies installed once per constraints; the
+# wheel itself at every run), driven from tests/release by the main venv.
+$(WHEEL_VENV)/.installed: pyproject.toml $(call constraints_of,$(WHEEL_PYTHON)) | dist
+	rm -rf $(WHEEL_VENV)
+	$(call make_venv,$(WHEEL_VENV),$(WHEEL_PYTHON))
+	$(WHEEL_VENV)/bin/pip install -q dist/*.whl -c $(call constraints_of,$(WHEEL_PYTHON))
+	touch $@
 
-test-integration: install
-	$(BIN)/python -m pytest -q tests/integration
+test-wheel: install dist $(WHEEL_VENV)/.installed
+	$(WHEEL_VENV)/bin/pip install -q --no-deps --force-reinstall dist/*.whl
+	AIRFLOW_CONDUIT_WHEEL_VENV=$(CURDIR)/$(WHEEL_VENV) $(BIN)/python -m pytest -q -p no:cacheprovider tests/release
 
-test-deployment: install
-	$(BIN)/python -m pytest -q tests/deployment
+# The sdist and the wheel, checked as PyPI would (twine check).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build -q --outdir dist . >/dev/null
+	$(BIN)/python -m twine check --strict dist/*
+
+# Regenerate constraints/constraints-<python>.txt: a fresh resolution of `.[test]` on each Python, with
+# pyspark on pyspark-client's version (both write the pyspark/ folder).
+constraints: $(foreach v,$(MAIN_PYTHON) $(OTHER_PYTHONS),constraints-for-$(v))
+
+constraints-for-%:
+	set -e; scratch=$$(mktemp -d); $(call python_of,$*) -m venv $$scratch; \
+	$$scratch/bin/pip install -q --upgrade pip; $$scratch/bin/pip install -q '.[test]'; \
+	$$scratch/bin/pip install -q "pyspark==$$($$scratch/bin/python -c 'from importlib.metadata import version; print(version("pyspark-client"))')"; \
+	{ echo "# The exact versions the tests run with on Python $* (make install applies them; make constraints regenerates)."; \
+	  $$scratch/bin/pip freeze --exclude-editable | grep -v '^airflow-conduit'; } > $(call constraints_of,$*); \
+	rm -rf $$scratch
 
 demo: install
 	$(BIN)/python examples/demo.py
@@ -90,13 +156,13 @@ bench: install
 	$(BIN)/python -m bench.run_all
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache $(foreach set,$(JAR_SETS),jars/$(set)/lib)
+	rm -rf $(VENV) .venv-3.* .venv-wheel-* dist .demo .pytest_cache $(foreach set,$(JAR_SETS),jars/$(set)/lib)
 
 # A local single-node Kafka broker (KRaft) for the examples: examples/local_kafka.py, on localhost:$(KAFKA_PORT),
 # its data and log in .kafka-local/ (the broker jars of `make install`; Python and Java only).
 KAFKA_PORT ?= 9092
 .PHONY: kafka-up kafka-down
-kafka-up:
+kafka-up: jars/broker/lib/.fetched
 	@KAFKA_PORT=$(KAFKA_PORT) python3 examples/local_kafka.py up
 
 kafka-down:

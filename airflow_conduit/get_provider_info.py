@@ -5,9 +5,20 @@ Must import nothing from airflow: Airflow calls it while building its own config
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 from airflow_conduit import __version__
 
 PACKAGE_NAME = "airflow-conduit"
+
+
+def installed_version() -> str:
+    """The version of the installed distribution (what pip and `airflow providers list` show); the source's own
+    ``__version__`` only when the package is imported from a folder without its metadata."""
+    try:
+        return version(PACKAGE_NAME)
+    except PackageNotFoundError:
+        return __version__
 
 # Global recovery defaults (Conduit's `pipelines.error-recovery.*` with Conduit's defaults).
 # Airflow option names use underscores so that AIRFLOW__CONDUIT__MIN_DELAY works as an env var.
@@ -69,7 +80,7 @@ def get_provider_info() -> dict:
         "name": "Conduit pipelines on Spark",
         "description": "Conduit-style recovering data pipelines on Apache Spark: backoff restarts under a windowed "
         "retry budget, fatal vs transient errors, dead letter queue.",
-        "versions": [__version__],
+        "versions": [installed_version()],
         "integrations": [
             {
                 "integration-name": "Conduit pipelines on Spark",

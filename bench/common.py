@@ -161,7 +161,7 @@ def utc(epoch: float) -> str:
 def iso_epoch(iso: str) -> float:
     from datetime import datetime
 
-    return datetime.fromisoformat(iso).timestamp()
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()  # Python 3.10 reads no "Z"
 
 
 def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java_options: str = "", connectors=frozenset(),

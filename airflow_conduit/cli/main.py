@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "airflow_conduit.cli.recovery_cmd",  # recovery simulate ...
     "airflow_conduit.cli.dlq_cmd",  # dlq replay PIPELINE.yaml --state-dir DIR
     "airflow_conduit.cli.schema_cmd",  # schema (the spec's JSON Schema)
+    "airflow_conduit.cli.jars_cmd",  # jars fetch DIR (connector jars for machines without internet)
 )
 
 

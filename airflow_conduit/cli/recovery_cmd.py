@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from airflow_conduit.pipeline.json_nesting import MAX_JSON_DEPTH, too_deep
 from airflow_conduit.recovery.durations import parse_duration
 from airflow_conduit.recovery.errors import RecoveryConfigError
 from airflow_conduit.recovery.options import POLICIES, RecoveryOptions
@@ -112,6 +113,8 @@ def simulate_from_args(args: argparse.Namespace):
         if value is not None:
             mapping[name] = value
     if args.error_rules is not None:
+        if too_deep(args.error_rules):
+            raise ValueError(f"--error-rules: nested too deeply to read (limit {MAX_JSON_DEPTH} levels)")
         try:
             mapping["error-rules"] = json.loads(args.error_rules)
         except ValueError as exc:

@@ -5,7 +5,8 @@ connection, submitting a run, reading its status, stopping it) raises a ``Condui
 The backends wrap what they meet at their boundary (``httpx`` errors, ``OSError``) in one of these, so
 both drivers (the operator and ``airflow-conduit run``) catch one type and decide from its class:
 
-- ``ConnectionUnusable``: a connection is missing or cannot be used; nothing started (not retried);
+- ``ConnectionUnusable``: a connection (or a connector's jars) is missing or cannot be used; nothing started
+  (not retried);
 - ``SubmissionRefused``: the backend did not start the run (the state dir is busy, the master said no);
 - ``BackendUnreachable``: the cluster or the machine could not be reached or used (after the retries);
 - ``StatusUnavailable``: a run's status could not be read (after the retries).
@@ -44,6 +45,11 @@ class SparkConnectionNotFound(SparkConnectionError):
 
 class KafkaConnectionError(ConnectionUnusable):
     """A Kafka connection the spec names cannot be read (missing, wrong type): names the connection and the spec."""
+
+
+class ConnectorJarsUnavailable(ConnectionUnusable):
+    """A Kafka or Delta connector the pipeline needs is in no jars folder and cannot be downloaded: one line
+    naming the connector and the three ways to provide it (spark/connector_jars.py)."""
 
 
 class SubmissionRefused(ConduitControlPlaneError):

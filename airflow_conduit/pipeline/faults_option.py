@@ -13,6 +13,8 @@ import difflib
 import json
 from typing import Any
 
+from airflow_conduit.pipeline.json_nesting import MAX_JSON_DEPTH, too_deep
+
 MAX_FAULTS_CHARS = 10_000
 KEYS = ("transient_first_runs", "fatal", "crash_after_destination", "crash_before_commit")
 CRASH_KEYS = ("destination", "batch")
@@ -37,10 +39,12 @@ def parse_faults(value: str | dict | None, *, option: str = "--faults") -> dict[
             return {}
         if len(text) > MAX_FAULTS_CHARS:
             raise FaultsError(f"{len(text):,} characters; fault injection needs far fewer (limit {MAX_FAULTS_CHARS:,})", option)
+        if too_deep(text):
+            raise FaultsError(f"nested too deeply to read (limit {MAX_JSON_DEPTH} levels)", option)
         try:
             data = json.loads(text)
         except RecursionError:
-            raise FaultsError("nested too deeply to read", option) from None
+            raise FaultsError(f"nested too deeply to read (limit {MAX_JSON_DEPTH} levels)", option) from None
         except ValueError as exc:
             raise FaultsError(f"not JSON ({exc}); example: '{{\"transient_first_runs\": 2}}'", option) from None
     else:

@@ -8,7 +8,7 @@ strings the audit log, the simulator's JSON and XCom always carried.
 
 from __future__ import annotations
 
-from enum import StrEnum
+from airflow_conduit.compat import StrEnum
 
 
 class Action(StrEnum):

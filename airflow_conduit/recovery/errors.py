@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from airflow_conduit.compat import StrEnum
 from airflow_conduit.recovery import codes
 
 

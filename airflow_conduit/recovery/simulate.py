@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from enum import StrEnum
 from typing import Any
 
-from airflow_conduit.recovery.clock import FakeClock, as_utc, clock_text
+from airflow_conduit.compat import StrEnum
+from airflow_conduit.recovery.clock import FakeClock, as_utc, clock_text, parse_iso
 from airflow_conduit.recovery.durations import format_duration, parse_duration
 from airflow_conduit.recovery.engine import Decision, RecoveryEngine
 from airflow_conduit.recovery.errors import FatalError
@@ -139,7 +139,7 @@ def parse_time(token: str, start: datetime) -> datetime:
             hours=hours, minutes=minutes, seconds=seconds
         )
     try:
-        return as_utc(datetime.fromisoformat(text))
+        return parse_iso(text)
     except ValueError:
         raise ValueError(f"time {token!r}: use HH:MM[:SS], +DURATION (e.g. +10m) or an ISO datetime") from None
 

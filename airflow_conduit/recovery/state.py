@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
+from airflow_conduit.compat import StrEnum
 from airflow_conduit.recovery.classify import Classification
 from airflow_conduit.recovery.clock import as_utc, parse_iso
 from airflow_conduit.recovery.options import RecoveryOptions

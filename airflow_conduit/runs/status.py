@@ -9,7 +9,7 @@ value the JSON files, trigger events and XCom carry, so the serialized forms are
 
 from __future__ import annotations
 
-from enum import StrEnum
+from airflow_conduit.compat import StrEnum
 
 
 class RunStatus(StrEnum):

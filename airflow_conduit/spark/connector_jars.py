@@ -1,22 +1,45 @@
 """The Spark connector jars a pipeline needs (Kafka, Delta Lake), and the settings that load them.
 
-PySpark's wheel ships no connectors. ``make install`` fetches pinned jars from Maven Central into
-``jars/<connector>/lib/`` (versions in ``jars/<connector>/pom.xml``, nothing else); a pipeline gets the
-jars of the plugins it uses and no others. On a cluster where those folders do not exist, set
-``spark.jars.packages`` to the coordinates in docs/pipelines.md (connection extras or the operator's
-``conf``): a connector named there is not added again from the local folders.
+PySpark's wheel ships no connectors. Their pinned Maven coordinates are written once, in the package's
+``spark/connectors/<connector>/pom.xml``: ``make install`` fetches those poms' jars into a checkout's
+``jars/<connector>/lib/`` with Maven, and this module reads the same poms. A pipeline gets the connectors it
+uses and no others, from the first of:
+
+1. ``spark.jars.packages`` of the user's own that names the connector (kept; a version other than the pinned
+   one is logged as a warning naming both);
+2. a folder of jars: ``$AIRFLOW_CONDUIT_JARS_DIR/<connector>/lib`` (``airflow-conduit jars fetch DIR`` fills
+   one for a machine without internet), else a checkout's ``jars/<connector>/lib``;
+3. the pinned coordinates in ``spark.jars.packages``: Spark resolves them with its own Ivy, from its cache or
+   Maven Central (``connectors/ivysettings.xml``, unless the user names repositories or Ivy settings). With none of the three (no jars, no network) the run is refused before Spark starts, in
+   one line naming the connector and the three ways to provide it.
 
 No pyspark import: the launchers (hooks) use this module as well as the Spark session.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import urllib.error
+import urllib.request
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
 
 JARS_DIR_ENV = "AIRFLOW_CONDUIT_JARS_DIR"
-DEFAULT_JARS_DIR = Path(__file__).resolve().parents[2] / "jars"
+CONNECTORS_DIR = Path(__file__).resolve().parent / "connectors"  # package data: one pom per connector
+# Maven Central only (see the file): given to Spark's Ivy with the coordinates this module adds.
+IVY_SETTINGS = CONNECTORS_DIR / "ivysettings.xml"
+# A git checkout's jars/ (`make install` fills it); an installed package has none beside it.
+CHECKOUT_JARS_DIR = Path(__file__).resolve().parents[2] / "jars"
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+PROBE_TIMEOUT_SECONDS = 10.0
+# Settings with which the user chose where Spark's Ivy resolves from: then this module does not probe.
+RESOLVER_SETTINGS = ("spark.jars.repositories", "spark.jars.ivySettings")
 
 # Connector -> the artifact whose presence in ``spark.jars.packages`` means the user supplies it.
 CONNECTOR_ARTIFACTS = {
@@ -39,6 +62,8 @@ LOCAL_SETTINGS: dict[str, dict[str, str]] = {
     "delta": {"spark.databricks.delta.snapshotPartitions": "1"},
 }
 
+_POM = "{http://maven.apache.org/POM/4.0.0}"
+
 
 def local_settings(connectors: set[str] | frozenset[str]) -> dict[str, str]:
     """The ``LOCAL_SETTINGS`` of ``connectors``."""
@@ -46,11 +71,54 @@ def local_settings(connectors: set[str] | frozenset[str]) -> dict[str, str]:
 
 
 class ConnectorJarsMissing(RuntimeError):
-    """A pipeline needs a connector whose jars are neither installed here nor named in spark.jars.packages."""
+    """A pipeline needs a connector that is neither in a jars folder, nor in spark.jars.packages, nor resolvable."""
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    """A Maven artifact, ``group:artifact:version`` as ``spark.jars.packages`` spells it."""
+
+    group: str
+    artifact: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.group}:{self.artifact}:{self.version}"
+
+    def jar_name(self) -> str:
+        return f"{self.artifact}-{self.version}.jar"
+
+
+def connector_pom(connector: str) -> Path:
+    return CONNECTORS_DIR / connector / "pom.xml"
+
+
+@functools.lru_cache(maxsize=None)
+def _pom(connector: str) -> ET.Element:
+    return ET.parse(connector_pom(connector)).getroot()
+
+
+@functools.lru_cache(maxsize=None)
+def pinned_packages(connector: str) -> tuple[Coordinate, ...]:
+    """The pinned coordinates of ``connector``: its pom's dependencies."""
+    return tuple(
+        Coordinate(dep.findtext(f"{_POM}groupId", ""), dep.findtext(f"{_POM}artifactId", ""), dep.findtext(f"{_POM}version", ""))
+        for dep in _pom(connector).iter(f"{_POM}dependency")
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def kept_artifacts(connector: str) -> tuple[str, ...]:
+    """The artifact ids a jars folder of ``connector`` holds (the pom's ``includeArtifactIds``): its resolution
+    also names jars PySpark ships already, which a folder must not add a second copy of."""
+    text = _pom(connector).findtext(f".//{_POM}includeArtifactIds") or ""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def jars_dir() -> Path:
-    return Path(os.environ.get(JARS_DIR_ENV) or DEFAULT_JARS_DIR)
+    """The folder whose ``<connector>/lib`` holds connector jars: ``$AIRFLOW_CONDUIT_JARS_DIR``, else a checkout's
+    ``jars/`` (absent for an installed package)."""
+    return Path(os.environ.get(JARS_DIR_ENV) or CHECKOUT_JARS_DIR)
 
 
 def connectors_of(spec: Any) -> set[str]:
@@ -61,37 +129,108 @@ def connectors_of(spec: Any) -> set[str]:
     return {plugin for plugin in plugins if plugin in CONNECTOR_ARTIFACTS}
 
 
-def connector_jars(connector: str) -> list[str]:
-    """The installed jars of one connector, sorted; ``ConnectorJarsMissing`` when there are none."""
-    folder = jars_dir() / connector / "lib"
-    jars = sorted(str(path) for path in folder.glob("*.jar"))
-    if not jars:
-        artifact = CONNECTOR_ARTIFACTS[connector]
-        raise ConnectorJarsMissing(
-            f"the {connector} connector's jars are not installed in {folder}: run `make install`, set "
-            f"{JARS_DIR_ENV} to a folder holding {connector}/lib/*.jar, or name {artifact} in spark.jars.packages "
-            "(docs/pipelines.md, connector jars)"
-        )
-    return jars
+def folder_jars(connector: str) -> list[str]:
+    """The jars of ``connector`` in the jars folder (``jars_dir()``), sorted; empty when there are none."""
+    return sorted(str(path) for path in (jars_dir() / connector / "lib").glob("*.jar"))
 
 
-def _supplied_as_package(connector: str, conf: dict[str, Any]) -> bool:
-    packages = str(conf.get("spark.jars.packages") or "")
-    return CONNECTOR_ARTIFACTS[connector] in packages
+def missing_message(connector: str, why: str) -> str:
+    """One line: the missing connector and the three ways to provide it."""
+    packages = ",".join(str(c) for c in pinned_packages(connector))
+    return (
+        f"the {connector} connector's jars are not available ({why}): provide them one of three ways: "
+        f"let Spark download them (network access to {MAVEN_CENTRAL}), "
+        f"set {JARS_DIR_ENV} to a folder filled by `airflow-conduit jars fetch DIR` ({connector}/lib/*.jar), "
+        f"or set spark.jars.packages (e.g. {packages}) with spark.jars.repositories naming a repository you reach"
+    )
 
 
-def with_connectors(conf: dict[str, Any], connectors: set[str] | frozenset[str]) -> dict[str, Any]:
-    """``conf`` with the jars and settings of ``connectors`` added; the user's own ``spark.jars`` kept in front,
-    a connector already named in ``spark.jars.packages`` not added again, a setting the user chose kept."""
+def _user_packages(conf: dict[str, Any]) -> list[str]:
+    return [p.strip() for p in str(conf.get("spark.jars.packages") or "").split(",") if p.strip()]
+
+
+def _named_by_user(connector: str, packages: list[str]) -> list[str]:
+    artifact = CONNECTOR_ARTIFACTS[connector]
+    return [p for p in packages if len(p.split(":")) >= 2 and p.split(":")[1].startswith(artifact)]
+
+
+def warn_on_other_versions(connector: str, named: list[str]) -> None:
+    """Log a warning for each of the user's coordinates of ``connector`` that is not the pinned one."""
+    pinned = {str(c) for c in pinned_packages(connector)}
+    main = str(pinned_packages(connector)[0])
+    for package in named:
+        if package not in pinned:
+            log.warning(
+                "spark.jars.packages names %s, the %s connector airflow-conduit pins and is tested with is %s: "
+                "the pipeline runs with %s", package, connector, main, package,
+            )
+
+
+def cached_in_ivy_or_maven(coordinate: Coordinate, ivy_dir: str | None = None) -> bool:
+    """Whether Spark's Ivy finds ``coordinate`` without the network: in its own cache or the local Maven one."""
+    home = Path.home()
+    ivy_roots = [Path(ivy_dir)] if ivy_dir else [home / ".ivy2.5.2", home / ".ivy2"]
+    candidates = [root / "jars" / f"{coordinate.group}_{coordinate.jar_name()}" for root in ivy_roots]
+    candidates.append(home / ".m2" / "repository" / Path(*coordinate.group.split(".")) / coordinate.artifact
+                      / coordinate.version / coordinate.jar_name())
+    return any(path.is_file() for path in candidates)
+
+
+def maven_central_reachable(coordinate: Coordinate) -> bool:
+    """Whether Maven Central answers for ``coordinate``'s pom (a HEAD request)."""
+    url = (f"{MAVEN_CENTRAL}/{coordinate.group.replace('.', '/')}/{coordinate.artifact}/{coordinate.version}/"
+           f"{coordinate.artifact}-{coordinate.version}.pom")
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=PROBE_TIMEOUT_SECONDS):
+            return True
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def check_resolvable(connector: str, conf: dict[str, Any],
+                     reachable: Callable[[Coordinate], bool] | None = None) -> None:
+    """Refuse (``ConnectorJarsMissing``, one line) a connector Spark's Ivy could resolve neither from a cache
+    nor from Maven Central: before Spark starts, instead of its resolver's stack trace."""
+    if any(conf.get(key) for key in RESOLVER_SETTINGS):
+        return  # the user chose the repositories: Spark's own error is theirs to read
+    ivy_dir = conf.get("spark.jars.ivy")
+    coordinates = pinned_packages(connector)
+    if all(cached_in_ivy_or_maven(c, ivy_dir) for c in coordinates):
+        return
+    if not (reachable or maven_central_reachable)(coordinates[0]):
+        raise ConnectorJarsMissing(missing_message(
+            connector, f"no jars in {jars_dir() / connector / 'lib'}, and {MAVEN_CENTRAL} cannot be reached"))
+
+
+def with_connectors(conf: dict[str, Any], connectors: set[str] | frozenset[str],
+                    reachable: Callable[[Coordinate], bool] | None = None) -> dict[str, Any]:
+    """``conf`` with the jars (or packages) and settings of ``connectors`` added (see the module's docstring for
+    the order); the user's own ``spark.jars`` and ``spark.jars.packages`` kept in front, a setting the user
+    chose kept."""
     out = dict(conf)
     jars = [jar for jar in str(out.get("spark.jars") or "").split(",") if jar]
+    packages = _user_packages(out)
+    added_packages = False
     for connector in sorted(connectors):
-        if not _supplied_as_package(connector, out):
-            jars += [jar for jar in connector_jars(connector) if jar not in jars]
+        named = _named_by_user(connector, packages)
+        if named:
+            warn_on_other_versions(connector, named)
+        else:
+            found = folder_jars(connector)
+            if found:
+                jars += [jar for jar in found if jar not in jars]
+            else:
+                check_resolvable(connector, out, reachable)
+                packages += [str(c) for c in pinned_packages(connector) if str(c) not in packages]
+                added_packages = True
         for key, value in CONNECTOR_SETTINGS.get(connector, {}).items():
             out.setdefault(key, value)
     if jars:
         out["spark.jars"] = ",".join(jars)
+    if packages:
+        out["spark.jars.packages"] = ",".join(packages)
+        if added_packages and not any(out.get(key) for key in RESOLVER_SETTINGS):
+            out["spark.jars.ivySettings"] = str(IVY_SETTINGS)
     return out
 
 

@@ -1,6 +1,6 @@
 """What spark-submit needs: the ``--py-files`` archive and the entry point file.
 
-The archive holds ``airflow_conduit/__init__.py``, ``names.py`` and the pure core
+The archive holds ``airflow_conduit/__init__.py``, the leaf modules (``LEAF_MODULES``) and the pure core
 (``recovery/``, ``runs/``, ``pipeline/``) plus ``spark/``, taken from the installed
 package: no Airflow layers, so it runs on clusters where only Spark and
 Python exist.
@@ -24,6 +24,7 @@ from pathlib import Path
 import airflow_conduit
 
 SHIPPED_PACKAGES = ("recovery", "runs", "pipeline", "spark")
+LEAF_MODULES = ("__init__.py", "names.py", "compat.py")  # the top-level modules every layer may import
 ARCHIVE_NAME = "airflow_conduit.zip"
 HASH_BASED_CHECKED = 0b11  # PEP 552 flags: hash-based byte code, checked against the source's hash
 
@@ -44,7 +45,7 @@ def build_py_files_archive(dest_dir: str | os.PathLike[str]) -> str:
     dest.mkdir(parents=True, exist_ok=True)
     target = dest / ARCHIVE_NAME
     tmp = dest / f".{ARCHIVE_NAME}.{os.getpid()}.tmp"
-    files = [root / "__init__.py", root / "names.py"]
+    files = [root / name for name in LEAF_MODULES]
     for name in SHIPPED_PACKAGES:
         files += sorted(p for p in (root / name).rglob("*.py") if "__pycache__" not in p.parts)
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:

@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from enum import StrEnum
 from typing import Any
 
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_conduit.compat import StrEnum
 from airflow_conduit.hooks.backends.watch import STATUS_FAILURES_TOLERATED, RunWatcher, report_summary  # noqa: F401 - report_summary: importable here too
 from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
 from airflow_conduit.recovery.clock import parse_iso

@@ -23,13 +23,13 @@ import json
 import re
 import shutil
 import signal
-from datetime import datetime
 from pathlib import Path
 
 import psutil
 import pytest
 
 from airflow_conduit.hooks.backends import lease
+from airflow_conduit.recovery.clock import parse_iso
 from airflow_conduit.runs.supervisor import safe_run_id
 from conftest import wait_for
 
@@ -112,7 +112,7 @@ def assert_audit_log_continuous(events: list[dict], *, earlier: list[dict] = ())
     planned before it happened, and what was seen earlier still there as its beginning."""
     assert events and events[0]["event"] == "started"
     assert [e["event"] for e in events].count("started") == 1
-    times = [datetime.fromisoformat(e["at"]) for e in events]
+    times = [parse_iso(e["at"]) for e in events]
     assert times == sorted(times), "audit log out of time order"
     keys = [json.dumps(e, sort_keys=True) for e in events]
     assert len(set(keys)) == len(keys), "an audit event recorded twice"

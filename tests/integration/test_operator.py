@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_conduit.recovery.clock import parse_iso
 from conftest import dlq_lines, lake_ids, load_reference_dag, run_test_dag, task_instance, xcoms
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,7 @@ def run_folders(state_dir: Path) -> list[str]:
 
 
 def at(event: dict) -> datetime:
-    return datetime.fromisoformat(event["at"])
+    return parse_iso(event["at"])  # a trailing Z, which Python 3.10's fromisoformat does not read
 
 
 def test_two_transient_failures_then_success(airflow_db, orders, monkeypatch):

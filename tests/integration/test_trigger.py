@@ -18,6 +18,7 @@ import pytest
 
 from airflow_conduit.hooks.backends.local import LocalBackend
 from airflow_conduit.recovery import classify, codes
+from airflow_conduit.recovery.clock import parse_iso
 from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 from scripted_master import ScriptedMaster
 
@@ -74,7 +75,6 @@ async def test_in_a_triggerer_a_run_that_ends_right_after_submission_is_reported
     """A job that fails within seconds is reported no earlier than ``deferral_settle_seconds`` after its
     submission when a triggerer runs the trigger (it attaches ``task_instance``), so the worker's deferral
     reaches the scheduler first (apache/airflow#67287). Outside a triggerer (dag.test(), the CLI) nothing is held."""
-    from datetime import datetime
     from types import SimpleNamespace
 
     from airflow_conduit.triggers import pipeline as trigger_module
@@ -94,7 +94,7 @@ async def test_in_a_triggerer_a_run_that_ends_right_after_submission_is_reported
     payload = (await first_event(trigger)).payload
     assert payload["status"] == "failed" and payload["exit_code"] == 75
     assert "run held ended right after its submission" in logged()
-    assert time.time() >= datetime.fromisoformat(held["submitted_at"]).timestamp() + 3.0
+    assert time.time() >= parse_iso(held["submitted_at"]).timestamp() + 3.0
 
 
 def test_settle_wait_counts_from_the_submission():

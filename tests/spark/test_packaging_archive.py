@@ -17,6 +17,8 @@ def test_archive_holds_the_core_and_spark_and_no_airflow_imports(tmp_path):
         names = archive.namelist()
         sources = {name: archive.read(name).decode() for name in names if name.endswith(".py")}
     tops = {n.split("/")[1] for n in names if n.count("/") >= 2}
+    # A module the archive's code imports must be in it: the driver imports the package from the archive.
+    shipped = {n.removesuffix(".py").replace("/", ".").removesuffix(".__init__") for n in names if n.endswith(".py")}
     assert tops == {"recovery", "runs", "pipeline", "spark"}
     assert "airflow_conduit/__init__.py" in names and "airflow_conduit/spark/entrypoint.py" in names
     assert "airflow_conduit/runs/report.py" in names
@@ -25,6 +27,8 @@ def test_archive_holds_the_core_and_spark_and_no_airflow_imports(tmp_path):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(m == "airflow" or m.startswith("airflow.") for m in modules), name
+            ours = [m for m in modules if m.startswith("airflow_conduit.")]
+            assert all(m in shipped for m in ours), f"{name} imports {ours}, not all in the archive"
     assert build_py_files_archive(tmp_path / "again") and Path(path).read_bytes() == (tmp_path / "again" / Path(path).name).read_bytes()
     assert Path(entrypoint_path()).is_file() and entrypoint_path().endswith("airflow_conduit/spark/entrypoint.py")
 

@@ -22,6 +22,26 @@ def test_provider_entry_point_is_registered_and_names_the_distribution():
     info = ours[0].load()()
     assert info["package-name"] == PACKAGE_NAME == "airflow-conduit"
     assert importlib.metadata.version(PACKAGE_NAME) == airflow_conduit.__version__
+    assert info["versions"][0] == importlib.metadata.version(PACKAGE_NAME)  # the installed one, from its metadata
+
+
+def test_requires_python_admits_the_pythons_the_tests_run_on():
+    """Each Python the Makefile tests has its constraints file, and the metadata admits exactly those Pythons:
+    pip refuses the package on any other."""
+    from packaging.specifiers import SpecifierSet
+
+    repo = Path(__file__).resolve().parents[2]
+    makefile = (repo / "Makefile").read_text()
+    tested: set[str] = set()
+    for line in makefile.splitlines():
+        if line.startswith(("MAIN_PYTHON :=", "OTHER_PYTHONS :=")):
+            tested |= set(line.split(":=")[1].split())
+    assert tested == {"3.10", "3.11", "3.12", "3.13"}
+    requires = SpecifierSet(importlib.metadata.metadata(PACKAGE_NAME)["Requires-Python"])
+    for minor in range(6, 16):
+        assert (f"3.{minor}" in tested) == requires.contains(f"3.{minor}.0"), f"3.{minor}"
+    for python in tested:
+        assert (repo / "constraints" / f"constraints-{python}.txt").is_file()
 
 
 def test_provider_config_section_carries_conduit_defaults():
@@ -92,9 +112,9 @@ def test_cli_run_path_imports_no_airflow():
 
 # The layers, lowest first (docs/architecture.md, layers). A module imports from its own package or from a
 # lower layer, never from a higher one nor from another package of its own layer. "names" and "__init__"
-# are the package's leaf modules (airflow_conduit/names.py, airflow_conduit/__init__.py).
+# are the package's leaf modules (airflow_conduit/names.py, compat.py, __init__.py).
 LAYERS = (
-    ("__init__", "names"),
+    ("__init__", "names", "compat"),
     ("get_provider_info",),
     ("recovery",),
     ("runs",),

@@ -38,7 +38,7 @@ from airflow_conduit.hooks.backends.base import (
 )
 from airflow_conduit.recovery import kills
 from airflow_conduit.runs.report import read_json, utc_now_iso
-from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
+from airflow_conduit.spark.connector_jars import ConnectorJarsMissing, connectors_of_spec_file, with_connectors
 from airflow_conduit.spark.jvm import with_class_archive, with_jit_options
 
 GRACEFUL_STOP_SECONDS = 30.0
@@ -150,6 +150,8 @@ class LocalBackend(JobBackend):
                replay: str | None = None) -> JobHandle:
         try:
             return self._submit(spec_path, run_id, state_dir, faults, replay)
+        except ConnectorJarsMissing as exc:
+            raise _errors().ConnectorJarsUnavailable(str(exc)) from None
         except OSError as exc:  # a state dir, a zip or a process this machine cannot create
             raise _errors().BackendUnreachable(f"run {run_id} could not be started on this machine: {type(exc).__name__}: {exc}") from exc
 

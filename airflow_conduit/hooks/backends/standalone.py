@@ -49,12 +49,13 @@ from airflow_conduit.hooks.backends.retries import RestRetry
 from airflow_conduit.hooks.errors import (
     BackendUnreachable,
     ConduitControlPlaneError,
+    ConnectorJarsUnavailable,
     MasterUnavailable,
     PreviousRunAlive,
     RestSubmissionError,
     StatusUnavailable,
 )
-from airflow_conduit.spark.connector_jars import connectors_of_spec_file, with_connectors
+from airflow_conduit.spark.connector_jars import ConnectorJarsMissing, connectors_of_spec_file, with_connectors
 from airflow_conduit.runs.report import utc_now_iso
 from airflow_conduit.spark.jvm import with_jit_options
 
@@ -173,6 +174,8 @@ class StandaloneBackend(JobBackend):
                replay: str | None = None) -> JobHandle:
         try:
             return self._submit(spec_path, run_id, state_dir, faults, replay)
+        except ConnectorJarsMissing as exc:
+            raise ConnectorJarsUnavailable(str(exc)) from None
         except (httpx.HTTPError, OSError) as exc:
             raise BackendUnreachable(
                 f"run {run_id} not submitted to {self.rest_endpoint}: {type(exc).__name__}: {exc}") from exc
