@@ -208,7 +208,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
     from airflow_conduit.hooks import kafka_connections
     from airflow_conduit.hooks.backends.kinds import backend_for_handle, submit_run
-    from airflow_conduit.runs.state_dir import StateDir
+    from airflow_conduit.recovery import codes
+    from airflow_conduit.runs.state_dir import StateDir, StateDirFull
 
     state_dir = StateDir(args.state_dir)
     try:
@@ -269,6 +270,11 @@ def run_pipeline(args: argparse.Namespace) -> int:
         supervisor.stop(f"not submitted: {exc}")
         store.save(supervisor)
         return not_started_exit_code(exc)
+    except StateDirFull as exc:  # recovery.json cannot be kept: the pipeline cannot be supervised from here
+        if handle is not None and supervisor.current is not None:
+            backend_for_handle(handle).kill(handle, graceful=True)
+        print(f"FAILED: {exc}; the pipeline is degraded (code {codes.NO_SPACE_LEFT})", file=sys.stderr)
+        return EXIT_DEGRADED
     except KeyboardInterrupt:
         if handle is not None and supervisor.current is not None:
             _say(f"interrupted: stopping run {handle['run_id']}")

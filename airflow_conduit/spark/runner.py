@@ -49,6 +49,7 @@ from airflow_conduit.runs.report import (
     utc_now_iso,
     write_json_atomic,
 )
+from airflow_conduit.runs.output_owner import claim, state_dir_owner
 from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
@@ -57,6 +58,7 @@ from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark import pyspark_internals
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
+from airflow_conduit.spark.checkpoint_paths import check_sources
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
 from airflow_conduit.spark.dlq import PendingReasons
@@ -181,6 +183,9 @@ class PipelineRunner:
     def _setup(self) -> None:
         self.commits.remove_leftovers()
         self.batch_numbers.adopt(checkpoint_query_id(self.checkpoint))
+        file_sources = [(i, s.id, str(s.settings.get("path", ""))) for i, s in enumerate(self.spec.sources)
+                        if s.plugin.removeprefix("builtin:") == "file"]
+        check_sources(self.checkpoint, file_sources)  # a moved pipeline folder: named, before Spark reads anything
         # what this run's DLQ records fail under: a DLQ replay takes them only once it changed (spark/replay.py)
         # not fsync'd: lost with the machine, a replay takes the run's DLQ records again (as for a run that wrote none)
         write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec), durable=False)
@@ -203,6 +208,7 @@ class PipelineRunner:
         for plan in self.plans:
             plan.origin_in_columns = caches
         self.dlq = make_destination(self.spark, DEAD_LETTER_QUEUE_ID, dlq.plugin, dlq.settings, secrets)
+        self._claim_outputs()
         self._bind_self_committing_destinations()
         self.keep_originals = self.keep_originals or (dlq.include_messages and bool(self._fitting_destinations()))
         for dest in [*self.destinations, self.dlq]:
@@ -211,6 +217,19 @@ class PipelineRunner:
             if dest.plugin == "jdbc":
                 self.stage.at("destination", dest.id, dest.plugin)
                 ensure_driver_class(self.spark, str(dest.settings.get("driver", "org.postgresql.Driver")))
+        self.stage.reset()
+
+    def _claim_outputs(self) -> None:
+        """Refuse, before anything is written, a destination or DLQ folder that is another pipeline's output or holds
+        data this pipeline did not write (``runs.output_owner``); mark the others as this pipeline's."""
+        owner = state_dir_owner(self.state_dir, self.spec.id)
+        placed = [(f"destination {d.id!r} (path)", d) for d in self.destinations]
+        for what, dest in [*placed, ("dead-letter-queue (path)", self.dlq)]:
+            folder = dest.owned_folder()
+            if folder is None:
+                continue
+            self.stage.at("dlq" if dest is self.dlq else "destination", dest.id, dest.plugin)
+            claim(Path(folder).absolute(), owner, what=what, written_before=self.commits.has_any(dest.id))
         self.stage.reset()
 
     @property
@@ -570,7 +589,10 @@ class PipelineRunner:
 
     def _fail(self, error: StructuredError) -> None:
         self.report.fail(error.to_dict())
-        self._save_report()
+        try:
+            self._save_report()
+        except OSError:  # a full state dir: the ERROR line on stderr still says what failed
+            log.warning("the run report could not be written: %s", self.report_file, exc_info=True)
 
     # -- run -----------------------------------------------------------------------------------------
 
