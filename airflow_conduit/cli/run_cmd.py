@@ -257,6 +257,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
             if step.action is Action.DONE:
                 _let_go_of_the_state_dir(handle)
                 _summary(_pipeline_totals(state_dir, supervisor), spec)
+                _say_all(_destinations_added(state_dir, supervisor))
                 return EXIT_OK
             if step.action is Action.DEGRADE:
                 if handle is not None:
@@ -329,6 +330,18 @@ def _pipeline_totals(state_dir, supervisor) -> dict:
 
     reports = [read_json(report_path(state_dir.path, run_id)) for run_id in supervisor.run_ids()]
     return totals_over_runs([report for report in reports if report], committed_rows)  # a run that never started has none
+
+
+def _destinations_added(state_dir, supervisor) -> list[str]:
+    """What the runs of this command said about destinations new in the spec (where each begins), once each."""
+    from airflow_conduit.runs.report import read_json, report_path
+
+    lines: list[str] = []
+    for run_id in supervisor.run_ids():
+        for note in (read_json(report_path(state_dir.path, run_id)) or {}).get("destinations_added") or []:
+            if note.get("message") and note["message"] not in lines:
+                lines.append(note["message"])
+    return lines
 
 
 def _summary(totals: dict, spec) -> None:

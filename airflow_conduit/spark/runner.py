@@ -210,6 +210,7 @@ class PipelineRunner:
         self.dlq = make_destination(self.spark, DEAD_LETTER_QUEUE_ID, dlq.plugin, dlq.settings, secrets)
         self._claim_outputs()
         self._bind_self_committing_destinations()
+        self.report.destinations_added = self._destinations_added()
         self.keep_originals = self.keep_originals or (dlq.include_messages and bool(self._fitting_destinations()))
         for dest in [*self.destinations, self.dlq]:
             dest.attach(self.state_dir, self.spec)
@@ -231,6 +232,35 @@ class PipelineRunner:
             self.stage.at("dlq" if dest is self.dlq else "destination", dest.id, dest.plugin)
             claim(Path(folder).absolute(), owner, what=what, written_before=self.commits.has_any(dest.id))
         self.stage.reset()
+
+    def _destinations_added(self) -> list[dict[str, Any]]:
+        """The destinations new in the spec of a pipeline that has committed batches: each begins at the batch this
+        run writes first, the batches before it are not written to it (docs/pipelines.md, adding a destination).
+
+        Spark runs batch n+1 only once batch n's ``foreachBatch`` returned, so every destination that was in the spec
+        committed the batch before the last one started; one that did not is new. The last batch started is re-run
+        (and written to the new destination too) unless every earlier destination and the DLQ committed it."""
+        numbers = read_json(self.batch_numbers.path) or {}
+        last = int(numbers.get("last", -1))
+        if last < 0 or numbers.get("query_id") != checkpoint_query_id(self.checkpoint):
+            return []  # never ran, or a new checkpoint (a Delta table's log cannot tell its batches then)
+        try:
+            known = [d for d in self.destinations if self.committed(d, max(last - 1, 0))]
+            added = [d for d in self.destinations if d not in known and not self.committed(d, last)]
+            done = all(self.committed(d, last) for d in [*known, self.dlq])
+        except Exception:  # noqa: BLE001 - a notice only: a target that cannot say is found by the batch itself
+            log.debug("new destinations not looked for", exc_info=True)
+            return []
+        begins = last + 1 if done else last
+        notes = []
+        for dest in added:
+            if begins == 0:
+                continue
+            message = (f"destination {dest.id!r} is new in the spec: it begins at batch {begins}; batches 0-{begins - 1}, "
+                       f"written by earlier runs, are not written to it (docs/pipelines.md, adding a destination)")
+            log.warning("%s", message)
+            notes.append({"destination": dest.id, "begins_at_batch": begins, "message": message})
+        return notes
 
     @property
     def checkpoint(self) -> Path:
