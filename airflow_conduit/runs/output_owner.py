@@ -25,7 +25,7 @@ from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.runs.report import read_json, utc_now_iso, write_json_atomic
 
-OWNER_FILE = ".conduit-owner.json"  # in an output folder: which pipeline (state directory) writes there
+OWNER_FILE = ".conduit-owner"  # in an output folder: which pipeline (state directory) writes there (JSON; no .json suffix: readers globbing *.json skip it)
 STATE_DIR_IDENTITY_FILE = "owner.json"  # in the state directory: the pipeline id and the token its outputs name
 
 
