@@ -75,18 +75,17 @@ def claim(folder: Path, owner: Owner, *, what: str, written_before: bool) -> Non
                 _write_marker(marker, owner)  # the same state directory, moved or renamed: keep the marker current
             return
         other = Owner(str(recorded.get("pipeline_id")), str(recorded.get("state_dir")), str(recorded.get("token")))
-        raise OutputOwnedElsewhere(
+        raise OutputOwnedElsewhere(  # short: an error's summary keeps 500 characters
             f"{what} {folder} is the output of {other.describe()}; {owner.describe()} would replace its batches "
-            f"there (batch_id=<n> folders are replaced as a whole). Give each pipeline its own path. If {folder} "
-            f"really is this pipeline's (the other one is gone), move its contents away or delete {marker} "
-            f"and the data it marks"
+            f"there. Give each pipeline its own path (docs/pipelines.md, one owner per output)"
         )
     entries = _entries(folder)
     if entries and not written_before:
         shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
         raise OutputOwnedElsewhere(
-            f"{what} {folder} already holds data that {owner.describe()} did not write ({shown}); the pipeline "
-            f"would replace its batch_id=<n> folders. Choose an empty or new path, or move that data away"
+            f"{what} {folder} already holds data that {owner.describe()} did not write ({shown}); it would replace "
+            f"the batch_id=<n> folders there. Choose an empty path or move that data away (docs/pipelines.md, one "
+            f"owner per output)"
         )
     _write_marker(marker, owner)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import logging
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -19,6 +20,7 @@ from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 
 GLOB_CHARACTERS = "*?[{"
+log = logging.getLogger(__name__)
 
 
 class CheckpointMoved(FatalError):
@@ -80,16 +82,13 @@ def check_sources(checkpoint: Path, sources: list[tuple[int, str, str]]) -> None
         roots = {folder, os.path.realpath(folder)}
         if any(_under(f, root) or _under(os.path.realpath(f), root) for f in files for root in roots):
             continue
-        old_folder = os.path.dirname(files[0])
-        moved_from, moved_to = _what_moved(old_folder, folder)
-        checkpoint_dir = checkpoint.parent.parent
-        raise CheckpointMoved(
-            f"source {source_id!r}: the checkpoint in {checkpoint} read its files at {old_folder} (e.g. {files[0]}), "
-            f"but the spec's path is {folder}: the pipeline's files moved from {moved_from} to {moved_to}, and Spark's checkpoint keeps "
-            f"absolute paths (it would fail with 'Wrong basePath' or read every file again). To continue, move it "
-            f"back to {moved_from}; or, to go on at {moved_to}, replace {moved_from} with {moved_to} in the files of "
-            f"{checkpoint / 'sources'} and delete the .crc files next to them (docs/pipelines.md, moving a "
-            f"pipeline's folder); state dir {checkpoint_dir}"
+        moved_from, moved_to = _what_moved(os.path.dirname(files[0]), folder)
+        log.error("source %r: the checkpoint %s read %s; the spec's path is %s", source_id, checkpoint, files[0], folder)
+        raise CheckpointMoved(  # short: an error's summary keeps 500 characters
+            f"source {source_id!r}: the pipeline's files moved from {moved_from} to {moved_to}; Spark's checkpoint "
+            f"keeps the old paths. To go on, move them back, or replace the old folder with the new one in the files "
+            f"of STATE_DIR/checkpoints/{checkpoint.name}/sources and delete the .crc files there (docs/pipelines.md, "
+            f"moving a pipeline's folder)"
         )
 
 
