@@ -123,11 +123,9 @@ def test_a_moved_pipeline_folder_is_a_named_fatal_error_and_the_documented_fix_g
 
     # the fix docs/pipelines.md gives: the checkpoint's source logs name the new place, their checksums go
     sources = moved / "state" / "checkpoints" / "pipeline" / "sources"
-    for log in sources.rglob("*"):
-        if log.is_file() and log.name.endswith(".crc"):
-            log.unlink()
-        elif log.is_file():
-            log.write_text(log.read_text().replace(f"file://{orders.parent}/", f"file://{moved.parent}/"))
+    fix = (f"cd {sources} && find . -name '.*.crc' -delete && grep -rl 'file://{orders.parent}/' . "
+           f"| xargs sed -i 's#file://{orders.parent}/#file://{moved.parent}/#g'")
+    subprocess.run(["bash", "-c", fix], check=True)
     _ok(run_cli("pipeline.yaml", "--state-dir", "state", "--poll-interval", "1", cwd=moved))
     assert lake_ids(moved / "out" / "lake") == sorted(expected["written_ids"] + NEW_IDS)  # each record once
     assert len(dlq_lines(moved / "out" / "dlq")) == len(expected["dlq"])
