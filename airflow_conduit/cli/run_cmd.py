@@ -226,6 +226,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     supervisor = RunSupervisor(options, run_prefix=prefix, pipeline_id=spec.id)
     store = RunStore(args.state_dir, {"cli": True, "pid": os.getpid()})
 
+    state_dir.keep_reserve()  # before the first run takes the room: recovery.json can still be written on a full disk
     _say(f"pipeline {spec.id}: state dir {args.state_dir}; recovery options {json.dumps(options.to_dict())}")
     handle = None  # the last job submitted: the next submission makes sure it is gone
     _stop_on_sigterm()

@@ -7,6 +7,7 @@ the sensors, triggers and the UI read it here. Every read tolerates a missing or
 from __future__ import annotations
 
 import errno
+import json
 import os
 from datetime import datetime
 from pathlib import Path
@@ -70,20 +71,32 @@ class StateDir:
         except OSError as exc:
             if not is_no_space(exc):
                 raise
-            if not self._release_reserve():
-                raise StateDirFull(no_space_message(exc, self.path)) from exc
-            try:
-                write_json_atomic(self.recovery_path, record)
-            except OSError as again:
-                raise StateDirFull(no_space_message(again, self.path)) from again
+            if self._release_reserve():
+                try:
+                    write_json_atomic(self.recovery_path, record)
+                    return
+                except OSError as again:
+                    exc = again
+            self._overwrite_in_place(record, exc)
             return
-        self._keep_reserve()
+        self.keep_reserve()
+
+    def _overwrite_in_place(self, record: dict[str, Any], cause: OSError) -> None:
+        """The last resort on a full disk with no reserve left: recovery.json truncated and written again in its
+        own blocks (the file it replaces is about as long). Not atomic: a reader that finds it half-written reads
+        it as absent (``read_recovery``), which is still better than a stale ``running``."""
+        try:
+            with open(self.recovery_path, "r+b") as fh:
+                fh.truncate(0)
+                fh.write(json.dumps(record, indent=2, default=str).encode("utf-8"))
+        except OSError as exc:
+            raise StateDirFull(no_space_message(cause, self.path)) from exc
 
     @property
     def reserve_path(self) -> Path:
         return self.path / RESERVE_FILE
 
-    def _keep_reserve(self) -> None:
+    def keep_reserve(self) -> None:
         """Make the reserve when it is missing and there is room for it (else at a later write)."""
         path = self.reserve_path
         if path.exists():

@@ -178,3 +178,35 @@ def test_a_full_state_dir_is_a_named_error_and_recovery_json_says_so(orders, sma
     _ok(run_cli(str(orders / "pipeline.yaml"), "--state-dir", str(state), "--poll-interval", "1"))
     assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"] + NEW_IDS)
     assert len(dlq_lines(orders / "out" / "dlq")) == len(expected["dlq"])
+
+
+def test_a_state_dir_that_fills_up_while_the_driver_runs_is_the_same_named_error(orders, small_tmpfs, tmp_path):
+    """Room for the run's start (recovery.json's reserve, the code archive) and a few KiB more: the driver runs
+    out of space mid-way (its log, checkpoint, report and exit record cannot be written)."""
+    from airflow_conduit.runs.state_dir import RESERVE_BYTES
+    from airflow_conduit.spark.packaging import build_py_files_archive
+
+    expected = _expected(orders)
+    state = small_tmpfs / "state"
+    _ok(run_cli(str(orders / "pipeline.yaml"), "--state-dir", str(state), "--poll-interval", "1"))
+    for old in state.glob("runs/*/airflow_conduit.zip"):
+        old.unlink()  # each run keeps its archive: give the room back
+    archive = Path(build_py_files_archive(tmp_path / "zip")).stat().st_size
+    filler = _fill(small_tmpfs)
+    filler.unlink()
+    room = os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize
+    with open(filler, "wb") as fh:
+        fh.write(b"\0" * (room - archive - 8 * 1024 - (0 if (state / ".recovery-reserve").exists() else RESERVE_BYTES)))
+    _add_file(orders / "data" / "in")
+
+    result = run_cli(str(orders / "pipeline.yaml"), "--state-dir", str(state), "--poll-interval", "1")
+    assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "classified as fatal, code 2640" in result.stdout and "no space left on device" in result.stderr
+    assert "this is a bug" not in result.stderr and "internal error" not in result.stderr
+    record = json.loads((state / "recovery.json").read_text())
+    assert record["pipeline_state"] == "degraded" and record["last_event"]["error"]["code"] == 2640
+
+    filler.unlink()
+    _ok(run_cli(str(orders / "pipeline.yaml"), "--state-dir", str(state), "--poll-interval", "1"))
+    assert lake_ids(orders / "out" / "lake") == sorted(expected["written_ids"] + NEW_IDS)
+    assert len(dlq_lines(orders / "out" / "dlq")) == len(expected["dlq"])
