@@ -354,6 +354,7 @@ def replay(
     faults = _replay_faults(faults)
     runner = PipelineRunner(spark, replay_spec, state_dir=folder, run_id=run_id or f"replay-{number}", faults=faults,
                             crash=crash)
+    runner.owner_dir = state_dir  # the pipeline's outputs: its state dir owns them (runs.output_owner)
     if not dry_run:
         runner.txn_scope = _replay_scope(spec, number, plan)
     with files_read_one_per_partition(spark):
