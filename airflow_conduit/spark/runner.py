@@ -145,7 +145,9 @@ class PipelineRunner:
         self.spark = spark
         self.spec = spec
         self.state_dir = Path(state_dir)
-        self.owner_dir = self.state_dir  # whose outputs these are (runs.output_owner): a DLQ replay's is the pipeline's
+        # whose outputs these are (runs.output_owner): a DLQ replay's is the pipeline's; None: a dry run, which writes none
+        self.owner_dir: Path | None = self.state_dir
+        self.adopt_unmarked = False  # a DLQ replay: a folder with data and no marker is the pipeline's (it reads its DLQ)
         self.run_id = run_id
         self.faults = faults or {}
         self.crash_hook = faults_mod.crash_point(self.state_dir, self.faults, crash)
@@ -224,6 +226,8 @@ class PipelineRunner:
     def _claim_outputs(self) -> None:
         """Refuse, before anything is written, a destination or DLQ folder that is another pipeline's output or holds
         data this pipeline did not write (``runs.output_owner``); mark the others as this pipeline's."""
+        if self.owner_dir is None:
+            return
         owner = state_dir_owner(self.owner_dir, self.spec.id)
         commits = CommitLog(self.owner_dir)
         placed = [(f"destination {d.id!r} (path)", d) for d in self.destinations]
@@ -232,7 +236,7 @@ class PipelineRunner:
             if folder is None:
                 continue
             self.stage.at("dlq" if dest is self.dlq else "destination", dest.id, dest.plugin)
-            claim(Path(folder).absolute(), owner, what=what, written_before=commits.has_any(dest.id))
+            claim(Path(folder).absolute(), owner, what=what, written_before=self.adopt_unmarked or commits.has_any(dest.id))
         self.stage.reset()
 
     def _destinations_added(self) -> list[dict[str, Any]]:
