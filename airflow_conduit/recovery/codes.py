@@ -32,9 +32,9 @@ KAFKA_AUTHENTICATION = 2510  # the Kafka brokers refused the client's credential
 KAFKA_AUTHORIZATION = 2520  # the Kafka principal lacks an ACL (topic, group, cluster)
 DATA_INTEGRITY = 2600  # constraint violations on a destination, SQLSTATE 23xxx
 KAFKA_DATA_LOSS = 2610  # Kafka records the checkpoint expects are gone (retention, deleted records), fail-on-data-loss
-OUTPUT_OWNED_ELSEWHERE = 2620  # a destination or DLQ path holds another pipeline's output (or data no pipeline of ours wrote)
 CHECKPOINT_MOVED = 2630  # the checkpoint names input paths that are not the spec's (the pipeline's folder was moved)
 NO_SPACE_LEFT = 2640  # a file system the run writes to (the state dir, an output) is full
+OUTPUT_OWNED_ELSEWHERE = 2650  # a destination or DLQ path holds another pipeline's output (or data no pipeline of ours wrote)
 SPARK_STARTUP = 2700  # Spark itself could not start (JavaSparkContext failed) and nothing says a retry could help
 INJECTED_FATAL = 2900  # fault injected on purpose (tests, demo)
 

@@ -1,7 +1,7 @@
 """What users do by accident to outputs, specs, folders and disks, with the real runner (`airflow-conduit run`):
 every record keeps its one fate, or the run stops with a named error before it writes anything.
 
-- two pipelines sharing an output path: the second is refused (2620), the first one's records all stay;
+- two pipelines sharing an output path: the second is refused (2650), the first one's records all stay;
 - a destination added to a pipeline that ran: the run says where it begins;
 - a pipeline folder moved: the checkpoint's absolute paths are named (2630), the documented fix goes on exactly;
 - a full state dir (a real tmpfs filled up): a named error (2640), recovery.json says degraded, a restart once
@@ -56,12 +56,12 @@ def test_a_second_pipeline_on_the_first_ones_output_paths_is_refused_before_it_w
     result = run_cli(str(orders / "pipeline-b.yaml"), "--state-dir", str(orders / "state-b"), "--poll-interval", "1")
 
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "classified as fatal, code 2620" in result.stdout
+    assert "classified as fatal, code 2650" in result.stdout
     error = result.stderr
     assert f"destination 'lake' (path) {lake} is the output of pipeline 'orders' (state dir {orders / 'state-a'})" in error
     assert f"pipeline 'orders-b' (state dir {orders / 'state-b'})" in error
     record = json.loads((orders / "state-b" / "recovery.json").read_text())
-    assert record["pipeline_state"] == "degraded" and record["last_event"]["error"]["code"] == 2620
+    assert record["pipeline_state"] == "degraded" and record["last_event"]["error"]["code"] == 2650
     # nothing of the second pipeline was written; every record of the first is there once
     after = sorted(str(p.relative_to(orders)) for p in (orders / "out").rglob("*") if p.is_file())
     assert after == before
@@ -78,7 +78,7 @@ def test_a_folder_with_data_no_run_of_this_pipeline_wrote_is_refused(orders):
     (orders / "out" / "lake" / "batch_id=0" / "part-0.parquet").write_bytes(b"not ours")
     result = run_cli(str(orders / "pipeline.yaml"), "--state-dir", str(orders / "state"), "--poll-interval", "1")
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "classified as fatal, code 2620" in result.stdout
+    assert "classified as fatal, code 2650" in result.stdout
     assert f"{orders / 'out' / 'lake'} already holds data that pipeline 'orders'" in result.stderr
     assert (orders / "out" / "lake" / "batch_id=0" / "part-0.parquet").read_bytes() == b"not ours"
     assert not (orders / "out" / "dlq").exists()  # refused before anything was written

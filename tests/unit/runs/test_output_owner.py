@@ -25,7 +25,7 @@ def test_the_first_pipeline_owns_the_folder_and_a_second_one_is_refused_naming_b
     claim(out, first, what="destination 'lake' (path)", written_before=False)  # its own: again and again
     with pytest.raises(OutputOwnedElsewhere) as refused:
         claim(out, second, what="destination 'lake' (path)", written_before=False)
-    assert refused.value.code == codes.OUTPUT_OWNED_ELSEWHERE == 2620
+    assert refused.value.code == codes.OUTPUT_OWNED_ELSEWHERE == 2650
     text = str(refused.value)
     assert f"destination 'lake' (path) {out} is the output of pipeline 'orders' (state dir {tmp_path / 'a'})" in text
     assert f"pipeline 'orders-b' (state dir {tmp_path / 'b'})" in text
