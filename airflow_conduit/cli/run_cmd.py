@@ -208,7 +208,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
     from airflow_conduit.hooks import kafka_connections
     from airflow_conduit.hooks.backends.kinds import backend_for_handle, submit_run
-    from airflow_conduit.runs.state_dir import StateDir
+    from airflow_conduit.recovery import codes
+    from airflow_conduit.runs.state_dir import StateDir, StateDirFull
 
     state_dir = StateDir(args.state_dir)
     try:
@@ -225,6 +226,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     supervisor = RunSupervisor(options, run_prefix=prefix, pipeline_id=spec.id)
     store = RunStore(args.state_dir, {"cli": True, "pid": os.getpid()})
 
+    state_dir.keep_reserve()  # before the first run takes the room: recovery.json can still be written on a full disk
     _say(f"pipeline {spec.id}: state dir {args.state_dir}; recovery options {json.dumps(options.to_dict())}")
     handle = None  # the last job submitted: the next submission makes sure it is gone
     _stop_on_sigterm()
@@ -257,6 +259,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
                 _let_go_of_the_state_dir(handle)
                 _summary(_pipeline_totals(state_dir, supervisor), spec)
                 _say_input_file_findings(state_dir, supervisor)
+                _say_all(_destinations_added(state_dir, supervisor))
                 return EXIT_OK
             if step.action is Action.DEGRADE:
                 if handle is not None:
@@ -271,6 +274,11 @@ def run_pipeline(args: argparse.Namespace) -> int:
         supervisor.stop(f"not submitted: {exc}")
         store.save(supervisor)
         return not_started_exit_code(exc)
+    except StateDirFull as exc:  # recovery.json cannot be kept: the pipeline cannot be supervised from here
+        if handle is not None and supervisor.current is not None:
+            backend_for_handle(handle).kill(handle, graceful=True)
+        print(f"FAILED: {exc}; the pipeline is degraded (code {codes.NO_SPACE_LEFT})", file=sys.stderr)
+        return EXIT_DEGRADED
     except KeyboardInterrupt:
         if handle is not None and supervisor.current is not None:
             _say(f"interrupted: stopping run {handle['run_id']}")
@@ -340,6 +348,16 @@ def _say_input_file_findings(state_dir, supervisor) -> None:
                 seen[finding["file"]] = finding
     for finding in seen.values():
         print(f"WARNING {describe(finding)}")
+def _destinations_added(state_dir, supervisor) -> list[str]:
+    """What the runs of this command said about destinations new in the spec (where each begins), once each."""
+    from airflow_conduit.runs.report import read_json, report_path
+
+    lines: list[str] = []
+    for run_id in supervisor.run_ids():
+        for note in (read_json(report_path(state_dir.path, run_id)) or {}).get("destinations_added") or []:
+            if note.get("message") and note["message"] not in lines:
+                lines.append(note["message"])
+    return lines
 
 
 def _summary(totals: dict, spec) -> None:

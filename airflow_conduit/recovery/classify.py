@@ -218,6 +218,8 @@ FATAL_STAGES: dict[str, int] = {"processor": codes.PROCESSOR}
 # Message patterns, case-insensitive, first match wins: fatal ones first because they are more specific
 # ("password authentication failed for user" must not read as a connection problem).
 MESSAGE_PATTERNS: tuple[tuple[str, int], ...] = (
+    (r"no space left on device", codes.NO_SPACE_LEFT),
+    (r"wrong basepath", codes.CHECKPOINT_MOVED),  # Spark: a checkpoint's file paths are not under the source's path
     (r"window-nack-threshold|nack threshold (?:was )?exceeded", codes.DLQ_NACK_THRESHOLD),
     (r"password authentication failed|authentication failed|permission denied|access denied|not authori[sz]ed", codes.PERMISSION),
     (r"duplicate key value violates unique constraint|violates (?:foreign key|not-null|check|unique) constraint"

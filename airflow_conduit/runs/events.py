@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
+from airflow_conduit.runs.no_space import is_no_space, no_space_message
 from airflow_conduit.runs.status import WatchStatus
 
 REFUSED_BY_LEASE = "lease"  # StructuredError.extra["refused_by"] of a submission the state dir's lease refused
@@ -103,8 +104,14 @@ class WatchEvent:
     # -- the second producer ------------------------------------------------------------------------
 
     @classmethod
-    def submission_refused(cls, run_id: str, exc: BaseException, *, by_lease: bool = False) -> "WatchEvent":
-        """A run that could not be submitted now: a transient infrastructure failure (the engine retries it)."""
+    def submission_refused(cls, run_id: str, exc: BaseException, *, by_lease: bool = False,
+                           state_dir: str | None = None) -> "WatchEvent":
+        """A run that could not be submitted now: a transient infrastructure failure (the engine retries it), but
+        for a full file system (fatal 2640: retrying cannot make room; the message names the file)."""
+        if is_no_space(exc):
+            error = StructuredError(code=codes.NO_SPACE_LEFT, fatal=True, stage="submit",
+                                    message=f"not submitted: {no_space_message(exc, state_dir)}").to_dict()
+            return cls(WatchStatus.FAILED, run_id, error=error)
         error = StructuredError(
             code=codes.INFRASTRUCTURE, fatal=False, message=f"not submitted: {type(exc).__name__}: {exc}",
             stage="submit", extra={"refused_by": REFUSED_BY_LEASE} if by_lease else {},

@@ -126,6 +126,8 @@ class RunReport:
     replay: dict[str, Any] | None = None  # a DLQ replay's totals (``replay_totals``); None for a pipeline run
     # input files changed after they were read (spark/input_files.py): their new bytes were not processed
     input_files_changed: list[dict[str, Any]] = field(default_factory=list)
+    # destinations new in the spec of a pipeline that ran before: {destination, begins_at_batch, message}
+    destinations_added: list[dict[str, Any]] = field(default_factory=list)
 
     # -- updates -------------------------------------------------------------------------------------
 
@@ -205,6 +207,8 @@ class RunReport:
             data["replay"] = self.replay
         if self.input_files_changed:
             data["input_files_changed"] = self.input_files_changed
+        if self.destinations_added:
+            data["destinations_added"] = self.destinations_added
         return data
 
     @classmethod
@@ -228,6 +232,7 @@ class RunReport:
             stop_reason=data.get("stop_reason"),
             replay=data.get("replay"),
             input_files_changed=list(data.get("input_files_changed") or []),
+            destinations_added=list(data.get("destinations_added") or []),
         )
 
     def write_atomic(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:

@@ -29,6 +29,17 @@ class CommitLog:
         """The marker's content (rows written, run id, time), or None when the batch is not committed there."""
         return read_json(self.path(destination_id, batch_id))
 
+    def batches(self, destination_id: str) -> list[int]:
+        """The batches committed to ``destination_id`` whose markers are kept (the last ``KEEP_BATCHES``), in order."""
+        folder = self.root / destination_id
+        if not folder.is_dir():
+            return []
+        return sorted(int(p.name) for p in folder.iterdir() if p.name.lstrip("-").isdigit())
+
+    def has_any(self, destination_id: str) -> bool:
+        """Whether this state directory ever committed a batch to ``destination_id`` (a marker is kept)."""
+        return bool(self.batches(destination_id))
+
     def remove_leftovers(self) -> int:
         """Delete the temp files of markers whose writer was killed before its rename (``.<batch>.*.tmp``).
 

@@ -24,6 +24,11 @@ class Destination:
         self.plugin = plugin
         self.settings = reveal(dict(settings))
 
+    def owned_folder(self):
+        """The local folder this writer replaces batches in, which one pipeline alone may write
+        (``runs.output_owner``); None where sharing cannot lose a record or the target is not a local folder."""
+        return None
+
     def attach(self, state_dir, spec) -> None:
         """Told where the run keeps its state (a writer that keeps its own bookkeeping there needs it)."""
 

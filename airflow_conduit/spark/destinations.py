@@ -37,6 +37,9 @@ LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "warning": logging.WARN
 
 
 class FileDestination(Destination):
+    def owned_folder(self):
+        return local_batch_files.local_folder(str(self.settings["path"]))
+
     def batch_path(self, batch_id: int) -> str:
         return f"{str(self.settings['path']).rstrip('/')}/batch_id={batch_id}"
 

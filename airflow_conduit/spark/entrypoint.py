@@ -48,7 +48,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _finish_with_error(report: RunReport, path: Path, error: StructuredError, exit_code: int) -> int:
     report.fail(error.to_dict())
-    report.write_atomic(path)
+    try:
+        report.write_atomic(path)
+    except OSError:  # a full state dir: the ERROR line below still says what failed
+        log.warning("the run report could not be written: %s", path, exc_info=True)
     print(error.to_error_line(), file=sys.stderr, flush=True)
     return exit_code
 
@@ -123,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as failed:
         print(failed.error.to_error_line(), file=sys.stderr, flush=True)
         return exit_code_for(failed.error)
+    except OSError as exc:  # the run's own state could not be written (a full state dir): named, not a traceback
+        error = classify(exc, "runner", None, None)
+        return _finish_with_error(report, path, error, exit_code_for(error))
     finally:
         _stop(spark)
     return codes.EXIT_OK

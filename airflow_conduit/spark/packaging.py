@@ -48,15 +48,19 @@ def build_py_files_archive(dest_dir: str | os.PathLike[str]) -> str:
     files = [root / name for name in LEAF_MODULES]
     for name in SHIPPED_PACKAGES:
         files += sorted(p for p in (root / name).rglob("*.py") if "__pycache__" not in p.parts)
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            arcname = "airflow_conduit/" + path.relative_to(root).as_posix()
-            source = path.read_bytes()
-            _add(archive, arcname, source)
-            compiled = byte_code(path, source)
-            if compiled is not None:
-                _add(archive, arcname + "c", compiled, zipfile.ZIP_STORED)  # read once, locally: not worth deflating
-    os.replace(tmp, target)
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                arcname = "airflow_conduit/" + path.relative_to(root).as_posix()
+                source = path.read_bytes()
+                _add(archive, arcname, source)
+                compiled = byte_code(path, source)
+                if compiled is not None:
+                    _add(archive, arcname + "c", compiled, zipfile.ZIP_STORED)  # read once, locally: not worth deflating
+        os.replace(tmp, target)
+    except BaseException:  # a full disk: no half archive left behind, taking the space a restart needs
+        tmp.unlink(missing_ok=True)
+        raise
     return str(target)
 
 

@@ -354,6 +354,8 @@ def replay(
     faults = _replay_faults(faults)
     runner = PipelineRunner(spark, replay_spec, state_dir=folder, run_id=run_id or f"replay-{number}", faults=faults,
                             crash=crash)
+    runner.owner_dir = None if dry_run else state_dir  # the pipeline's state dir owns them (runs.output_owner); another
+    runner.adopt_unmarked = True  # pipeline's marker refuses the replay, data with no marker is this DLQ's own
     if not dry_run:
         runner.txn_scope = _replay_scope(spec, number, plan)
     with files_read_one_per_partition(spark):

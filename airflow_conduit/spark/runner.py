@@ -48,6 +48,7 @@ from airflow_conduit.runs.report import (
     utc_now_iso,
     write_json_atomic,
 )
+from airflow_conduit.runs.output_owner import claim, state_dir_owner
 from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.pipeline.secrets import secret_values
 from airflow_conduit.recovery import codes
@@ -58,6 +59,7 @@ from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark import pyspark_internals
 from airflow_conduit.spark.batch_intents import BatchIntents
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
+from airflow_conduit.spark.checkpoint_paths import check_sources
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
 from airflow_conduit.spark.dlq import PendingReasons
@@ -174,6 +176,9 @@ class PipelineRunner:
         self.spark = spark
         self.spec = spec
         self.state_dir = Path(state_dir)
+        # whose outputs these are (runs.output_owner): a DLQ replay's is the pipeline's; None: a dry run, which writes none
+        self.owner_dir: Path | None = self.state_dir
+        self.adopt_unmarked = False  # a DLQ replay: a folder with data and no marker is the pipeline's (it reads its DLQ)
         self.run_id = run_id
         self.faults = faults or {}
         self.crash_hook = faults_mod.crash_point(self.state_dir, self.faults, crash)
@@ -219,6 +224,9 @@ class PipelineRunner:
     def _setup(self) -> None:
         self.commits.remove_leftovers()
         self.batch_numbers.adopt(checkpoint_query_id(self.checkpoint))
+        file_sources = [(i, s.id, str(s.settings.get("path", ""))) for i, s in enumerate(self.spec.sources)
+                        if s.plugin.removeprefix("builtin:") == "file"]
+        check_sources(self.checkpoint, file_sources)  # a moved pipeline folder: named, before Spark reads anything
         # what this run's DLQ records fail under: a DLQ replay takes them only once it changed (spark/replay.py)
         # not fsync'd: lost with the machine, a replay takes the run's DLQ records again (as for a run that wrote none)
         write_json_atomic(self.report_file.parent / FINGERPRINTS_FILE, spec_fingerprints(self.spec), durable=False)
@@ -241,7 +249,9 @@ class PipelineRunner:
         for plan in self.plans:
             plan.origin_in_columns = caches
         self.dlq = make_destination(self.spark, DEAD_LETTER_QUEUE_ID, dlq.plugin, dlq.settings, secrets)
+        self._claim_outputs()
         self._bind_self_committing_destinations()
+        self.report.destinations_added = self._destinations_added()
         self.keep_originals = self.keep_originals or (dlq.include_messages and bool(self._fitting_destinations()))
         for dest in [*self.destinations, self.dlq]:
             dest.attach(self.state_dir, self.spec)
@@ -250,6 +260,51 @@ class PipelineRunner:
                 self.stage.at("destination", dest.id, dest.plugin)
                 ensure_driver_class(self.spark, str(dest.settings.get("driver", "org.postgresql.Driver")))
         self.stage.reset()
+
+    def _claim_outputs(self) -> None:
+        """Refuse, before anything is written, a destination or DLQ folder that is another pipeline's output or holds
+        data this pipeline did not write (``runs.output_owner``); mark the others as this pipeline's."""
+        if self.owner_dir is None:
+            return
+        owner = state_dir_owner(self.owner_dir, self.spec.id)
+        commits = CommitLog(self.owner_dir)
+        placed = [(f"destination {d.id!r} (path)", d) for d in self.destinations]
+        for what, dest in [*placed, ("dead-letter-queue (path)", self.dlq)]:
+            folder = dest.owned_folder()
+            if folder is None:
+                continue
+            self.stage.at("dlq" if dest is self.dlq else "destination", dest.id, dest.plugin)
+            claim(Path(folder).absolute(), owner, what=what, written_before=self.adopt_unmarked or commits.has_any(dest.id))
+        self.stage.reset()
+
+    def _destinations_added(self) -> list[dict[str, Any]]:
+        """The destinations new in the spec of a pipeline that has committed batches: each begins at the batch this
+        run writes first, the batches before it are not written to it (docs/pipelines.md, adding a destination).
+
+        Spark runs batch n+1 only once batch n's ``foreachBatch`` returned, so every destination that was in the spec
+        committed the batch before the last one started; one that did not is new. The last batch started is re-run
+        (and written to the new destination too) unless every earlier destination and the DLQ committed it."""
+        numbers = read_json(self.batch_numbers.path) or {}
+        last = int(numbers.get("last", -1))
+        if last < 0 or numbers.get("query_id") != checkpoint_query_id(self.checkpoint):
+            return []  # never ran, or a new checkpoint (a Delta table's log cannot tell its batches then)
+        try:
+            known = [d for d in self.destinations if self.committed(d, max(last - 1, 0))]
+            added = [d for d in self.destinations if d not in known and not self.committed(d, last)]
+            done = all(self.committed(d, last) for d in [*known, self.dlq])
+        except Exception:  # noqa: BLE001 - a notice only: a target that cannot say is found by the batch itself
+            log.debug("new destinations not looked for", exc_info=True)
+            return []
+        begins = last + 1 if done else last
+        notes = []
+        for dest in added:
+            if begins == 0:
+                continue
+            message = (f"destination {dest.id!r} is new in the spec: it begins at batch {begins}; batches 0-{begins - 1}, "
+                       f"written by earlier runs, are not written to it (docs/pipelines.md, adding a destination)")
+            log.warning("%s", message)
+            notes.append({"destination": dest.id, "begins_at_batch": begins, "message": message})
+        return notes
 
     @property
     def checkpoint(self) -> Path:
@@ -675,7 +730,10 @@ class PipelineRunner:
 
     def _fail(self, error: StructuredError) -> None:
         self.report.fail(error.to_dict())
-        self._save_report()
+        try:
+            self._save_report()
+        except OSError:  # a full state dir: the ERROR line on stderr still says what failed
+            log.warning("the run report could not be written: %s", self.report_file, exc_info=True)
 
     # -- run -----------------------------------------------------------------------------------------
 

@@ -156,7 +156,20 @@ def error_from_log(text: str) -> dict | None:
     return error.to_dict() if error is not None else None
 
 
-def structured_failure(status: JobStatus, report_error: dict | None, log_text: str) -> dict | None:
+FULL_BELOW_BYTES = 64 * 1024  # a file system with less room than this left is full for a run's writes
+
+
+def file_system_full(folder: str | os.PathLike[str] | None) -> bool:
+    """Whether ``folder``'s file system has (almost) no room left; False when it cannot be told."""
+    try:
+        stats = os.statvfs(folder) if folder else None
+    except (OSError, AttributeError):
+        return False
+    return stats is not None and stats.f_bavail * stats.f_frsize < FULL_BELOW_BYTES
+
+
+def structured_failure(status: JobStatus, report_error: dict | None, log_text: str,
+                       run_folder: str | os.PathLike[str] | None = None) -> dict | None:
     """The structured error of a failed job, from the best source there is.
 
     0. a process of the run that died by a signal (``status.killed``, the backend saw it end): what the others
@@ -175,6 +188,15 @@ def structured_failure(status: JobStatus, report_error: dict | None, log_text: s
     from_log = error_from_log(log_text)
     if from_log:
         return from_log
+    if status.state == FAILED and status.exit_code is None and file_system_full(run_folder):
+        return StructuredError(  # its log, report and exit record had no room: the full disk is the cause to name
+            code=codes.NO_SPACE_LEFT,
+            fatal=True,
+            message=f"the Spark driver ended without reporting an error and the file system of {run_folder} is full: "
+                    f"no space left on device; free space there, then run the pipeline again: it goes on where it stopped",
+            stage="runner",
+            extra={"driver_state": status.driver_state},
+        ).to_dict()
     if status.state == FAILED and status.exit_code is None:
         how = status.driver_state or "lost"
         return StructuredError(

@@ -153,6 +153,8 @@ class LocalBackend(JobBackend):
         except ConnectorJarsMissing as exc:
             raise _errors().ConnectorJarsUnavailable(str(exc)) from None
         except OSError as exc:  # a state dir, a zip or a process this machine cannot create
+            if exc.filename is None:  # a full disk says no path (runs.no_space names it): the run's files are here
+                exc.filename = str(run_dir(state_dir, run_id))
             raise _errors().BackendUnreachable(f"run {run_id} could not be started on this machine: {type(exc).__name__}: {exc}") from exc
 
     def _submit(self, spec_path: str, run_id: str, state_dir: str, faults: dict | None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -175,9 +176,11 @@ class RunWatcher:
         if status.state != FAILED:
             status = JobStatus(FAILED, status.exit_code, status.driver_state, status.message)
         log_text = await asyncio.to_thread(tail_text, self.handle.get("log_path"))
+        log_path = self.handle.get("log_path")
         if status.exit_code == codes.SPARK_EXIT_OOM:  # the cause, whatever the Python driver saw of the dying JVM
             error = out_of_memory_error(log_text)
         else:
-            error = structured_failure(status, report.error if report else None, log_text)
+            error = structured_failure(status, report.error if report else None, log_text,
+                                       run_folder=os.path.dirname(log_path) if log_path else None)
         self.log.info("%s failed: exit=%s driver_state=%s", self.handle["run_id"], status.exit_code, status.driver_state)
         return self._event(WatchStatus.FAILED, status, report, error=error, stderr_tail=log_text[-LOG_TAIL_CHARS:])
