@@ -109,6 +109,18 @@ test: install
 	$(BIN)/python -m pytest -q tests/deployment
 	$(MAKE) test-pythons test-wheel
 
+test-unit: install
+	$(BIN)/python -m pytest -q tests/unit
+
+test-spark: install
+	$(BIN)/python -m pytest -q tests/spark
+
+test-integration: install
+	$(BIN)/python -m pytest -q tests/integration
+
+test-deployment: install
+	$(BIN)/python -m pytest -q tests/deployment
+
 # The unit layer, a Spark pipeline with a DLQ and a reference DAG on each of OTHER_PYTHONS.
 test-pythons: install $(PYTHON_STAMPS)
 	@set -e; for v in $(OTHER_PYTHONS); do \
