@@ -69,6 +69,7 @@ test: install
 	$(BIN)/python -m pytest -q tests/unit
 	$(BIN)/python -m pytest -q tests/spark
 	$(BIN)/python -m pytest -q tests/integration
+	$(BIN)/python -m pytest -q tests/chaos
 	$(BIN)/python -m pytest -q tests/deployment
 
 test-unit: install
@@ -82,6 +83,14 @@ test-integration: install
 
 test-deployment: install
 	$(BIN)/python -m pytest -q tests/deployment
+
+# Chaos scenarios (docs/chaos.md): `make chaos SEEDS=50` runs seeds FIRST..FIRST+SEEDS-1, `make chaos SEED=7` one
+# seed again exactly, KINDS=all (or a comma list) adds the kinds kept out of `make test`.
+.PHONY: chaos
+SEEDS ?= 10
+FIRST ?= 1
+chaos: install
+	$(BIN)/python tests/chaos/run.py $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST)) $(if $(KINDS),--kinds $(KINDS))
 
 demo: install
 	$(BIN)/python examples/demo.py

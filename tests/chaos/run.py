@@ -3,6 +3,7 @@
     python tests/chaos/run.py --seed 7                 # one seed, exactly its step list again
     python tests/chaos/run.py --seeds 20 --first 100   # seeds 100..119
     python tests/chaos/run.py --seeds 5 --kinds all    # also the kinds excluded from `make test`
+    python tests/chaos/run.py --seed 1 --kinds rename_read --first-kind rename_read   # one excluded kind at work
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=1, help="first seed of --seeds")
     parser.add_argument("--kinds", help="comma-separated step kinds, or 'all' (default: the enabled kinds); "
                                         f"excluded from make test: {', '.join(EXCLUDED_KINDS)}")
+    parser.add_argument("--first-kind", choices=ALL_KINDS, help="make the first step after the deliveries this kind")
     parser.add_argument("--max-runs", type=int, default=3, help="driver-starting steps per scenario")
     parser.add_argument("--dir", help="where scenario folders go (default: a new temp folder)")
     args = parser.parse_args(argv)
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chaos: {len(seeds)} seed(s), kinds {', '.join(kinds)}; folders under {root}", flush=True)
     clean, violated, started = 0, [], time.monotonic()
     for seed in seeds:
-        outcome = run_scenario(generate(seed, kinds, args.max_runs), root)
+        outcome = run_scenario(generate(seed, kinds, args.max_runs, args.first_kind), root)
         print(outcome.describe(), flush=True)
         if outcome.clean:
             clean += 1

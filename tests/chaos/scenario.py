@@ -85,11 +85,12 @@ def file_lines(seed: int, file_no: int, count: int, first_id: int) -> list[str]:
     return lines
 
 
-def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 3) -> Scenario:
+def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 3, first: str | None = None) -> Scenario:
     """The step list of `seed`, using only `kinds` (deliver and run are always available).
 
     At most `max_runs` steps start a Spark driver (each costs ~10-20 s of this machine), plus the final run the
-    harness always adds.
+    harness always adds. `first`: the first step after the opening deliveries is of this kind (to show one
+    kind at work: `run.py --first-kind`).
     """
     rng = random.Random(seed)
     steps: list[Step] = []
@@ -118,14 +119,17 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
     while runs < max_runs:
         choices = ["deliver", "run"] + optional
         kind = rng.choice(choices)
+        forced = first
+        if first:
+            kind, first = first, None
         if kind == "deliver":
             deliver()
             continue
         movable = [f for f in read_files if f not in appended]  # deleting unseen appended lines loses them by hand
         if (kind == "append_read" and not read_files) or (kind in ("delete_read", "rename_read") and not movable):
-            kind = "run"
+            first, kind = forced, "run"  # a forced kind comes after this run
         if kind in ("spec_filter", "spec_expect", "replay") and not clean:
-            kind = "run"
+            first, kind = forced, "run"
         if kind in ("crash_point", "kill_jvm", "kill_python", "kill_cli") and not unread_files:
             deliver()  # a kill with nothing to process would test nothing
         pending = len(unread_files)
