@@ -108,7 +108,7 @@ def processes_of(state_dir: Path) -> dict[str, list[int]]:
         except OSError:
             continue
         words = [a.decode(errors="replace") for a in argv if a]
-        if not words or not any(needle in w for w in words):
+        if not words or not any(w == needle or w.startswith(needle + os.sep) for w in words):
             continue
         if "airflow_conduit.hooks.backends.detached" in words:  # first: its command line holds the driver's
             roles["detached"].append(int(entry.name))
