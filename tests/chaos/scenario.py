@@ -128,7 +128,7 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
         movable = [f for f in read_files if f not in appended]  # deleting unseen appended lines loses them by hand
         if (kind == "append_read" and not read_files) or (kind in ("delete_read", "rename_read") and not movable):
             first, kind = forced, "run"  # a forced kind comes after this run
-        if kind in ("spec_filter", "spec_expect", "replay") and not clean:
+        if kind in ("spec_filter", "spec_expect", "replay") and not clean or kind == "replay" and not read_files:
             first, kind = forced, "run"
         if kind in ("crash_point", "kill_jvm", "kill_python", "kill_cli") and not unread_files:
             deliver()  # a kill with nothing to process would test nothing
