@@ -77,6 +77,7 @@ class Outcome:
     named_error: str | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    rerun: str = ""             # the command that runs this scenario again
 
     @property
     def clean(self) -> bool:
@@ -91,8 +92,8 @@ class Outcome:
         lines += [f"  VIOLATION: {v}" for v in self.violations[:30]]
         if len(self.violations) > 30:
             lines.append(f"  ... and {len(self.violations) - 30} more")
-        if not self.clean:
-            lines.append(f"  replay: make chaos SEED={self.seed} (kinds: {sorted({s.kind for s in self.scenario.steps})})")
+        if not self.clean and self.rerun:
+            lines.append(f"  rerun: {self.rerun}")
         return "\n".join(lines)
 
 
@@ -343,5 +344,7 @@ class Harness:
         return self.outcome
 
 
-def run_scenario(scenario: Scenario, root: Path) -> Outcome:
-    return Harness(scenario, root / f"seed-{scenario.seed}").run()
+def run_scenario(scenario: Scenario, root: Path, rerun: str = "") -> Outcome:
+    harness = Harness(scenario, root / f"seed-{scenario.seed}")
+    harness.outcome.rerun = rerun
+    return harness.run()

@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chaos: {len(seeds)} seed(s), kinds {', '.join(kinds)}; folders under {root}", flush=True)
     clean, violated, started = 0, [], time.monotonic()
     for seed in seeds:
-        outcome = run_scenario(generate(seed, kinds, args.max_runs, args.first_kind), root)
+        rerun = f"make chaos SEED={seed}" if kinds == ENABLED_KINDS and args.max_runs == 3 and not args.first_kind else (
+            f"python tests/chaos/run.py --seed {seed} --kinds {','.join(kinds)} --max-runs {args.max_runs}"
+            + (f" --first-kind {args.first_kind}" if args.first_kind else ""))
+        outcome = run_scenario(generate(seed, kinds, args.max_runs, args.first_kind), root, rerun)
         print(outcome.describe(), flush=True)
         if outcome.clean:
             clean += 1

@@ -23,5 +23,6 @@ MAX_RUNS = 2  # driver-starting steps per seed, plus the final run: a minute or 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_every_record_has_one_fate_after_the_scenario_of_seed(seed, tmp_path):
-    outcome = run_scenario(generate(seed, max_runs=MAX_RUNS), tmp_path)
+    rerun = f"CHAOS_SEEDS={seed} python -m pytest tests/chaos/test_chaos.py (or: python tests/chaos/run.py --seed {seed} --max-runs {MAX_RUNS})"
+    outcome = run_scenario(generate(seed, max_runs=MAX_RUNS), tmp_path, rerun)
     assert outcome.clean, outcome.describe()
