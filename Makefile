@@ -106,6 +106,7 @@ test: install
 	$(BIN)/python -m pytest -q tests/unit
 	$(BIN)/python -m pytest -q tests/spark
 	$(BIN)/python -m pytest -q tests/integration
+	$(BIN)/python -m pytest -q tests/chaos
 	$(BIN)/python -m pytest -q tests/deployment
 	$(MAKE) test-pythons test-wheel
 
@@ -160,6 +161,14 @@ constraints-for-%:
 	{ echo "# The exact versions the tests run with on Python $* (make install applies them; make constraints regenerates)."; \
 	  $$scratch/bin/pip freeze --exclude-editable | grep -v '^airflow-conduit'; } > $(call constraints_of,$*); \
 	rm -rf $$scratch
+
+# Chaos scenarios (docs/chaos.md): `make chaos SEEDS=50` runs seeds FIRST..FIRST+SEEDS-1, `make chaos SEED=7` one
+# seed again exactly, KINDS=all (or a comma list) adds the kinds kept out of `make test`.
+.PHONY: chaos
+SEEDS ?= 10
+FIRST ?= 1
+chaos: install
+	$(BIN)/python tests/chaos/run.py $(if $(SEED),--seed $(SEED),--seeds $(SEEDS) --first $(FIRST)) $(if $(KINDS),--kinds $(KINDS))
 
 demo: install
 	$(BIN)/python examples/demo.py
