@@ -75,7 +75,7 @@ define make_venv
 	$(1)/bin/pip install -q --upgrade pip
 endef
 
-$(STAMP): pyproject.toml $(call constraints_of,$(MAIN_PYTHON))
+$(STAMP): pyproject.toml airflow_conduit/__init__.py $(call constraints_of,$(MAIN_PYTHON))
 	$(MAKE) system-deps
 	$(call make_venv,$(VENV),$(MAIN_PYTHON))
 	$(BIN)/pip install -q -e '.[test]' -c $(call constraints_of,$(MAIN_PYTHON))
