@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_conduit.runs import output_owner as output_owner_mod
 from airflow_conduit.runs import report as report_mod
 from airflow_conduit.spark import batch_pass as batch_pass_mod
 from airflow_conduit.spark import input_files as input_files_mod
@@ -219,7 +220,8 @@ def _run(spark, monkeypatch, tmp_path: Path, extra_processors: int = 0) -> list[
 
 def test_a_run_fsyncs_only_its_report_at_its_start_and_its_end(spark, tmp_path, monkeypatch):
     """Two fsyncs (the file and its folder) for each of the two durable reports; the spec fingerprints, the report once the
-    query runs and every per-batch state file are replaced atomically without one (docs/architecture.md, state directory)."""
+    query runs and every per-batch state file are replaced atomically without one (docs/architecture.md, state directory).
+    A pipeline's first run also claims its state dir and output folders, two fsyncs each, once (runs/output_owner.py)."""
     monkeypatch.setattr(input_files_mod, "SWEEP_SECONDS", 1e9)
     _input(tmp_path / "in")
     fsyncs: list[int] = []
@@ -237,12 +239,17 @@ def test_a_run_fsyncs_only_its_report_at_its_start_and_its_end(spark, tmp_path, 
     for module in ("airflow_conduit.spark.runner", "airflow_conduit.spark.commits", "airflow_conduit.spark.window",
                    "airflow_conduit.spark.batch_numbers", "airflow_conduit.spark.input_files"):
         monkeypatch.setattr(f"{module}.write_json_atomic", noted)
+    claims: list[str] = []
+    claim_write = output_owner_mod.write_json_atomic
+    monkeypatch.setattr(output_owner_mod, "write_json_atomic",
+                        lambda path, data, **kwargs: (claims.append(Path(path).name), claim_write(path, data, **kwargs))[1])
     code, report = execute(spark, _spec(tmp_path, 0), state_dir=tmp_path / "state", run_id="r1")
     monkeypatch.undo()
     assert code == 0, report.error
     assert len(report.batches) == FILES
     assert durable == ["runs starting", "runs succeeded"], durable
-    assert len(fsyncs) == 4, fsyncs
+    assert sorted(claims) == [".conduit-owner", ".conduit-owner", "owner.json"], claims  # the lake's, the DLQ's, the state dir's
+    assert len(fsyncs) == 4 + 2 * len(claims), fsyncs
 
 
 def test_a_batch_stats_its_own_file_and_writes_only_the_state_that_changed(spark, tmp_path, monkeypatch):
@@ -279,7 +286,7 @@ KAFKA_DLQ_CALLS_PER_BATCH = 23  # of those, the Kafka DLQ's write (21 today); a 
 # Spark's analyzer and optimizer rules run by the DLQ's write: the optimizer over its rows' small plan only (237 today; the
 # records' plan analysed and optimised at every batch runs about four times as many).
 KAFKA_DLQ_RULE_RUNS = 400
-KAFKA_CALLS_PER_BATCH = 125  # such a batch makes 104 (the batch's analysed plan put over the batch); a class looked up by its dotted path on every batch adds 5 to 8 each
+KAFKA_CALLS_PER_BATCH = 130  # such a batch makes 104 (the batch's analysed plan put over the batch), the source topics' ids looked at before it writes (kafka_topics.TopicGuard.at_batch) a few; a class looked up by its dotted path on every batch adds 5 to 8 each
 
 
 def test_a_kafka_to_delta_batch_writes_four_state_files_without_fsync_and_few_jvm_round_trips(spark, kafka, tmp_path, monkeypatch):
