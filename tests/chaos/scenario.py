@@ -102,6 +102,7 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
     runs = 0
     expect_on = False
     appended: set[str] = set()     # appended to since the last run: its new lines are not seen yet
+    shared = False                 # a second pipeline was pointed at the outputs (once per scenario: its ids are fixed)
 
     def deliver(count: int | None = None, half: bool = False) -> None:
         nonlocal files, next_id
@@ -130,6 +131,9 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
             first, kind = forced, "run"  # a forced kind comes after this run
         if kind in ("spec_filter", "spec_expect", "replay") and not clean or kind == "replay" and not read_files:
             first, kind = forced, "run"
+        if kind == "shared_output" and (shared or not read_files):
+            # the second comer must come after the first pipeline wrote (it owns the outputs), and only once
+            first, kind = (forced, "run") if not shared else (None, "run")
         if kind in ("crash_point", "kill_jvm", "kill_python", "kill_cli") and not unread_files:
             deliver()  # a kill with nothing to process would test nothing
         pending = len(unread_files)
@@ -168,9 +172,8 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
         elif kind == "replay":
             steps.append(Step("replay", {"force": rng.random() < 0.5}))
         elif kind == "half_written":
-            deliver(half=True)
-            steps.append(Step("run"))
-            steps.append(Step("complete_line", {"file": f"part-{files:03d}.jsonl"}))
+            deliver(half=True)  # the writer finishes the line while the run goes (harness: a few bytes every 2 s)
+            steps.append(Step("run", {"finish_line": f"part-{files:03d}.jsonl"}))
             runs += 1
             appended.clear()
             clean = True
@@ -187,7 +190,7 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
                                               "batch": 0, "no_restart": True, "case": kind}))
             expect_on = True
             steps.append(Step("spec_expect", {"max_amount": 250}))
-            steps.append(Step("run"))
+            steps.append(Step("run", {"after_crash": True}))  # refused (2150), then the kept spec, then the new one
             runs += 2
             appended.clear()
             clean = True
@@ -195,6 +198,7 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
             unread_files.clear()
             continue
         elif kind == "shared_output":
+            shared = True
             steps.append(Step("shared_output", {"count": rng.randint(5, 20), "first_id": 1_000_000 + seed % 1000 * 100}))
         runs += 1
         if kind != "replay":
