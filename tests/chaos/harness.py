@@ -374,6 +374,11 @@ class Harness:
                             named="2650")
             if code == 3:
                 self.ledger.refused_files["other-001.jsonl"] = "OUTPUT_OWNED_ELSEWHERE (2650)"
+                unnamed = [f"'{pid}'" for pid in (f"chaos-{self.scenario.seed}", f"chaos-{self.scenario.seed}-other")
+                           if f"'{pid}'" not in self.step_output()]
+                if unnamed:
+                    self.outcome.violations.append(f"step {name}: the 2650 refusal does not name pipeline(s) "
+                                                   f"{', '.join(unnamed)}")
         else:
             raise ValueError(f"unknown step kind {kind!r}")
 
