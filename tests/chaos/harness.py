@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -190,11 +192,15 @@ class Harness:
         self.ledger.add(Delivered(record_id, line, file, offset, amount, appended))
 
     def cli(self, args: list[str], step: str, kill: tuple[str, int, float] | None = None,
-            state_dir: Path | None = None, accept: tuple[int, ...] = (0,)) -> int | None:
+            state_dir: Path | None = None, accept: tuple[int, ...] = (0,), named: str | None = None,
+            meanwhile=None) -> int | None:
         """Run the CLI to its end within the deadline; `kill`: (target, markers, delay) kill -9 once the state dir
-        holds that many more commit markers. Returns the exit code (None: past the deadline, killed)."""
+        holds that many more commit markers. `named`: the error code an exit 3 must name (else a violation).
+        `meanwhile`: called every poll while the CLI runs, and once with `done=True` after it ended.
+        Returns the exit code (None: past the deadline, killed)."""
         state_dir = state_dir or self.pipelines["main"][2]
         base = marker_count(state_dir)
+        self.step_output_from = (self.folder / "cli.log").stat().st_size if (self.folder / "cli.log").exists() else 0
         out = open(self.folder / "cli.log", "a")
         out.write(f"\n===== {step}: {' '.join(args)}\n")
         out.flush()
@@ -221,9 +227,13 @@ class Harness:
                     if target == "cli":
                         proc.wait()
                         break
+            if meanwhile:
+                meanwhile(done=False)
             time.sleep(0.1)
         code = proc.wait()
         out.close()
+        if meanwhile:
+            meanwhile(done=True)
         if kill and not killed:
             self.outcome.notes.append(f"{step}: the run ended before the kill point")
         if kill and kill[0] == "cli" and killed:
@@ -233,7 +243,16 @@ class Harness:
         if code not in accept:
             tail = (self.folder / "cli.log").read_text(errors="replace").splitlines()[-6:]
             self.outcome.violations.append(f"exit {code}: step {step} (expected {accept}): " + " | ".join(tail))
+        elif code == 3 and named and not re.search(rf"\bcode {named}\b", self.step_output()):
+            tail = self.step_output().splitlines()[-6:]
+            self.outcome.violations.append(f"exit 3 without error {named}: step {step}: " + " | ".join(tail))
         return code
+
+    def step_output(self) -> str:
+        """What the last CLI printed (its part of cli.log)."""
+        with open(self.folder / "cli.log", "rb") as f:
+            f.seek(self.step_output_from)
+            return f.read().decode(errors="replace")
 
     def wait_driver_gone(self, state_dir: Path, step: str) -> None:
         deadline = time.monotonic() + DRIVER_GONE_DEADLINE_S
@@ -254,9 +273,47 @@ class Harness:
         if proc is not None:
             proc.wait()
 
-    def run_args(self, which: str = "main", *extra: str) -> list[str]:
+    def run_args(self, which: str = "main", *extra: str, spec: str | None = None) -> list[str]:
         spec_name, _, state_dir = self.pipelines[which]
-        return ["run", spec_name, "--state-dir", str(state_dir), "--min-delay", "1s", "--poll-interval", "0.5", *extra]
+        return ["run", spec or spec_name, "--state-dir", str(state_dir), "--min-delay", "1s", "--poll-interval", "0.5",
+                *extra]
+
+    def line_finisher(self, file: str):
+        """A writer still at work on `file`'s last line: a few more bytes every 2 s while the run goes, the line's
+        end once they are all out (or the run ended). Each write changes the file, so the product must wait for it
+        to settle rather than read the fragment (docs/pipelines.md, delivering input files)."""
+        rest = self.half[1] + "\n"
+        path = self.folder / "in" / file
+        state = {"next": time.monotonic() + 2.0}
+
+        def tick(done: bool) -> None:
+            nonlocal rest
+            if not rest or (not done and time.monotonic() < state["next"]):
+                return
+            piece, rest = (rest, "") if done or len(rest) <= 3 else (rest[:2], rest[2:])
+            with open(path, "a") as f:
+                f.write(piece)
+            state["next"] = time.monotonic() + 2.0
+            if not rest:
+                self.say(f"{file}: its last line finished{' after the run' if done else ' during the run'}")
+        return tick
+
+    def run_after_crash(self, name: str) -> None:
+        """A run under a changed spec after a half-committed batch: refused with 2150 naming the kept spec; then
+        the documented way on: the kept spec (copied next to ours) finishes the batch, then the new spec runs."""
+        code = self.cli(self.run_args(), name, accept=(0, 3), named="2150")
+        if code != 3:
+            if code == 0:
+                self.outcome.notes.append(f"{name}: no half-committed batch to refuse (the crash point did not fire)")
+            return
+        kept = re.search(r"kept in (\S+\.yaml)", self.step_output())
+        if not kept:
+            self.outcome.violations.append(f"{name}: the 2150 refusal names no kept spec")
+            return
+        shutil.copy(kept.group(1), self.folder / "pipeline-kept.yaml")
+        self.say(f"{name}: refused (2150); running the kept spec {kept.group(1)}, then the new spec")
+        self.cli(self.run_args(spec="pipeline-kept.yaml"), name + ":kept-spec")
+        self.cli(self.run_args(), name + ":new-spec")
 
     # ---- steps
     def step(self, n: int, step: Step) -> None:
@@ -270,9 +327,10 @@ class Harness:
             lines[-1] = f'{{"id": {p["first_id"] + p["count"] - 1}, "amount": 42, "note": "finished later"}}'
             self.deliver(p["file"], lines, cut=len(lines[-1]) // 2)
             self.half = (p["file"], lines[-1][len(lines[-1]) // 2:])
-        elif kind == "complete_line":
-            with open(self.folder / "in" / p["file"], "a") as f:
-                f.write(self.half[1] + "\n")
+        elif kind == "run" and p.get("finish_line"):
+            self.cli(self.run_args(), name, meanwhile=self.line_finisher(p["finish_line"]))
+        elif kind == "run" and p.get("after_crash"):
+            self.run_after_crash(name)
         elif kind == "run":
             self.cli(self.run_args(), name)
         elif kind == "crash_point":
@@ -311,7 +369,16 @@ class Harness:
             self.write_spec("other")
             lines = file_lines(self.scenario.seed, 50_000, p["count"], p["first_id"])
             self.deliver("other-001.jsonl", lines, input_dir="in-other")
-            self.cli(self.run_args("other"), name, state_dir=self.pipelines["other"][2])
+            # the second comer is refused before it writes (2650): its records have that named error as their fate
+            code = self.cli(self.run_args("other"), name, state_dir=self.pipelines["other"][2], accept=(3,),
+                            named="2650")
+            if code == 3:
+                self.ledger.refused_files["other-001.jsonl"] = "OUTPUT_OWNED_ELSEWHERE (2650)"
+                unnamed = [f"'{pid}'" for pid in (f"chaos-{self.scenario.seed}", f"chaos-{self.scenario.seed}-other")
+                           if f"'{pid}'" not in self.step_output()]
+                if unnamed:
+                    self.outcome.violations.append(f"step {name}: the 2650 refusal does not name pipeline(s) "
+                                                   f"{', '.join(unnamed)}")
         else:
             raise ValueError(f"unknown step kind {kind!r}")
 

@@ -8,7 +8,8 @@ scenario's ledger of what was delivered. A record's fate is one of:
   batch (`batch_id=-k`) that took it;
 - filtered: in neither, with an amount some version of the spec's filter drops;
 - excused: in neither, with the named finding the product reports for it (INPUT_FILE_CHANGED naming its file
-  and a read size at or before the record's first byte), or a named error ended the scenario.
+  and a read size at or before the record's first byte), or a named error ended the scenario, or its
+  pipeline was refused before writing (OUTPUT_OWNED_ELSEWHERE: the ledger's `refused_files`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Delivered:
 class Ledger:
     records: dict[int, Delivered] = field(default_factory=dict)
     filter_thresholds: set[int] = field(default_factory=set)   # every `amount >= T` the spec had
+    refused_files: dict[str, str] = field(default_factory=dict)  # file -> the named error its pipeline was refused with
 
     def add(self, record: Delivered) -> None:
         if record.record_id in self.records:
@@ -46,12 +48,12 @@ class Ledger:
         self.records[record.record_id] = record
 
     def to_json(self) -> dict:
-        return {"filter_thresholds": sorted(self.filter_thresholds),
+        return {"filter_thresholds": sorted(self.filter_thresholds), "refused_files": self.refused_files,
                 "records": [vars(r) for r in self.records.values()]}
 
     @classmethod
     def from_json(cls, data: dict) -> "Ledger":
-        ledger = cls(filter_thresholds=set(data["filter_thresholds"]))
+        ledger = cls(filter_thresholds=set(data["filter_thresholds"]), refused_files=dict(data.get("refused_files", {})))
         for r in data["records"]:
             ledger.add(Delivered(**r))
         return ledger
@@ -164,7 +166,13 @@ def check(ledger: Ledger, lake: Path, dlq: Path, state_dirs: list[Path], named_e
             violations.append(f"two fates: {where} is in lake batch {pipeline_lake} and DLQ batches {dlq_batches}")
         if (replay_lake or replay_dlq) and not pipeline_dlq:
             violations.append(f"replayed without a DLQ record: {where} in replay batches {replay_lake + replay_dlq}")
+        refusal = ledger.refused_files.get(record.file)
+        if refusal and (lake_batches or dlq_batches):
+            violations.append(f"written despite a refusal: {where} is in lake batches {lake_batches} and DLQ batches "
+                              f"{dlq_batches}, yet its pipeline was refused with {refusal} before writing")
         if lake_batches or dlq_batches:
+            continue
+        if refusal:
             continue
         filtered = record.amount is not None and any(record.amount < t for t in ledger.filter_thresholds)
         if filtered or _excused(record, changed) or named_error:

@@ -24,19 +24,18 @@ ENABLED_KINDS = (
     "spec_filter",        # the filter's threshold changed between clean runs
     "spec_expect",        # an `expect` drop rule added or removed between clean runs
     "replay",             # `airflow-conduit dlq replay` (sometimes --force)
+    "restart_after_dlq_commit",  # a crash after the DLQ's commit and before the lake's, 2+ batches after it
+    "spec_after_crash",   # that crash, no restart, an expect rule added: refused (2150), the kept spec, the new spec
+    "rename_read",        # an already-read file renamed inside the input folder (INPUT_FILE_RENAMED: not read again)
+    "shared_output",      # a second pipeline on the first one's lake and DLQ: refused before writing (2650)
 )
 
-# Kinds that exercise cases still being fixed: implemented and run by `make chaos KINDS=...`, left out of the
-# `make test` seeds until the fix lands. Each value says what the harness finds on the current product.
+# Kinds that exercise cases the product still gets wrong: implemented and run by `make chaos KINDS=...`, left out
+# of the `make test` seeds until the fix lands. Each value says what the harness finds on the current product.
 EXCLUDED_KINDS = {
-    "restart_after_dlq_commit": "kill between the DLQ's and the lake's commits with 2+ batches after it: "
-                                "the restarted run hangs (deadline violation)",
-    "spec_after_crash": "kill between the DLQ's and the lake's commits, then an expect drop rule added before "
-                        "the restart: the rule's records land nowhere (loss)",
-    "rename_read": "an already-read file renamed inside the input folder: read again (duplicates)",
-    "half_written": "a file whose last line has no newline yet, completed after a run: a fragment in the DLQ "
-                    "and the completed line lost",
-    "shared_output": "a second pipeline writing to the same lake and DLQ: the first one's batches overwritten (loss)",
+    "half_written": "a file delivered with its last line unfinished while its writer still appends to it during "
+                    "the run: the batch reports INPUT_FILE_CHANGED instead of waiting for the file to settle, "
+                    "and the fragment goes to the DLQ (the completed line is never read)",
 }
 
 ALL_KINDS = ENABLED_KINDS + tuple(EXCLUDED_KINDS)
@@ -102,6 +101,7 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
     runs = 0
     expect_on = False
     appended: set[str] = set()     # appended to since the last run: its new lines are not seen yet
+    shared = False                 # a second pipeline was pointed at the outputs (once per scenario: its ids are fixed)
 
     def deliver(count: int | None = None, half: bool = False) -> None:
         nonlocal files, next_id
@@ -130,7 +130,10 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
             first, kind = forced, "run"  # a forced kind comes after this run
         if kind in ("spec_filter", "spec_expect", "replay") and not clean or kind == "replay" and not read_files:
             first, kind = forced, "run"
-        if kind in ("crash_point", "kill_jvm", "kill_python", "kill_cli") and not unread_files:
+        if kind == "shared_output" and (shared or not read_files):
+            # the second comer must come after the first pipeline wrote (it owns the outputs), and only once
+            first, kind = (forced, "run") if not shared else (None, "run")
+        if kind in ("crash_point", "kill_jvm", "kill_python", "kill_cli", "spec_after_crash") and not unread_files:
             deliver()  # a kill with nothing to process would test nothing
         pending = len(unread_files)
         if kind == "run":
@@ -168,9 +171,8 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
         elif kind == "replay":
             steps.append(Step("replay", {"force": rng.random() < 0.5}))
         elif kind == "half_written":
-            deliver(half=True)
-            steps.append(Step("run"))
-            steps.append(Step("complete_line", {"file": f"part-{files:03d}.jsonl"}))
+            deliver(half=True)  # the writer finishes the line while the run goes (harness: a few bytes every 2 s)
+            steps.append(Step("run", {"finish_line": f"part-{files:03d}.jsonl"}))
             runs += 1
             appended.clear()
             clean = True
@@ -187,7 +189,7 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
                                               "batch": 0, "no_restart": True, "case": kind}))
             expect_on = True
             steps.append(Step("spec_expect", {"max_amount": 250}))
-            steps.append(Step("run"))
+            steps.append(Step("run", {"after_crash": True}))  # refused (2150), then the kept spec, then the new one
             runs += 2
             appended.clear()
             clean = True
@@ -195,6 +197,7 @@ def generate(seed: int, kinds: tuple[str, ...] = ENABLED_KINDS, max_runs: int = 
             unread_files.clear()
             continue
         elif kind == "shared_output":
+            shared = True
             steps.append(Step("shared_output", {"count": rng.randint(5, 20), "first_id": 1_000_000 + seed % 1000 * 100}))
         runs += 1
         if kind != "replay":
