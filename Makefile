@@ -81,7 +81,7 @@ $(STAMP): pyproject.toml airflow_conduit/__init__.py $(call constraints_of,$(MAI
 	$(BIN)/pip install -q -e '.[test]' -c $(call constraints_of,$(MAIN_PYTHON))
 	touch $(STAMP)
 
-.venv-%/.installed: pyproject.toml constraints/constraints-%.txt
+.venv-%/.installed: pyproject.toml airflow_conduit/__init__.py constraints/constraints-%.txt
 	$(call make_venv,.venv-$*,$*)
 	.venv-$*/bin/pip install -q -e '.[test]' -c $(call constraints_of,$*)
 	touch $@

@@ -67,6 +67,8 @@ def claim(folder: Path, owner: Owner, *, what: str, written_before: bool) -> Non
     directory already committed batches to it (its commit markers): a folder written before ownership markers
     existed is taken over by the pipeline that wrote it, and only by it.
     """
+    if folder.exists() and not folder.is_dir():
+        return  # a file where the folder should be: no pipeline's batches to protect; the write fails with its own error
     marker = folder / OWNER_FILE
     recorded = _read_marker(marker)
     if recorded is not None:

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urlparse
@@ -350,17 +351,21 @@ class InputFiles:
         """Whether the last check of every file read is ``sweep_seconds`` old."""
         return self._swept_at is None or self.clock() - self._swept_at >= self.sweep_seconds
 
-    def check(self, *, every_file: bool = False) -> list[dict[str, Any]]:
+    def check(self, *, every_file: bool = False, reading: Iterable[str] = ()) -> list[dict[str, Any]]:
         """Files changed since they were read and not reported yet (each is also kept in ``changed``).
 
         Checks the unsettled files, or every file read when ``every_file`` or when the last full check is
-        ``sweep_seconds`` old."""
+        ``sweep_seconds`` old. The files in ``reading`` (the batch's own, about to be read) are not: one still growing
+        is waited for (``settle_still_written``), not reported as changed after a read that has not happened."""
         sweep = every_file or self._swept_at is None or self.clock() - self._swept_at >= self.sweep_seconds
         if sweep:
             self._swept_at = self.clock()
         found: list[dict[str, Any]] = []
         at = utc_now_iso()
+        reading = set(reading)
         for uri in list(self.read if sweep else self.unsettled):
+            if uri in reading:
+                continue
             read = self.read[uri]
             if uri in self.changed:
                 self.unsettled.discard(uri)

@@ -450,7 +450,8 @@ class PipelineRunner:
         with self._input_files_lock:
             if checkpoint_batch is not None:
                 skip, found = self.input_files.note_batch(self.checkpoint, checkpoint_batch, number=number)
-            found += self.input_files.check(every_file=checkpoint_batch is None)
+            reading = self.input_files.noted if checkpoint_batch is not None else ()
+            found += self.input_files.check(every_file=checkpoint_batch is None, reading=reading)
             if found:
                 self.report.input_files_changed = [*self.report.input_files_changed, *found]
             self.input_files.save()

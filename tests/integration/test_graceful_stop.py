@@ -8,6 +8,7 @@ SparkContext under the running batch (its files written, its commit and its coun
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -77,6 +78,18 @@ def test_a_graceful_stop_ends_the_running_batch_and_the_driver_jvm_with_it(tmp_p
     totals = final["totals"]
     assert json_lines(tmp_path / "out" / "ticks") == totals["written"]["out"] > 0  # nothing written uncounted
     assert json_lines(tmp_path / "out" / "dlq") == totals["dlq"]
-    driver_log = Path(handle["log_path"]).read_text(errors="replace")
+    driver_log = without_cpython_3_13_0_shutdown_noise(Path(handle["log_path"]).read_text(errors="replace"))
     # a batch that starts after the stop ends the query from foreachBatch: Spark's "terminated with error" is quieted
     assert "terminated with error" not in driver_log and "Traceback" not in driver_log, driver_log[-3000:]
+
+
+# CPython 3.13.0 prints this at interpreter exit for threads it did not start (Py4J's callback threads), whatever the
+# program did; later 3.13 releases do not. It is not an error of the run's.
+_DUMMY_THREAD_DEL = re.compile(
+    r"Exception ignored in: <function _DeleteDummyThreadOnDel.__del__ at 0x[0-9a-f]+>\n"
+    r"Traceback \(most recent call last\):\n(?:  .*\n)+TypeError: 'NoneType' object does not support the context manager protocol\n"
+)
+
+
+def without_cpython_3_13_0_shutdown_noise(log: str) -> str:
+    return _DUMMY_THREAD_DEL.sub("", log)
