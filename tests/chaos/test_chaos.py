@@ -3,10 +3,7 @@
 Each seed is a scenario of file deliveries, runs, kills (-9 of the driver JVM, the Python driver, the CLI),
 crash points, spec changes, appends, deletions and DLQ replays drawn from the enabled kinds only
 (scenario.ENABLED_KINDS); its outcome is checked on the raw outputs. The three seeds together draw every
-enabled kind (498: a killed JVM, an append, a rename, a replay, a filter and an expect change, a deleted file, a
-crash point; 196: a half-committed batch refused under a changed spec (2150) and finished with the kept spec,
-a crash between the DLQ's and the lake's commits; 298: a killed CLI, a second pipeline on the same outputs
-refused (2650), a killed Python driver). CHAOS_SEEDS=4,5,6 picks other seeds.
+enabled kind (chosen by `scenario.generate` over seeds 1 to 599 for the fewest driver runs). CHAOS_SEEDS=4,5,6 picks other seeds.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from harness import run_scenario
 from scenario import generate
 
 pytestmark = pytest.mark.chaos
-SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "498,196,298").split(",") if s.strip()]
+SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "106,17,68").split(",") if s.strip()]
 MAX_RUNS = 3  # driver-starting steps per seed, plus the final run: about a minute each on a quiet 2-core machine
 
 

@@ -126,7 +126,8 @@ def test_a_seed_gives_the_same_steps_and_records_every_time():
         assert generate(seed) == generate(seed)
         assert all(step.kind in ENABLED_KINDS for step in generate(seed).steps)
     assert file_lines(7, 2, 20, 100) == file_lines(7, 2, 20, 100)
-    assert any(generate(seed, ENABLED_KINDS + tuple(EXCLUDED_KINDS)).steps != generate(seed).steps for seed in range(5))
+    if EXCLUDED_KINDS:  # the make-test seeds draw none of them
+        assert any(generate(seed, ENABLED_KINDS + tuple(EXCLUDED_KINDS)).steps != generate(seed).steps for seed in range(5))
 
 
 @pytest.mark.parametrize("kind", sorted(set(ENABLED_KINDS + tuple(EXCLUDED_KINDS)) - {"deliver", "run"}))
