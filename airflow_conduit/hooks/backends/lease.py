@@ -52,8 +52,19 @@ def read_holder(path: str | os.PathLike[str]) -> dict[str, Any]:
         return {}
 
 
+def _holder_written(path: str | os.PathLike[str], wait_seconds: float = 1.0) -> dict[str, Any]:
+    """The holder's record. A holder takes the lock a moment before it writes its record (``acquire``), so an
+    empty lease file is read again for up to ``wait_seconds``."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        holder = read_holder(path)
+        if holder or time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.05)
+
+
 def held_message(path: str | os.PathLike[str]) -> str:
-    holder = read_holder(path)
+    holder = _holder_written(path)
     if holder:
         kind = holder.get("kind", "run")
         process = "pid" if kind != "run" else "wrapper pid"
