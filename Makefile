@@ -78,7 +78,7 @@ endef
 $(STAMP): pyproject.toml airflow_conduit/__init__.py $(call constraints_of,$(MAIN_PYTHON))
 	$(MAKE) system-deps
 	$(call make_venv,$(VENV),$(MAIN_PYTHON))
-	$(BIN)/pip install -q -e '.[test]' -c $(call constraints_of,$(MAIN_PYTHON))
+	$(BIN)/pip install -q -e '.[test,openlineage]' -c $(call constraints_of,$(MAIN_PYTHON))
 	touch $(STAMP)
 
 .venv-%/.installed: pyproject.toml airflow_conduit/__init__.py constraints/constraints-%.txt
