@@ -13,7 +13,7 @@ the byte range not processed, an entry in the run report
 which every later run reports again (driver log and report) until the file
 is removed from it. The bytes are not processed: deliver files complete
 (write elsewhere, then move or rename into the folder) and deliver missing
-lines as a new file (docs/pipelines.md, delivering input files).
+lines as a new file (docs/sources.md, delivering input files).
 
 What a check stats: a batch's cost must not grow with every file a pipeline
 ever read (a remote stat is a request). When a run starts and ends, every

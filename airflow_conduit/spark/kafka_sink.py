@@ -18,11 +18,11 @@ what the crashed attempt did not:
 Every record of an earlier attempt sits at or after the recorded offsets (offsets only grow), in a
 partition that existed then or was added since (read from its start). The proof and its one condition
 (the earlier attempt's writers are gone when the re-run reads: true when its driver was killed in local
-mode, and on a cluster once the dead driver's executors have exited) are in docs/pipelines.md.
+mode, and on a cluster once the dead driver's executors have exited) are in docs/exactly-once.md.
 
 A DLQ record's value is the original record's bytes (a line of a file, the value of a Kafka record, whose
 key and headers are kept as well); its error context is in Kafka Connect's ``__connect.errors.*`` headers
-plus Conduit's own (docs/pipelines.md, Kafka DLQ).
+plus Conduit's own (docs/kafka.md, Kafka DLQ).
 """
 
 from __future__ import annotations

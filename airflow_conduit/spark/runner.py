@@ -279,7 +279,7 @@ class PipelineRunner:
 
     def _destinations_added(self) -> list[dict[str, Any]]:
         """The destinations new in the spec of a pipeline that has committed batches: each begins at the batch this
-        run writes first, the batches before it are not written to it (docs/pipelines.md, adding a destination).
+        run writes first, the batches before it are not written to it (docs/destinations.md, adding a destination).
 
         Spark runs batch n+1 only once batch n's ``foreachBatch`` returned, so every destination that was in the spec
         committed the batch before the last one started; one that did not is new. The last batch started is re-run
@@ -301,7 +301,7 @@ class PipelineRunner:
             if begins == 0:
                 continue
             message = (f"destination {dest.id!r} is new in the spec: it begins at batch {begins}; batches 0-{begins - 1}, "
-                       f"written by earlier runs, are not written to it (docs/pipelines.md, adding a destination)")
+                       f"written by earlier runs, are not written to it (docs/destinations.md, adding a destination)")
             log.warning("%s", message)
             notes.append({"destination": dest.id, "begins_at_batch": begins, "message": message})
         return notes
