@@ -3,9 +3,22 @@ code knows is documented with the code's default, and nothing the code does not 
 
 from __future__ import annotations
 
+import argparse
+import inspect
+import json
+import re
+import shlex
+import sys
+
 import pytest
 
-from docs_pages import cells, rows, section
+from docs_pages import DOCS, cells, rows, section
+
+from airflow_conduit.cli import recovery_cmd
+from airflow_conduit.get_provider_info import RECOVERY_CONFIG_OPTIONS, WORKER_CONFIG_OPTIONS
+from airflow_conduit.recovery import codes
+from airflow_conduit.recovery.classify import classify_facts  # noqa: F401 - loads the classifier's module
+from airflow_conduit.recovery.options import POLICIES, RecoveryOptions
 
 from airflow_conduit.pipeline import loader, model
 from airflow_conduit.pipeline.settings_schema import DESTINATION_SCHEMAS, PROCESSOR_SCHEMAS, SOURCE_SCHEMAS
@@ -19,6 +32,10 @@ def doc_default(value) -> str:
 def default_cell(row: str, column: int) -> str:
     """The text of a row's default cell, without its backticks."""
     return cells(row)[column].strip("`")
+
+
+def page_text(page: str) -> str:
+    return (DOCS / page).read_text(encoding="utf-8")
 
 
 def seconds(text: str) -> float:
@@ -93,3 +110,91 @@ def test_the_plugin_lists_name_every_plugin():
         assert f"`{name}`" in plugin_row, name
     processor_row = cells(rows(section("Processors", "spec.md").text)["plugin"])[-1]
     assert {p.strip("` ") for p in processor_row.split(",")} == set(PROCESSOR_SCHEMAS)
+
+
+# --- recovery (recovery.md, error-codes.md, simulator.md, configuration.md) ----------------------------------
+
+EXAMPLE = re.compile(r"```console\n\$ (airflow-conduit recovery simulate[^\n]*)\n(.*?)```", re.DOTALL)
+
+
+def simulator_examples() -> list[tuple[str, str]]:
+    return [found for page in ("recovery.md", "simulator.md") for found in EXAMPLE.findall(page_text(page))]
+
+
+def test_the_simulator_page_has_the_seed_scenarios():
+    commands = [command for command, _ in EXAMPLE.findall(page_text("simulator.md"))]
+    assert any("--failures 15:10 15:11 15:15" in c for c in commands)  # Conduit's scenario 1
+    assert any("conduit-2" in c for c in commands)
+    assert any("conduit-example-1" in c for c in commands)
+    assert any("strimzi" in c for c in commands)
+
+
+@pytest.mark.parametrize("command, printed", simulator_examples(), ids=[c for c, _ in simulator_examples()])
+def test_simulator_output_in_the_docs_is_current(capsys, command, printed):
+    parser = argparse.ArgumentParser(prog="airflow-conduit")
+    recovery_cmd.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(shlex.split(command)[1:])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out == printed
+
+
+def test_every_error_code_is_documented_under_its_name_and_class():
+    documented = {}
+    for row in re.findall(r"^\| (\d+) \| `([A-Z_]+)` \|.*$", section("Error codes and exit codes", "error-codes.md").text, re.M):
+        documented[row[1]] = int(row[0])
+    known = {name: value for name, value in vars(codes).items()
+             if name.isupper() and isinstance(value, int) and not name.endswith("_RANGE")}
+    assert documented == known
+    for line in section("Error codes and exit codes", "error-codes.md").text.splitlines():
+        m = re.match(r"^\| (\d{4}) \| `([A-Z_]+)` \| (transient|fatal) \|", line)
+        if m:
+            assert (m.group(3) == "fatal") == codes.is_fatal_code(int(m.group(1))), line
+
+
+def test_troubleshooting_names_each_code_by_its_name():
+    text = section("Common causes by error code", "troubleshooting.md").text
+    for value, name in re.findall(r"^\| (\d{4}) `([A-Z_]+)` \|", text, re.M):
+        assert getattr(codes, name) == int(value), f"troubleshooting.md: {value} is not {name}"
+
+
+def test_the_classification_rules_are_the_classifiers():
+    """Every rule name the classifier can answer with is in the table, in the order the chain tries them."""
+    table = [cells(line)[1].strip("`") for line in section("Fatal or transient?", "error-codes.md").text.splitlines()
+             if re.match(r"^\| \d+ \| `", line)]
+    source = inspect.getsource(sys.modules["airflow_conduit.recovery.classify"])
+    chain = re.search(r"for step in \((.*?)\):", source, re.S).group(1)
+    steps = re.findall(r"_by_(\w+)|(_user_rules)", chain)
+    expected = ["user-rule" if user else {"exit_code": "exit-code"}.get(name, name) for name, user in steps] + ["default"]
+    assert table == expected
+
+
+def test_the_recovery_options_table_is_the_engines():
+    documented = rows(section("Options", "recovery.md").text)
+    defaults = RecoveryOptions().to_dict()
+    assert set(documented) == set(defaults)
+    for name, value in defaults.items():
+        row = cells(documented[name])
+        assert row[1] == f"`{name.replace('-', '_')}`", name
+        shown = row[3].strip("`")
+        if name == "policy":
+            assert shown == value, name
+        elif isinstance(value, str):
+            assert seconds(shown) == seconds(value), name
+        elif value is None:
+            assert shown == "null", name
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            assert float(shown) == value, name
+        else:
+            assert shown == json.dumps(value), name
+    for policy in POLICIES:
+        assert f"`{policy}`" in documented["policy"]
+
+
+def test_the_conduit_config_section_is_the_providers():
+    documented = {}
+    for title in ("Recovery options and their precedence", "Worker defaults"):
+        documented.update(rows(section(title, "configuration.md").text))
+    declared = {**RECOVERY_CONFIG_OPTIONS, **WORKER_CONFIG_OPTIONS}
+    assert set(documented) == set(declared)
+    for name, (_, default) in declared.items():
+        assert cells(documented[name])[1] == f"`{default}`", name
