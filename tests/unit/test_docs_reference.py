@@ -4,6 +4,7 @@ code knows is documented with the code's default, and nothing the code does not 
 from __future__ import annotations
 
 import argparse
+import ast
 import inspect
 import json
 import re
@@ -15,6 +16,14 @@ import pytest
 from docs_pages import DOCS, cells, rows, section
 
 from airflow_conduit.cli import recovery_cmd
+from airflow_conduit.cli.main import build_parser
+from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
+from airflow_conduit.operators.replay import DeadLetterQueueReplayOperator
+from airflow_conduit.pipeline import faults_option
+from airflow_conduit.runs.report import RunReport
+from airflow_conduit.runs.status import RunStatus
+from airflow_conduit.sensors.pipeline import DeadLetterQueueSensor, PipelineStateSensor
+from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 from airflow_conduit.get_provider_info import RECOVERY_CONFIG_OPTIONS, WORKER_CONFIG_OPTIONS
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.classify import classify_facts  # noqa: F401 - loads the classifier's module
@@ -198,3 +207,99 @@ def test_the_conduit_config_section_is_the_providers():
     assert set(documented) == set(declared)
     for name, (_, default) in declared.items():
         assert cells(documented[name])[1] == f"`{default}`", name
+
+
+# --- the Airflow layer (operators.md, sensors.md) and the command line (cli.md) -----------------------------
+
+def argument_rows(text: str) -> dict[str, list[str]]:
+    """Argument name -> its row's cells, for tables whose first cell names one or more arguments in backticks."""
+    found = {}
+    for line in text.splitlines():
+        if not line.startswith("| `"):
+            continue
+        row = cells(line)
+        for name in re.findall(r"`([^`]+)`", row[0]):
+            found[name] = row
+    return found
+
+
+def documented_default(row: list[str], position: int) -> object:
+    """The default a row shows for its ``position``-th argument: 'required', or the Python value in backticks."""
+    cell = row[1]
+    if cell == "required":
+        return inspect.Parameter.empty
+    values = re.findall(r"`([^`]+)`", cell)
+    return ast.literal_eval(values[position] if len(values) > 1 else values[0])
+
+
+ARGUMENT_TABLES = [
+    ("RecoveringSparkPipelineOperator", "operators.md", RecoveringSparkPipelineOperator, {"launcher", "launcher_options"}),
+    ("DeadLetterQueueReplayOperator", "operators.md", DeadLetterQueueReplayOperator, set()),
+    ("`PipelineStateSensor`", "sensors.md", PipelineStateSensor, set()),
+    ("`DeadLetterQueueSensor`", "sensors.md", DeadLetterQueueSensor, set()),
+    ("`SparkPipelineTrigger`", "sensors.md", SparkPipelineTrigger, set()),
+]
+
+
+@pytest.mark.parametrize("heading,page,cls,deprecated", ARGUMENT_TABLES, ids=[h for h, *_ in ARGUMENT_TABLES])
+def test_every_argument_is_documented_with_its_default_and_whether_it_is_templated(heading, page, cls, deprecated):
+    documented = argument_rows(section(heading, page).text)
+    parameters = {name: p for name, p in inspect.signature(cls.__init__).parameters.items()
+                  if name not in ("self", "kwargs") and name not in deprecated}
+    extra = set(documented) - set(parameters) - {"retries"}  # retries: Airflow's own, set to 0 by the operator
+    assert set(parameters) <= set(documented), f"{heading}: not documented: {sorted(set(parameters) - set(documented))}"
+    assert not extra, f"{heading}: documented but not an argument: {sorted(extra)}"
+    templated = set(getattr(cls, "template_fields", ()))
+    for name, parameter in parameters.items():
+        row = documented[name]
+        names = re.findall(r"`([^`]+)`", row[0])
+        assert documented_default(row, names.index(name)) == parameter.default, f"{heading} {name}"
+        if hasattr(cls, "template_fields"):
+            assert ("templated" in row[2].lower()) == (name in templated), f"{heading} {name}: templated?"
+
+
+def cli_commands(parser: argparse.ArgumentParser, prefix: str = "airflow-conduit"):
+    subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subcommands:
+        yield prefix, parser
+        return
+    for name, child in subcommands[0].choices.items():
+        yield from cli_commands(child, f"{prefix} {name}")
+
+
+@pytest.mark.parametrize("command,parser", list(cli_commands(build_parser())), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_command_line_flag_is_documented_with_its_default(command, parser):
+    documented = argument_rows(section(f"`{command}`", "cli.md").text)
+    flags = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        name = action.option_strings[0] if action.option_strings else action.metavar
+        flags[name] = action
+    assert set(documented) == set(flags), f"{command}: docs and the parser disagree"
+    for name, action in flags.items():
+        cell = documented[name][1]
+        if action.required or not action.option_strings:
+            assert cell == "required", f"{command} {name}"
+        elif action.default not in (None, False):
+            assert f"`{action.default}`" in cell, f"{command} {name}: default {action.default!r}"
+        if action.choices:
+            for choice in action.choices:
+                assert f"`{choice}`" in documented[name][2], f"{command} {name}: choice {choice}"
+
+
+def test_every_fault_is_documented():
+    documented = set(re.findall(r'^\| `\{"(\w+)"', section("Fault injection", "runs.md").text, re.M))
+    assert documented == set(faults_option.KEYS)
+
+
+def test_the_run_report_statuses_and_keys_are_the_reports():
+    text = section("Run report format", "runs.md").text
+    status = next(line for line in text.splitlines() if line.startswith("- `status`"))
+    status += text.split(status, 1)[1].split("\n- ", 1)[0]
+    assert set(re.findall(r"`([a-z]+)`\s+\(", status)) == {str(s) for s in RunStatus}
+    report = RunReport("p", "r", replay={}, input_files_changed=[{}], destinations_added=[{}]).to_dict()
+    for key in report:
+        assert f'"{key}"' in text, key
+    for counter in report["counters"]:
+        assert f"`{counter}`" in text, counter
