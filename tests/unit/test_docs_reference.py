@@ -26,7 +26,7 @@ from airflow_conduit.sensors.pipeline import DeadLetterQueueSensor, PipelineStat
 from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 from airflow_conduit.get_provider_info import RECOVERY_CONFIG_OPTIONS, WORKER_CONFIG_OPTIONS
 from airflow_conduit.recovery import codes
-from airflow_conduit.recovery.classify import classify_facts  # noqa: F401 - loads the classifier's module
+from airflow_conduit.recovery.classify import EXCEPTION_CLASSES, MESSAGE_PATTERNS, SPARK_CONDITIONS, SQLSTATE_CLASSES
 from airflow_conduit.recovery.options import POLICIES, RecoveryOptions
 
 from airflow_conduit.pipeline import loader, model
@@ -303,3 +303,37 @@ def test_the_run_report_statuses_and_keys_are_the_reports():
         assert f'"{key}"' in text, key
     for counter in report["counters"]:
         assert f"`{counter}`" in text, counter
+
+
+def built_in_table(header: str) -> list[list[str]]:
+    """The rows of the built-in table whose header row starts with ``header`` (error-codes.md)."""
+    text = section("Built-in tables", "error-codes.md").text
+    start = text.index(f"| {header} |")
+    table = []
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        table.append(cells(line))
+    return table
+
+
+def test_the_spark_conditions_table_is_the_classifiers():
+    documented = {name: int(row[-1].split()[0]) for row in built_in_table("condition")
+                  for name in re.findall(r"`([A-Z_]+)`", row[0])}
+    assert documented == SPARK_CONDITIONS
+
+
+def test_the_sqlstate_table_is_the_classifiers():
+    documented = {name: int(row[-1]) for row in built_in_table("SQLSTATE class") for name in re.findall(r"`(\w+)`", row[0])}
+    assert documented == {prefix: code for prefix, (code, _) in SQLSTATE_CLASSES.items()}
+
+
+def test_the_message_patterns_table_is_the_classifiers_in_its_order():
+    assert [int(row[-1]) for row in built_in_table("the message says")] == [code for _, code in MESSAGE_PATTERNS]
+
+
+def test_every_exception_class_the_classifier_knows_is_named():
+    text = section("Built-in tables", "error-codes.md").text
+    for name in EXCEPTION_CLASSES:
+        short = name.rsplit(".", 1)[-1]
+        assert f"`{name}`" in text or short in text, name
