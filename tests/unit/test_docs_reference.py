@@ -19,7 +19,8 @@ from airflow_conduit.cli import recovery_cmd
 from airflow_conduit.cli.main import build_parser
 from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
 from airflow_conduit.operators.replay import DeadLetterQueueReplayOperator
-from airflow_conduit.pipeline import faults_option
+from airflow_conduit.pipeline import faults_option, kafka_headers
+from airflow_conduit.pipeline.kafka_settings import METADATA_NAMES
 from airflow_conduit.runs.report import RunReport
 from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.sensors.pipeline import DeadLetterQueueSensor, PipelineStateSensor
@@ -337,3 +338,27 @@ def test_every_exception_class_the_classifier_knows_is_named():
     for name in EXCEPTION_CLASSES:
         short = name.rsplit(".", 1)[-1]
         assert f"`{name}`" in text or short in text, name
+
+
+# --- the DLQ and Kafka formats (dlq.md, kafka.md) ------------------------------------------------------------
+
+def test_the_dlq_record_columns_are_the_writers():
+    documented = rows(section("Dead letter queue record format", "dlq.md").text)
+    assert set(documented) == {column for column, _, _ in kafka_headers.DLQ_COLUMNS_FROM_HEADERS} | {"record"}
+
+
+def test_the_kafka_metadata_columns_are_the_sources():
+    documented = rows(section("Example, metadata, values, positions", "kafka.md").text)
+    assert set(documented) == set(METADATA_NAMES)
+
+
+def test_the_kafka_dlq_headers_are_the_writers():
+    text = section("Kafka DLQ", "kafka.md").text
+    documented = set()
+    for line in text.splitlines():
+        if line.startswith("| `"):
+            documented |= set(re.findall(r"`((?:__connect|conduit)\.[a-z._]+)`", cells(line)[0]))
+    expected = {kafka_headers.CONNECT + name for name, _ in kafka_headers.CONNECT_HEADERS}
+    expected |= {kafka_headers.HEADER_PIPELINE, kafka_headers.HEADER_QUERY, kafka_headers.HEADER_BATCH, kafka_headers.HEADER_RECORD}
+    expected |= {kafka_headers.DLQ_HEADER + column for column in kafka_headers.CONDUIT_DLQ_HEADERS}
+    assert documented == expected
