@@ -29,6 +29,7 @@ from airflow_conduit.get_provider_info import RECOVERY_CONFIG_OPTIONS, WORKER_CO
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.classify import EXCEPTION_CLASSES, MESSAGE_PATTERNS, SPARK_CONDITIONS, SQLSTATE_CLASSES
 from airflow_conduit.recovery.options import POLICIES, RecoveryOptions
+from airflow_conduit.recovery.state import AuditEventType, PipelineState
 
 from airflow_conduit.pipeline import loader, model
 from airflow_conduit.pipeline.settings_schema import DESTINATION_SCHEMAS, PROCESSOR_SCHEMAS, SOURCE_SCHEMAS
@@ -362,3 +363,13 @@ def test_the_kafka_dlq_headers_are_the_writers():
     expected |= {kafka_headers.HEADER_PIPELINE, kafka_headers.HEADER_QUERY, kafka_headers.HEADER_BATCH, kafka_headers.HEADER_RECORD}
     expected |= {kafka_headers.DLQ_HEADER + column for column in kafka_headers.CONDUIT_DLQ_HEADERS}
     assert documented == expected
+
+
+def test_the_pipeline_states_are_the_engines():
+    engine_states = {str(state) for state in PipelineState}
+    assert set(rows(section("Troubleshooting a degraded pipeline", "troubleshooting.md").text)) == engine_states
+    transitions = section("Pipeline states and audit log", "recovery.md").text
+    assert set(re.findall(r"`(running|recovering|degraded|stopped|[a-z]+)` \|", transitions)) >= engine_states
+    audit = transitions[transitions.index("| event | when | details |"):]
+    events = {cells(line)[0].strip("`") for line in audit.splitlines() if line.startswith("| `")}
+    assert events == {str(event) for event in AuditEventType}
