@@ -15,7 +15,8 @@ import pytest
 
 from docs_pages import DOCS, cells, rows, section
 
-from airflow_conduit.cli import recovery_cmd
+from airflow_conduit.cli import dlq_cmd, recovery_cmd, run_cmd
+from airflow_conduit.cli import main as cli_main
 from airflow_conduit.cli.main import build_parser
 from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
 from airflow_conduit.operators.replay import DeadLetterQueueReplayOperator
@@ -373,3 +374,15 @@ def test_the_pipeline_states_are_the_engines():
     audit = transitions[transitions.index("| event | when | details |"):]
     events = {cells(line)[0].strip("`") for line in audit.splitlines() if line.startswith("| `")}
     assert events == {str(event) for event in AuditEventType}
+
+
+@pytest.mark.parametrize("command,module", [("airflow-conduit run", run_cmd), ("airflow-conduit dlq replay", dlq_cmd)])
+def test_every_exit_code_of_a_command_is_documented(command, module):
+    text = section(f"`{command}`", "cli.md").text
+    listed = text[text.index("Exit codes:"):]
+    listed = listed[:listed.index(".\n") if ".\n" in listed else None]
+    values = {value for name, value in vars(module).items() if name.startswith("EXIT_") and isinstance(value, int)}
+    if module is run_cmd:
+        values.add(cli_main.EXIT_INTERNAL_ERROR)
+    documented = {int(n) for n in re.findall(r"(?<![\w.-])(\d{1,3}) (?=[a-z])", " ".join(listed.split()))}
+    assert documented == values, command
