@@ -20,7 +20,8 @@ from airflow_conduit.cli import main as cli_main
 from airflow_conduit.cli.main import build_parser
 from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
 from airflow_conduit.operators.replay import DeadLetterQueueReplayOperator
-from airflow_conduit.pipeline import faults_option, kafka_headers
+import airflow_conduit.pipeline as pipeline_package
+from airflow_conduit.pipeline import faults_option, kafka_headers, yaml_source
 from airflow_conduit.pipeline.kafka_settings import METADATA_NAMES
 from airflow_conduit.runs.report import RunReport
 from airflow_conduit.runs.status import RunStatus
@@ -34,7 +35,8 @@ from airflow_conduit.recovery.state import AuditEventType, PipelineState
 
 from airflow_conduit.pipeline import loader, model
 from airflow_conduit.pipeline.settings_schema import DESTINATION_SCHEMAS, PROCESSOR_SCHEMAS, SOURCE_SCHEMAS
-from airflow_conduit.recovery.durations import format_duration, parse_duration
+from airflow_conduit.recovery import durations
+from airflow_conduit.recovery.durations import parse_duration
 
 
 def doc_default(value) -> str:
@@ -386,3 +388,33 @@ def test_every_exit_code_of_a_command_is_documented(command, module):
         values.add(cli_main.EXIT_INTERNAL_ERROR)
     documented = {int(n) for n in re.findall(r"(?<![\w.-])(\d{1,3}) (?=[a-z])", " ".join(listed.split()))}
     assert documented == values, command
+
+
+def test_the_spec_limits_are_the_readers():
+    limits = {cells(line)[0]: cells(line)[1] for line in section("Limits", "spec.md").text.splitlines()
+              if line.startswith("| ") and not line.startswith("| limit") and not line.startswith("| ---")}
+    assert limits["file size"].startswith(f"{yaml_source.MAX_SPEC_CHARS:,} characters")
+    assert limits["nesting"].startswith(f"{yaml_source.MAX_DEPTH} levels")
+    assert limits["alias expansion"].startswith(f"{yaml_source.MAX_VALUES:,} values")
+    assert seconds(limits["durations"].split()[0]) == durations.MAX_DURATION_SECONDS
+
+
+def test_the_python_api_table_names_what_the_package_exports():
+    for line in section("Validation", "spec.md").text.splitlines():
+        if line.startswith("| `"):
+            for call in re.findall(r"`(\w+)\(", cells(line)[0]):
+                assert call in pipeline_package.__all__, call
+
+
+def test_the_exactly_once_table_covers_every_destination_plugin():
+    documented = rows(section("Exactly once", "exactly-once.md").text)
+    assert set(documented) == set(DESTINATION_SCHEMAS)
+
+
+def test_the_policy_tables_name_every_policy():
+    for title in ("Backoff policies", "What max-retries counts"):
+        documented = set()
+        for line in section(title, "recovery.md").text.splitlines():
+            if line.startswith("| `"):
+                documented |= set(re.findall(r"`(\w+)`", cells(line)[0]))
+        assert documented == set(POLICIES), title
