@@ -15,28 +15,25 @@ import pytest
 
 from docs_pages import DOCS, cells, rows, section
 
+import airflow_conduit.pipeline as pipeline_package
 from airflow_conduit.cli import dlq_cmd, recovery_cmd, run_cmd
 from airflow_conduit.cli import main as cli_main
 from airflow_conduit.cli.main import build_parser
+from airflow_conduit.get_provider_info import RECOVERY_CONFIG_OPTIONS, WORKER_CONFIG_OPTIONS
 from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
 from airflow_conduit.operators.replay import DeadLetterQueueReplayOperator
-import airflow_conduit.pipeline as pipeline_package
-from airflow_conduit.pipeline import faults_option, kafka_headers, yaml_source
+from airflow_conduit.pipeline import faults_option, kafka_headers, loader, model, yaml_source
 from airflow_conduit.pipeline.kafka_settings import METADATA_NAMES
+from airflow_conduit.pipeline.settings_schema import DESTINATION_SCHEMAS, PROCESSOR_SCHEMAS, SOURCE_SCHEMAS
+from airflow_conduit.recovery import codes, durations
+from airflow_conduit.recovery.classify import EXCEPTION_CLASSES, MESSAGE_PATTERNS, SPARK_CONDITIONS, SQLSTATE_CLASSES
+from airflow_conduit.recovery.durations import parse_duration
+from airflow_conduit.recovery.options import POLICIES, RecoveryOptions
+from airflow_conduit.recovery.state import AuditEventType, PipelineState
 from airflow_conduit.runs.report import RunReport
 from airflow_conduit.runs.status import RunStatus
 from airflow_conduit.sensors.pipeline import DeadLetterQueueSensor, PipelineStateSensor
 from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
-from airflow_conduit.get_provider_info import RECOVERY_CONFIG_OPTIONS, WORKER_CONFIG_OPTIONS
-from airflow_conduit.recovery import codes
-from airflow_conduit.recovery.classify import EXCEPTION_CLASSES, MESSAGE_PATTERNS, SPARK_CONDITIONS, SQLSTATE_CLASSES
-from airflow_conduit.recovery.options import POLICIES, RecoveryOptions
-from airflow_conduit.recovery.state import AuditEventType, PipelineState
-
-from airflow_conduit.pipeline import loader, model
-from airflow_conduit.pipeline.settings_schema import DESTINATION_SCHEMAS, PROCESSOR_SCHEMAS, SOURCE_SCHEMAS
-from airflow_conduit.recovery import durations
-from airflow_conduit.recovery.durations import parse_duration
 
 
 def doc_default(value) -> str:
