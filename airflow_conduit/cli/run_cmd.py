@@ -24,6 +24,10 @@ import os
 import sys
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_conduit.runs.handles import JobHandle
 
 EXIT_OK = 0
 EXIT_SPEC_REFUSED = 2  # the spec or an option (state dir, recovery options, --faults) was refused
@@ -130,7 +134,7 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> dict:
+async def _watch(handle: JobHandle, poll_interval: float, report_progress: bool) -> dict:
     """The watcher's next event (the trigger's watcher, ``hooks/backends/watch.py``). It polls; the CLI, which
     started the driver's wrapper on this machine, also wakes when that process exits, and looks at once instead
     of at the next poll."""
@@ -141,7 +145,7 @@ async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> d
         return asyncio.ensure_future(anext(watcher.events()))
 
     watching = next_event()
-    with _process_exit(handle.get("pid")) as exited:
+    with _process_exit(handle.pid) as exited:
         if exited is not None:
             await asyncio.wait({watching, exited}, return_when=asyncio.FIRST_COMPLETED)
     if not watching.done():  # the process exited while the trigger waited for its next poll
@@ -232,7 +236,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     _stop_on_sigterm()
     try:
         while True:
-            def submit(run_id: str) -> dict:
+            def submit(run_id: str) -> JobHandle:
                 return submit_run(backend, args.spec, run_id, args.state_dir, faults, previous=handle)
 
             step = supervisor.submit(submit, _control_plane_errors, _lease_refusals, previous=handle)
@@ -244,8 +248,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
             if step.action is Action.WATCH:
                 handle = step.handle
                 _say_all(step.lines)
-                if args.spark_ui and handle.get("spark_ui"):
-                    _say(f"Spark UI: {handle['spark_ui']}")
+                if args.spark_ui and handle.spark_ui:
+                    _say(f"Spark UI: {handle.spark_ui}")
                 store.save(supervisor)
             while step.action is Action.WATCH:
                 event = WatchEvent.from_dict(asyncio.run(_watch(handle, args.poll_interval, supervisor.awaiting_first_record)))
@@ -281,7 +285,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
         return EXIT_DEGRADED
     except KeyboardInterrupt:
         if handle is not None and supervisor.current is not None:
-            _say(f"interrupted: stopping run {handle['run_id']}")
+            _say(f"interrupted: stopping run {handle.run_id}")
             backend_for_handle(handle).kill(handle, graceful=True)
         supervisor.stop("stopped by user (interrupted)")
         store.save(supervisor)
@@ -305,13 +309,13 @@ def not_started_exit_code(exc: BaseException) -> int:
     return EXIT_NOT_STARTED
 
 
-def _let_go_of_the_state_dir(handle: dict) -> None:
+def _let_go_of_the_state_dir(handle: JobHandle) -> None:
     """Return only once the last run's wrapper let go of the lease (a moment after it recorded the exit):
     a command started right after this one (``dlq replay``, another ``run``) must find the state dir free."""
     from airflow_conduit.hooks.backends import lease
 
-    if handle.get("lease_path"):
-        lease.wait_released(handle["lease_path"], LEASE_RELEASE_WAIT_SECONDS)
+    if handle.lease_path:
+        lease.wait_released(handle.lease_path, LEASE_RELEASE_WAIT_SECONDS)
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:

@@ -41,7 +41,7 @@ from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 from airflow_conduit.recovery.actions import Action
 from airflow_conduit.runs.events import WatchEvent, WatchEventError
-from airflow_conduit.runs.handles import backend_of
+from airflow_conduit.runs.handles import JobHandle, optional_handle
 from airflow_conduit.runs.state_dir import StateDir
 from airflow_conduit.runs.store import RunStore, record_stopped
 from airflow_conduit.runs.supervisor import RunSupervisor, Step, unique_run_prefix
@@ -137,7 +137,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         self.rest_retry_arguments = {"rest_retry_limit": rest_retry_limit, "rest_retry_delay": rest_retry_delay,
                                      "rest_retry_max_delay": rest_retry_max_delay}
         self.spark_conf = spark_conf
-        self._conduit_handle: dict | None = None
+        self._conduit_handle: JobHandle | None = None
         self._conduit_dlq: str | None = None
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
                 self.log.info("pipeline %s was %s; this try starts it again with a fresh retry budget", spec.id, earlier.pipeline_state)
             elif earlier.current is not None:
                 # An Airflow retry or a worker crash after submission: watch that job, do not submit another.
-                self.log.info("resuming: watching run %s submitted by an earlier try", earlier.current["run_id"])
+                self.log.info("resuming: watching run %s submitted by an earlier try", earlier.current.run_id)
                 return self._watch(earlier, earlier.current)
             else:
                 self.log.info("resuming pipeline %s (%s) from its persisted recovery state", spec.id, earlier.pipeline_state)
@@ -261,14 +261,14 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         return self._submit(store, supervisor, spec_path, hook=hook)
 
     def _submit(self, store: RunStore, supervisor: RunSupervisor, spec_path: str | None = None, *,
-                hook: SparkPipelineHook | None = None, previous: dict | None = None) -> Any:
+                hook: SparkPipelineHook | None = None, previous: JobHandle | None = None) -> Any:
         """Submit the next run (after making sure ``previous`` is gone) and defer to its watcher; a refused
         submission is a failure the supervisor answers like any other (``RunSupervisor.submit``), and a
         connection that became unusable fails the task."""
         spec_path = spec_path or self._validated_spec()[0]
         hook = hook or self.get_hook()
 
-        def submit(run_id: str) -> dict:
+        def submit(run_id: str) -> JobHandle:
             return hook.submit_job(spec_path, run_id, self.state_dir, previous=previous, **self._submission_options())
 
         step = supervisor.submit(submit, SUBMISSION_FAILURES, LEASE_REFUSALS, previous=previous)
@@ -283,7 +283,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         """Further ``submit_job`` arguments of this kind of run (the DLQ replay operator adds its request)."""
         return {}
 
-    def _watch(self, supervisor: RunSupervisor, handle: dict) -> None:
+    def _watch(self, supervisor: RunSupervisor, handle: JobHandle) -> None:
         """Defer to the watcher; while recovering it also reports the first records written (-> recovered)."""
         trigger = SparkPipelineTrigger(handle, poll_interval=self.poll_interval, report_progress=supervisor.awaiting_first_record,
                                        status_failures_tolerated=self.status_failures_tolerated)
@@ -312,7 +312,7 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         self.defer(
             trigger=_backoff_timer(step.delay_seconds, self.state_dir),
             method_name="resubmit",
-            kwargs={"previous": handle if backend_of(handle) else None},
+            kwargs={"previous": handle.to_dict() if handle else None},
         )
 
     def _summary(self, supervisor: RunSupervisor, step: Step) -> dict[str, Any]:
@@ -329,19 +329,19 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         store = self._store(context)
         supervisor = self._supervisor(store)
         supervisor.restarted()
-        return self._submit(store, supervisor, previous=previous)
+        return self._submit(store, supervisor, previous=optional_handle(previous))
 
     def on_kill(self) -> None:
         """Marking the task failed or clearing it stops the Spark job (gracefully where it can) and records ``stopped``."""
         handle = self._conduit_handle
         if handle is None:
-            handle = (StateDir(self.state_dir).read_recovery() or {}).get("current")
+            handle = optional_handle((StateDir(self.state_dir).read_recovery() or {}).get("current"))
         if handle:
-            self.log.info("stopping run %s", handle["run_id"])
+            self.log.info("stopping run %s", handle.run_id)
             try:
                 SparkPipelineHook.kill_job(handle, graceful=True)
             finally:
-                record_stopped(self.state_dir, handle["run_id"], "stopped by user (task killed)")
+                record_stopped(self.state_dir, handle.run_id, "stopped by user (task killed)")
 
 
 def _renamed(old_name: str, old_value: Any, name: str, value: Any) -> Any:
@@ -354,15 +354,15 @@ def _renamed(old_name: str, old_value: Any, name: str, value: Any) -> Any:
     return old_value
 
 
-def read_watch_event(event: Any, current: dict | None) -> WatchEvent:
+def read_watch_event(event: Any, current: JobHandle | None) -> WatchEvent:
     """A watcher event as SparkPipelineTrigger yields it, about the run this task is watching."""
     try:
         watched = WatchEvent.from_dict(event)
     except WatchEventError as exc:
         raise AirflowException(f"unexpected trigger event (expected a SparkPipelineTrigger event: {exc}): {event!r}"[:500]) from None
-    if current is not None and watched.run_id != current.get("run_id"):
+    if current is not None and watched.run_id != current.run_id:
         raise AirflowException(
-            f"trigger event for run {watched.run_id!r}, but this task watches run {current.get('run_id')!r}"
+            f"trigger event for run {watched.run_id!r}, but this task watches run {current.run_id!r}"
         )
     return watched
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_JOB, XCOM_STATE
 from airflow_conduit.recovery.state import PipelineState
 from airflow_conduit.runs.events import WatchEvent
+from airflow_conduit.runs.handles import JobHandle, optional_handle
 from airflow_conduit.runs.state_dir import StateDir
 from airflow_conduit.runs.supervisor import RunSupervisor
 
@@ -82,10 +83,10 @@ class RunStore:
             return False  # this owner's own file: keep it current
         return stored or self.task_store is None
 
-    def save_submitted(self, supervisor: RunSupervisor, handle: dict) -> None:
+    def save_submitted(self, supervisor: RunSupervisor, handle: JobHandle) -> None:
         """A run was submitted: its handle is published (the Spark UI link reads it), then the state saved."""
         if self.publish is not None:
-            self.publish(key=XCOM_JOB, value=handle)
+            self.publish(key=XCOM_JOB, value=handle.to_dict())
         self.save(supervisor)
 
     def load(self) -> dict[str, Any] | None:
@@ -108,9 +109,9 @@ class RunStore:
                 self.log.warning("task_state_store unavailable (%s); reading recovery.json", exc)
         return owned.get("carry") if owned else None
 
-    def current_handle(self) -> dict | None:
+    def current_handle(self) -> JobHandle | None:
         """The job recovery.json says is being watched (for a stop with nothing in memory)."""
-        return (self.folder.read_recovery() or {}).get("current")
+        return optional_handle((self.folder.read_recovery() or {}).get("current"))
 
 
 def record_stopped(state_dir: str, run_id: str | None, reason: str) -> None:
