@@ -151,7 +151,7 @@ def test_two_submissions_at_the_same_moment_one_starts_the_other_is_refused_befo
         thread.start()
     for thread in threads:
         thread.join(timeout=DEADLINE)
-    [winner] = [run for run, outcome in outcomes.items() if isinstance(outcome, dict)]
+    [winner] = [run for run, outcome in outcomes.items() if isinstance(outcome, JobHandle)]
     [loser] = [run for run, outcome in outcomes.items() if isinstance(outcome, lease.LeaseHeld)]
     assert f"leased by run {winner} " in str(outcomes[loser])
     assert not (tmp_path / "runs" / loser / "exit.json").exists()  # nothing of it started, nothing to watch
