@@ -170,7 +170,7 @@ class RunService:
         self.supervisor = RunSupervisor(options, run_prefix=unique_run_prefix(readable_prefix), pipeline_id=pipeline_id,
                                         clock=self.clock)
         again = () if earlier is None else (
-            f"pipeline {pipeline_id} was {earlier.pipeline_state}; this start begins it again with a fresh retry budget",)
+            f"pipeline {pipeline_id} was {earlier.pipeline_state}; this try starts it again with a fresh retry budget",)
         return self._submit_next(again, None)
 
     @classmethod
