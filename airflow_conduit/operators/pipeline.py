@@ -219,8 +219,9 @@ class RecoveringSparkPipelineOperator(BaseOperator):
     def _resumed(self, context: Any) -> RunService:
         """The run service as the last deferral left it (its store), with the recovery options resolved now."""
         self._resolve_state_dir()
+        store = self._store(context)
         try:
-            return RunService.resume(self._store(context), self._submitter(), self._carried_options,
+            return RunService.resume(store, self._submitter(), self._carried_options,
                                      refusals=SUBMISSION_FAILURES, lease_refusals=LEASE_REFUSALS)
         except RunStateLost as exc:
             raise AirflowFailException(str(exc)) from None
@@ -261,7 +262,9 @@ class RecoveringSparkPipelineOperator(BaseOperator):
 
     def resubmit(self, context: Any, event: Any = None, previous: dict | None = None, **kwargs: Any) -> Any:
         """After the backoff delay: submit the next run (the previous one confirmed gone) and watch it."""
-        return self._wait_for(self._resumed(context).advance(BackoffOver(optional_handle(previous))))
+        over = BackoffOver(optional_handle(previous))
+        step = self._resumed(context).advance(over)
+        return self._wait_for(step)
 
     def _wait_for(self, step: Next) -> Any:
         """Wait the Airflow way for what the run service asks: defer to the watcher or the backoff timer; or end
