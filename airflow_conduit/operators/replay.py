@@ -99,11 +99,11 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
     def _submission_options(self) -> dict[str, Any]:
         return {"replay": self.replay_request().to_json()}
 
-    def _summary(self, supervisor: Any, step: Any) -> dict[str, Any]:
+    def _summary(self, summary: dict[str, Any]) -> dict[str, Any]:
         """The run summary with the replay's totals beside it (and in the task log)."""
         from airflow_conduit.runs.report import replay_totals_text
 
-        summary = super()._summary(supervisor, step)
+        summary = super()._summary(summary)
         totals = (summary.get("report") or {}).get("replay")
         summary["replay"] = totals
         if totals:
