@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.jvm import files as hadoop_files
 from airflow_conduit.spark.sources import SourcePlan, csv_header, line_bound
 
 JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
@@ -329,18 +330,6 @@ def _local_bytes(path: str, start: int, end: int) -> bytes:
         return f.read(end - start)
 
 
-def _hadoop_bytes(spark: SparkSession, uri: str) -> bytes:
-    """A file of any Hadoop file system (s3a, hdfs, ...) read whole through the driver's JVM."""
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    stream = fs.open(path)
-    try:
-        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
-    finally:
-        stream.close()
-
-
 def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int, set[int]],
                buffer: ReadBuffer | None = None) -> dict[tuple[int, int], tuple[int, bytes]]:
     """(split start, index in the split) -> (line number, line bytes), for the wanted records of one file.
@@ -357,7 +346,7 @@ def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int
             chunks = _local_chunks(local, start, buffer)
             head = _local_bytes(local, line_start, start) if line_start < start else b""
         else:
-            data = data if data is not None else _hadoop_bytes(spark, uri)
+            data = data if data is not None else hadoop_files.read_whole(spark, uri)
             start = 0 if split == 0 else _skip_first_reader_line(data, split)
             before = data.count(b"\n", 0, start)
             chunks = iter([data[start:]])
