@@ -41,7 +41,7 @@ from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark import delta_txn
+from airflow_conduit.spark.jvm import delta_txn
 from airflow_conduit.spark.destination_base import Destination
 
 PLUGIN = "delta"
@@ -145,8 +145,7 @@ class DeltaDestination(Destination):
         return str(location)
 
     def is_delta_table(self) -> bool:
-        jvm = self.spark.sparkContext._jvm
-        return bool(jvm.io.delta.tables.DeltaTable.isDeltaTable(self.spark._jsparkSession, self.location()))
+        return delta_txn.is_delta_table(self.spark, self.location())
 
     def check_target(self) -> None:
         """Refuse, before the query starts, a target that is not a Delta table and a mode the DLQ cannot take."""
