@@ -41,7 +41,7 @@ from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.jvm import delta_txn
+from airflow_conduit.spark.jvm import dataframe_calls, delta_txn
 from airflow_conduit.spark.destination_base import Destination
 
 PLUGIN = "delta"
@@ -354,7 +354,7 @@ class DeltaDestination(Destination):
         if key not in self._fits:
             self._fits[key] = self._fit(df, user, table)
         error, select, fits = self._fits[key]
-        fitted = df if error is None else C.frame(df._jdf.withColumn(C.ERROR, error._jc), df)
+        fitted = df if error is None else dataframe_calls.with_column(df, C.ERROR, error)
         self._fits_table = fits
         return C.select(fitted, select)
 

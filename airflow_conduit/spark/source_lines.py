@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.jvm import dataframe_calls
 from airflow_conduit.spark.jvm import files as hadoop_files
 from airflow_conduit.spark.sources import SourcePlan, csv_header, line_bound
 
@@ -373,13 +374,6 @@ _RESOLVED = T.StructType([
 ])
 
 
-def _java_map(jvm, values: dict[str, str]):
-    java = jvm.java.util.HashMap()
-    for key, value in values.items():
-        java.put(key, value)
-    return java
-
-
 class SourceLines:
     """Puts each DLQ record's physical line number and its line's bytes in its DLQ row (``apply``)."""
 
@@ -461,9 +455,9 @@ class SourceLines:
         if ordinal is not None:
             if not resolved:
                 return rows.drop(ordinal)
-            found = C.frame(rows._jdf.withColumn(FOUND, self._line_at(resolved, keys, ordinal)), rows)
+            found = dataframe_calls.with_jvm_column(rows, FOUND, self._line_at(resolved, keys, ordinal))
             replaced = C.with_columns(found, self._replacing_found)
-            return C.frame(replaced._jdf.drop(self._jvm_once(("drop", ordinal), lambda jvm: jvm.PythonUtils.toSeq([FOUND, ordinal]))), rows)
+            return dataframe_calls.drop(replaced, self._once(("drop", ordinal), lambda: dataframe_calls.string_seq([FOUND, ordinal])))
         if not resolved:
             return rows
         lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
@@ -485,13 +479,11 @@ class SourceLines:
             replaced["record"] = F.when(found.isNotNull(), text).otherwise(F.col("record"))
         return replaced
 
-    def _jvm_once(self, key: tuple, build):
+    def _once(self, key: tuple, build):
         """What every batch's ``apply`` hands the JVM the same (a JVM object), built once per run."""
         built = self.__dict__.setdefault("_built", {})
         if key not in built:
-            from pyspark import SparkContext
-
-            built[key] = build(SparkContext._active_spark_context._jvm)
+            built[key] = build()
         return built[key]
 
     def _line_at(self, resolved: list[tuple], keys: list[tuple], ordinal: str):
@@ -502,8 +494,8 @@ class SourceLines:
         lines = [found.get(tuple(key)) for key in keys]  # a key with a NULL part matches nothing, as in a join
         text = json.dumps([None if line is None else {"line": line[0], "text": line[1]} for line in lines])
         limit = max(len(text), DEFAULT_MAX_STRING_LEN)  # a rejected line may be longer than Jackson's default
-        options = self._jvm_once(("options", limit), lambda jvm: _java_map(jvm, {"maxStringLen": str(limit)}))
-        index = self._jvm_once(("index", ordinal), lambda jvm: (F.col(ordinal).cast("int") + F.lit(1))._jc)
+        options = self._once(("options", limit), lambda: dataframe_calls.java_map({"maxStringLen": str(limit)}))
+        index = self._once(("index", ordinal), lambda: dataframe_calls.jvm_column(F.col(ordinal).cast("int") + F.lit(1)))
         parsed = C.jvm_function("from_json")(C.jvm_function("lit")(text), self._lines_type, options)
         return C.jvm_function("try_element_at")(parsed, index)
 
