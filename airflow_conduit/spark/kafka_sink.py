@@ -27,7 +27,6 @@ plus Conduit's own (docs/pipelines.md, Kafka DLQ).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
@@ -58,6 +57,7 @@ from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
 from airflow_conduit.spark.batch_numbers import checkpoint_query_id
 from airflow_conduit.spark.destination_base import Destination
+from airflow_conduit.spark.jvm.kafka_admin import KafkaAdmin
 from airflow_conduit.spark.jvm.refs import jvm_ref, some
 from airflow_conduit.spark.kafka_options import client_options
 
@@ -167,79 +167,6 @@ class IntentLog:
         )
         if batch_id >= 0:
             self.path(batch_id - KEEP_INTENTS).unlink(missing_ok=True)
-
-
-class KafkaAdmin:
-    """Kafka's Java admin client in the driver (made loadable from ``spark.jars`` when needed), created at its first
-    use and kept for the run (each batch asks for the topic's end offsets): ``close`` ends it."""
-
-    def __init__(self, spark: SparkSession, options: dict[str, str]):
-        self.spark = spark
-        self.options = options
-        self._admin = None
-        self._requests: dict[str, Any] = {}  # topic -> (its partitions' offset request, TopicPartition -> partition)
-
-    def client(self):
-        if self._admin is None:
-            from airflow_conduit.spark.session import ensure_driver_class
-
-            ensure_driver_class(self.spark, "org.apache.kafka.clients.admin.Admin")
-            jvm = self.spark.sparkContext._jvm
-            props = jvm.java.util.Properties()
-            for key, value in self.options.items():
-                props.setProperty(key.removeprefix("kafka."), value)
-            self._admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
-        return self._admin
-
-    def close(self) -> None:
-        admin, self._admin = self._admin, None
-        self._requests.clear()
-        if admin is not None:
-            with contextlib.suppress(Exception):  # the JVM may be gone (a lost driver): nothing left to release
-                admin.close()
-
-    @property
-    def _seconds(self):
-        return jvm_ref(self.spark, "TimeUnit.SECONDS", lambda jvm: jvm.java.util.concurrent.TimeUnit.SECONDS)
-
-    def end_offsets(self, topic: str, *, partitions_now: bool = False) -> dict[int, int]:
-        """Each partition's end offset (the next record's offset). The topic's partitions are listed once per run
-        (``partitions_now``: listed again): a partition added since is missing from the answer, which every reader
-        of the offsets takes as "from its start"."""
-        try:
-            if partitions_now or topic not in self._requests:
-                self._requests[topic] = self._offset_request(topic)
-            request, partitions = self._requests[topic]
-            found = self.client().listOffsets(request).all().get(ADMIN_TIMEOUT_SECONDS, self._seconds)
-            return {partition: int(found.get(tp).offset()) for tp, partition in partitions}
-        except BaseException:
-            self.close()  # a failed client is not reused: the retry (or the restart) makes a new one
-            raise
-
-    def _offset_request(self, topic: str):
-        jvm = self.spark.sparkContext._jvm
-        names = jvm.java.util.ArrayList()
-        names.add(topic)
-        description = self.client().describeTopics(names).allTopicNames().get(ADMIN_TIMEOUT_SECONDS, self._seconds).get(topic)
-        request = jvm.java.util.HashMap()
-        latest = jvm.org.apache.kafka.clients.admin.OffsetSpec.latest()
-        partitions = []
-        for info in description.partitions():
-            partition = int(info.partition())
-            tp = jvm.org.apache.kafka.common.TopicPartition(topic, partition)
-            request.put(tp, latest)
-            partitions.append((tp, partition))
-        return request, partitions
-
-    def max_message_bytes(self, topic: str) -> int:
-        """The topic's ``max.message.bytes`` (its own, or the broker's default it inherits)."""
-        jvm = self.spark.sparkContext._jvm
-        kind = getattr(jvm.org.apache.kafka.common.config, "ConfigResource$Type").TOPIC
-        resource = jvm.org.apache.kafka.common.config.ConfigResource(kind, topic)
-        resources = jvm.java.util.ArrayList()
-        resources.add(resource)
-        config = self.client().describeConfigs(resources).all().get(ADMIN_TIMEOUT_SECONDS, self._seconds).get(resource)
-        return int(config.get("max.message.bytes").value())
 
 
 def produce_in_driver(spark: SparkSession, records: DataFrame, producer_config, topic: str) -> None:
@@ -385,7 +312,7 @@ class KafkaWriter(Destination):
     @functools.cached_property
     def admin(self) -> KafkaAdmin:
         """The run's admin client of the topic's cluster (end offsets for every batch's intent); closed by ``close``."""
-        return KafkaAdmin(self.spark, self.options())
+        return KafkaAdmin(self.spark, self.options(), ADMIN_TIMEOUT_SECONDS)
 
     def close(self) -> None:
         if "admin" in self.__dict__:
