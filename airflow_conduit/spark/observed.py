@@ -43,7 +43,7 @@ def _observed_row(observation: Observation, wait_seconds: float):
     if row is not None:
         return row
     raise ObservationTimeout(
-        f"the observed metrics of {observation._name!r} did not arrive within {wait_seconds:g}s "
+        f"the observed metrics of {observations.name_of(observation)!r} did not arrive within {wait_seconds:g}s "
         "(pipeline.batch-deadline); the run ends and the batch runs again on the restart")
 
 

@@ -29,6 +29,11 @@ def _frame(jdf: Any, spark: SparkSession) -> DataFrame:
     return ClassicDataFrame(jdf, spark)
 
 
+def name_of(observation: Observation) -> str:
+    """The name an ``Observation`` was given (PySpark keeps it private)."""
+    return str(observation._name)
+
+
 def observe(df: DataFrame, observation: Observation, first: Column, rest: Any) -> DataFrame:
     """``df.observe(observation, first, *rest)``, ``rest`` a JVM ``Seq`` of columns built once per run (one round
     trip); sets what ``Observation.get`` and ``observed_row`` read, as ``Observation._on`` does."""
