@@ -10,6 +10,7 @@ from pathlib import Path
 import airflow_conduit
 
 PACKAGE = Path(airflow_conduit.__file__).parent
+REPO = PACKAGE.parent
 CONFINED_TO = PACKAGE / "spark" / "jvm"
 PRIVATE = re.compile(r"(?<![A-Za-z0-9_])_(?:jvm|jdf|jsc|jsparkSession|gateway)(?![A-Za-z0-9_])")
 
@@ -58,3 +59,27 @@ def test_the_pattern_finds_each_handle_and_not_names_that_contain_one():
     for text in ("lost_jvm_or(exc, spark)", "def _jvm_columns(columns)", "_is_jvm(cmdline)", "jvm = view",
                  "look_up_jvm_functions_once()", "self._jdf_cache"):
         assert not PRIVATE.search(text), text
+
+
+def _checklist() -> str:
+    """docs/architecture.md's upgrade checklist section."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    return text.split("\n## Upgrade checklist", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_upgrade_checklist_lists_every_module_of_spark_jvm_once():
+    rows = re.findall(r"^\| `([a-z_]+\.py)` \|", _checklist(), re.MULTILINE)
+    modules = sorted(path.name for path in CONFINED_TO.glob("*.py") if path.name != "__init__.py")
+    assert sorted(rows) == modules, "docs/architecture.md, upgrade checklist: one row per module of spark/jvm/"
+
+
+def test_the_contract_tests_the_upgrade_checklist_names_exist():
+    named = re.findall(r"`((?:spark|unit)/test_[a-z0-9_]+\.py)((?:::test_[a-z0-9_]+)?)`", _checklist())
+    named += [(file, f"::{test}") for file, test in re.findall(r"`(spark/test_[a-z0-9_]+\.py)::[^`]+`, `::(test_[a-z0-9_]+)`", _checklist())]
+    assert named
+    missing = []
+    for file, test in named:
+        path = REPO / "tests" / file
+        if not path.is_file() or (test and f"def {test.removeprefix('::')}(" not in path.read_text()):
+            missing.append(file + test)
+    assert not missing, f"docs/architecture.md, upgrade checklist, names tests that do not exist: {missing}"
