@@ -129,12 +129,18 @@ def delta_files(table: Path) -> list[Path]:
     log_dir = table / "_delta_log"
     live: dict[str, int] = {}  # path -> version it was added in
     start = -1
-    last = _json_file(log_dir / "_last_checkpoint")
+    from airflow_conduit.runs.report import read_json
+
+    try:
+        last = read_json(log_dir / "_last_checkpoint")
+    except ValueError:
+        last = None
     if isinstance(last, dict) and isinstance(last.get("version"), int):
         start = last["version"]
         parts = sorted(log_dir.glob(f"{start:020d}.checkpoint*.parquet"))
         for part in parts:
-            for action in pq.read_table(part, columns=["add", "remove"]).to_pylist():
+            actions = pq.read_table(part)
+            for action in actions.select([c for c in ("add",) if c in actions.column_names]).to_pylist():
                 add = action.get("add")
                 if add and add.get("path"):
                     live[add["path"]] = start
