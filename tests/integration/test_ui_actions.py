@@ -287,6 +287,8 @@ def shots_dir(tmp_path: Path) -> Path:
 
 
 def test_the_browser_pages_through_ten_thousand_records(airflow_processes, browser, ui_setup, tmp_path):
+    from playwright.sync_api import expect
+
     server = airflow_processes["server"]
     context = login(browser, server, "watcher")
     page = context.new_page()
@@ -298,11 +300,11 @@ def test_the_browser_pages_through_ten_thousand_records(airflow_processes, brows
     assert page.locator("tr.dlq-record").count() == 50
     assert page.locator("#dlq-range").inner_text() == "1–50 of 10000"
     page.click("#dlq-next")
-    page.wait_for_function("document.querySelector('#dlq-range').textContent.startsWith('51–100')")
+    expect(page.locator("#dlq-range")).to_have_text("51–100 of 10000")
     assert page.locator("tr.dlq-record").count() == 50
     page.select_option("select[name=stage]", "processor")
     page.click("#dlq-apply")
-    page.wait_for_function("document.querySelector('#dlq-status').dataset.total === '2500'")
+    expect(page.locator("#dlq-status")).to_have_attribute("data-total", "2500")
     page.locator("tr.dlq-record").first.click()
     page.wait_for_selector("#record-detail")
     detail = page.locator("#record-detail").inner_text()
@@ -371,3 +373,54 @@ def test_a_user_starts_a_replay_and_a_viewer_cannot(airflow_processes, browser, 
     assert plan["status"] == "done" and len(plan["taken"]) == selected
     operator.close()
     assert httpx.get(f"{server}/api/v2/monitor/health", timeout=30).status_code == 200
+
+
+# -- Kafka: the lag of a pipeline's source partitions, its Kafka DLQ browsed -------------------------------------
+
+
+def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, tmp_path, monkeypatch):
+    """The Kafka -> Delta reference DAG on the test broker: after a run, records produced meanwhile are a backlog
+    (broker end offsets minus the checkpoint's), per partition; the next run reads them and the lag is zero. The
+    run's progress events (spark/progress.py) give the chart's points; its Kafka DLQ is browsed record by record."""
+    from conftest import load_reference_dag
+    from test_kafka_delta_dag import create_topic
+
+    example = tmp_path / "kafka_delta"
+    shutil.copytree(REPO / "examples" / "kafka_delta", example, ignore=shutil.ignore_patterns("out", "state*"))
+    create_topic(kafka, "orders", 2)
+    create_topic(kafka, "orders-dlq", 1)
+    lines = (example / "sample" / "orders.jsonl").read_bytes().splitlines()
+    for partition in (0, 1):
+        kafka.produce("orders", lines[partition::2], partition=partition)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrap)
+    dag = load_reference_dag("conduit_kafka_orders_to_delta.py")
+    conf = {"spec": str(example / "pipeline.yaml"), "state_dir": str(example / "state")}
+    dr = dag.test(run_conf=conf)
+    assert dr.state == "success"
+    key = {"dag_id": dr.dag_id, "run_id": dr.run_id, "task_id": "kafka_orders_to_delta", "map_index": "-1"}
+
+    caught_up = client.get("/conduit/api/lag", params=key, headers=auth("watcher")).json()
+    assert caught_up["kafka"] and caught_up["mode"] == "between runs", caught_up
+    assert {(p["topic"], p["partition"]) for p in caught_up["partitions"]} == {("orders", 0), ("orders", 1)}
+    assert all(p["lag"] == 0 for p in caught_up["partitions"])
+    assert caught_up["history"] and all(p["rows_per_second"] is not None for p in caught_up["history"])
+    assert kafka.bootstrap not in json.dumps(caught_up)  # no server address, no client setting reaches the page
+
+    kafka.produce("orders", [json.dumps({"id": 200 + i, "customer": f"late{i}", "amount": 1.0}).encode() for i in range(5)],
+                  partition=1)
+    behind = client.get("/conduit/api/lag", params=key, headers=auth("watcher")).json()
+    lags = {(p["topic"], p["partition"]): p["lag"] for p in behind["partitions"]}
+    assert lags == {("orders", 0): 0, ("orders", 1): 5}
+    page = client.get("/conduit/pipelines", headers=auth("watcher")).text
+    assert 'class="kafka-lag"' in page and "api/lag?dag_id=conduit_kafka_orders_to_delta" in page
+
+    dr = dag.test(run_conf=conf)
+    assert dr.state == "success"
+    key["run_id"] = dr.run_id
+    after = client.get("/conduit/api/lag", params=key, headers=auth("watcher")).json()
+    assert [p["lag"] for p in after["partitions"]] == [0, 0]
+
+    dlq = client.get("/conduit/api/dlq", params=key, headers=auth("watcher")).json()
+    assert dlq["kind"] == "kafka" and dlq["readable"], dlq
+    assert dlq["total"] >= 7 and all(r["position"]["dlq_position"].startswith("orders-dlq/") for r in dlq["records"])
+    assert kafka.bootstrap not in json.dumps(dlq)
