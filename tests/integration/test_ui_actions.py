@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urlencode
 
 import pytest
@@ -74,7 +76,8 @@ def ui_setup(airflow_db, tmp_path_factory):
     spec = spec.replace("path: out/dlq", f"path: {root / 'fake-dlq'}")
     (fake_state / "pipeline.yaml").write_text(spec)
     _fake_dlq(root / "fake-dlq")
-    paths = {"spec": str(orders / "pipeline.yaml"), "state_dir": str(root / "state"), "fake_state_dir": str(fake_state)}
+    paths = {"spec": str(orders / "pipeline.yaml"), "state_dir": str(root / "state"), "fake_state_dir": str(fake_state),
+             "continuous_state_dir": str(root / "continuous-state")}
     os.environ["CONDUIT_UI_REPLAY"] = json.dumps(paths)
     with create_session() as session:
         if session.get(Connection, "conduit_local") is None:  # (or already added by another module)
@@ -199,9 +202,9 @@ def test_the_preview_is_the_replays_own_selection_and_writes_nothing(client, ui_
 
 
 @pytest.fixture(scope="module")
-def airflow_processes(ui_setup, tmp_path_factory):
+def airflow_processes(ui_setup, kafka, tmp_path_factory):
     """`airflow api-server`, `airflow scheduler` (LocalExecutor) and `airflow triggerer` on this session's metadata
-    DB; two users with passwords (SimpleAuthManager)."""
+    DB; two users with passwords (SimpleAuthManager); the test broker as the Kafka example's KAFKA_BOOTSTRAP_SERVERS."""
     import httpx
 
     from test_ui_plugin import CHROMIUM, _free_port, plugin_entry_point_installed
@@ -220,7 +223,7 @@ def airflow_processes(ui_setup, tmp_path_factory):
                AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK="False", AIRFLOW__API__WORKERS="1",
                AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(_free_port()),
                AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(_free_port()),
-               AIRFLOW__API_AUTH__JWT_SECRET="ui-actions-" + "x" * 40)
+               AIRFLOW__API_AUTH__JWT_SECRET="ui-actions-" + "x" * 40, KAFKA_BOOTSTRAP_SERVERS=kafka.bootstrap)
     for key in ("AIRFLOW__CORE__MULTI_TEAM", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS"):
         env.pop(key, None)
     if not plugin_entry_point_installed():
@@ -315,7 +318,7 @@ def test_the_browser_pages_through_ten_thousand_records(airflow_processes, brows
     page.wait_for_selector("#replay-selected")
     assert page.locator("#replay-selected").inner_text() == "2500"
     assert page.locator("#replay-start").is_disabled()  # a viewer may not trigger
-    page.screenshot(path=str(shots_dir(tmp_path) / "ui-dlq-browser.png"), full_page=True)
+    page.locator("#dlq-browser").screenshot(path=str(shots_dir(tmp_path) / "ui-dlq-browser.png"))
     context.close()
 
 
@@ -351,7 +354,7 @@ def test_a_user_starts_a_replay_and_a_viewer_cannot(airflow_processes, browser, 
     selected = int(page.locator("#replay-selected").inner_text())
     assert 0 < selected <= dlq_total
     assert page.locator("#replay-start").is_enabled()
-    page.screenshot(path=str(shots_dir(tmp_path) / "ui-replay-preview.png"), full_page=True)
+    page.locator("#dlq-browser").screenshot(path=str(shots_dir(tmp_path) / "ui-replay-preview.png"))
     page.click("#replay-start")
     page.wait_for_selector("#replay-progress[data-run-id]")
     page.wait_for_selector("#replay-progress[data-state]", timeout=900_000)
@@ -359,7 +362,7 @@ def test_a_user_starts_a_replay_and_a_viewer_cannot(airflow_processes, browser, 
         (airflow_processes["logs"] / "scheduler.log").read_text()[-3000:]
     run_id = page.locator("#replay-progress").get_attribute("data-run-id")
     page.wait_for_selector("#replays-table tr.replay-row[data-status=done]")
-    page.screenshot(path=str(shots_dir(tmp_path) / "ui-replay-done.png"), full_page=True)
+    page.locator("#dlq-browser").screenshot(path=str(shots_dir(tmp_path) / "ui-replay-done.png"))
     records = page.locator("tr.dlq-record td.replays").all_inner_texts()
     assert any("#1 taken" in r for r in records)
     # The replay ran as Airflow ran it: a DAG run of the user's, with the conf the page sent.
@@ -375,13 +378,79 @@ def test_a_user_starts_a_replay_and_a_viewer_cannot(airflow_processes, browser, 
     assert httpx.get(f"{server}/api/v2/monitor/health", timeout=30).status_code == 200
 
 
+def test_a_user_stops_a_running_pipeline_after_confirming_and_a_viewer_cannot(airflow_processes, browser, ui_setup, tmp_path):
+    """The graceful stop from the Pipeline tab: the task marked success through Airflow's REST API with the user's
+    session; the running batch completes and the state dir says stopped."""
+    import httpx
+    from playwright.sync_api import expect
+
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+
+    server = airflow_processes["server"]
+    with create_session() as session:
+        session.get(DagModel, "ui_continuous").is_paused = False
+    state_dir = Path(ui_setup["paths"]["continuous_state_dir"])
+    token = httpx.post(f"{server}/auth/token", json={"username": "operator", "password": USERS["operator"][1]}).json()["access_token"]
+    api = httpx.Client(base_url=f"{server}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    run = api.post("/dags/ui_continuous/dagRuns", json={"logical_date": None})
+    assert run.status_code == 200, run.text
+    dr = SimpleNamespace(dag_id="ui_continuous", run_id=run.json()["dag_run_id"])
+
+    def running() -> bool:
+        ti = api.get(f"/dags/ui_continuous/dagRuns/{dr.run_id}/taskInstances/pipeline").json()
+        reports = [json.loads(p.read_text()) for p in state_dir.glob("runs/*/report.json")] if state_dir.exists() else []
+        return ti.get("state") == "deferred" and any(r.get("status") == "running" and r.get("batches") for r in reports)
+
+    wait_until(running, "the continuous pipeline deferred with a running Spark run", 600, airflow_processes)
+    viewer = login(browser, server, "watcher")
+    page = viewer.new_page()
+    page.goto(plugin_url(server, "ti", dr))
+    expect(page.locator("#stop-ask")).to_be_disabled()
+    viewer.close()
+
+    operator = login(browser, server, "operator")
+    page = operator.new_page()
+    page.goto(plugin_url(server, "ti", dr))
+    page.click("#stop-ask")
+    expect(page.locator("#stop-confirm")).to_be_visible()
+    page.locator("#stop").screenshot(path=str(shots_dir(tmp_path) / "ui-stop-confirm.png"))
+    page.click("#stop-no")  # cancelled: nothing happens
+    expect(page.locator("#stop-confirm")).to_be_hidden()
+    assert api.get(f"/dags/ui_continuous/dagRuns/{dr.run_id}/taskInstances/pipeline").json()["state"] == "deferred"
+    page.click("#stop-ask")
+    page.click("#stop-yes")
+    expect(page.locator("#stop-result")).to_have_text(re.compile("Stop requested"))
+    operator.close()
+
+    def stopped() -> bool:
+        try:
+            recovery = json.loads((state_dir / "recovery.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return recovery.get("pipeline_state") == "stopped"
+
+    wait_until(stopped, "recovery.json says stopped", 300, airflow_processes)
+    assert api.get(f"/dags/ui_continuous/dagRuns/{dr.run_id}/taskInstances/pipeline").json()["state"] == "success"
+
+
+def wait_until(condition, what: str, seconds: float, processes) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n" + \
+            "\n".join((processes["logs"] / f"{n}.log").read_text(errors="replace")[-2000:] for n in ("scheduler", "triggerer"))
+        time.sleep(2)
+
+
 # -- Kafka: the lag of a pipeline's source partitions, its Kafka DLQ browsed -------------------------------------
 
 
-def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, tmp_path, monkeypatch):
+def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, airflow_processes, browser, tmp_path, monkeypatch):
     """The Kafka -> Delta reference DAG on the test broker: after a run, records produced meanwhile are a backlog
     (broker end offsets minus the checkpoint's), per partition; the next run reads them and the lag is zero. The
     run's progress events (spark/progress.py) give the chart's points; its Kafka DLQ is browsed record by record."""
+    from playwright.sync_api import expect
+
     from conftest import load_reference_dag
     from test_kafka_delta_dag import create_topic
 
@@ -413,12 +482,24 @@ def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, tmp_path, mo
     assert lags == {("orders", 0): 0, ("orders", 1): 5}
     page = client.get("/conduit/pipelines", headers=auth("watcher")).text
     assert 'class="kafka-lag"' in page and "api/lag?dag_id=conduit_kafka_orders_to_delta" in page
+    server = airflow_processes["server"]
+    context = login(browser, server, "watcher")
+    view = context.new_page()
+    view.goto(f"{server}/conduit/pipelines")
+    row = view.locator('tr.lag-row[data-dag="conduit_kafka_orders_to_delta"] .kafka-lag')
+    expect(row).to_have_attribute("data-total", "5")
+    expect(row.locator('tr.lag-partition[data-partition="1"] td.lag-cell')).to_have_text("5")
+    assert kafka.bootstrap not in view.content()
+    row.screenshot(path=str(shots_dir(tmp_path) / "ui-kafka-lag.png"))
 
     dr = dag.test(run_conf=conf)
     assert dr.state == "success"
     key["run_id"] = dr.run_id
     after = client.get("/conduit/api/lag", params=key, headers=auth("watcher")).json()
     assert [p["lag"] for p in after["partitions"]] == [0, 0]
+    view.reload()
+    expect(row).to_have_attribute("data-total", "0")
+    context.close()
 
     dlq = client.get("/conduit/api/dlq", params=key, headers=auth("watcher")).json()
     assert dlq["kind"] == "kafka" and dlq["readable"], dlq

@@ -2,6 +2,8 @@
 DAG, as the reference DAG conduit_orders_dlq_replay has them. Its paths come from CONDUIT_UI_REPLAY (JSON
 ``{"spec", "state_dir"}``), set by the test for itself and for the Airflow processes it starts.
 
+``ui_continuous``: a continuous pipeline (generated records) for the graceful stop.
+
 ``ui_fake_pipeline``: a task that only records what a pipeline task records (``pipeline_state``,
 ``conduit_job``) for a state dir the test wrote itself (a big DLQ, no Spark), and a replay task that never runs:
 enough for the plugin's API (paging, filters, permissions).
@@ -69,3 +71,36 @@ with DAG("ui_fake_pipeline", schedule=None, start_date=datetime(2026, 1, 1), cat
         conn_id="conduit_local", **REPLAY_FILTERS,
     )
     records_of_a_pipeline() >> never() >> fake_replay
+
+
+CONTINUOUS_SPEC = """\
+version: "1"
+pipeline:
+  id: ui-clicks
+  mode: continuous
+  trigger-interval: 2s
+  sources:
+    - id: clicks
+      plugin: builtin:generator
+      settings:
+        records: 1000000
+        rate: 5
+        fields: {user: STRING, ms: INT}
+  destinations:
+    - id: out
+      plugin: builtin:file
+      settings:
+        path: out/clicks
+        format: json
+  dead-letter-queue:
+    plugin: builtin:file
+    settings:
+      path: out/dlq
+      format: json
+"""
+
+with DAG("ui_continuous", schedule=None, start_date=datetime(2026, 1, 1), catchup=False, max_active_runs=1) as continuous_dag:
+    RecoveringSparkPipelineOperator(
+        task_id="pipeline", spec=CONTINUOUS_SPEC, state_dir=_paths.get("continuous_state_dir", "/nonexistent"),
+        conn_id="conduit_local", poll_interval=1,
+    )
