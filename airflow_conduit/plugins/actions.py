@@ -85,7 +85,7 @@ def dlq_page(task: Any, spec: Any, redactor: Redactor, filters: ReplayFilter, of
             page = dlq_browse.jdbc_page(reveal(dict(spec.dead_letter_queue.settings)), filters, offset, limit, view)
         else:
             page = dlq_browse.page_of(kind, dlq_rows(task, spec, lookup), filters, offset, limit, view)
-    except DlqUnavailable as exc:
+    except (DlqUnavailable, ValueError) as exc:  # ValueError: a Kafka client setting that cannot be used (named)
         return {"kind": kind, "location": location, "readable": False, "reason": redactor.text(str(exc)),
                 "total": 0, "offset": offset, "count": 0, "records": [], "facets": {}, "replays": history.summary()}
     return {**page.to_dict(), "location": location, "readable": True, "limit": limit, "replays": history.summary()}

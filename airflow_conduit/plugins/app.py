@@ -230,7 +230,7 @@ def create_app() -> FastAPI:
         redactor = records.redactor_for(session, task)
         try:
             preview = actions.replay_preview(task, records.spec_of(task), filters, force, records.connection_dict, redactor)
-        except DlqUnavailable as exc:
+        except (DlqUnavailable, ValueError) as exc:  # ValueError: a Kafka client setting that cannot be used (named)
             return _json({"detail": redactor.text(str(exc))}, 409)
         rights = action_rights(user, task, session)
         replay = rights.replay_dag

@@ -205,6 +205,13 @@ def _confluent():
 def kafka_rows(config: dict[str, Any], topic: str, seconds: float = KAFKA_SECONDS) -> Iterator[dict[str, Any]]:
     """A Kafka DLQ topic's records, every partition from its start to its end offset when the read began."""
     ck = _confluent()
+    try:
+        yield from _kafka_rows(ck, config, topic, seconds)
+    except ck.KafkaException as exc:  # named, never a traceback (and never a client setting)
+        raise DlqUnavailable(f"the Kafka DLQ topic {topic!r} could not be read ({type(exc).__name__})") from None
+
+
+def _kafka_rows(ck: Any, config: dict[str, Any], topic: str, seconds: float) -> Iterator[dict[str, Any]]:
     consumer = ck.Consumer({**config, "group.id": "airflow-conduit-ui", "enable.auto.commit": False,
                             "enable.partition.eof": False, "socket.timeout.ms": int(seconds * 1000)})
     try:
@@ -292,12 +299,10 @@ def _jdbc_where(filters: ReplayFilter) -> tuple[str, list[Any]]:
         if values:
             clauses.append(f"{column} = ANY(%s)")
             params.append(list(values))
-    if filters.since is not None:
-        clauses.append("time_of_error::text >= %s")
-        params.append(filters.since.replace("T", " ").rstrip("Z"))
-    if filters.until is not None:
-        clauses.append("time_of_error::text < %s")
-        params.append(filters.until.replace("T", " ").rstrip("Z"))
+    for bound, op in ((filters.since, ">="), (filters.until, "<")):  # time_of_error is ISO-8601 text, as the filter's
+        if bound is not None:
+            clauses.append(f"time_of_error {op} %s")
+            params.append(bound)
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 

@@ -151,7 +151,8 @@ def kafka_sources(spec: Any) -> list[Any]:
     return [s for s in spec.sources if s.plugin == "kafka"]
 
 
-def source_topics(source: Any, ends_known: dict[str, Any] | None = None) -> list[str]:
+def source_topics(source: Any) -> list[str]:
+    """The topics a Kafka source names (none for ``topic-pattern``: the checkpoint's topics are used then)."""
     topics = source.settings.get("topics")
     if isinstance(topics, str):
         return [topics]

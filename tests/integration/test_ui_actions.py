@@ -201,10 +201,41 @@ def test_the_preview_is_the_replays_own_selection_and_writes_nothing(client, ui_
 # -- a real api-server, scheduler and triggerer; headless Chromium ----------------------------------------------
 
 
+class Processes:
+    """Airflow components as processes of their own (each its own process group, its log in ``logs``)."""
+
+    def __init__(self, env: dict[str, str], logs: Path):
+        self.env, self.logs, self.procs = env, logs, {}
+
+    def start(self, name: str, *args: str) -> None:
+        airflow = str(Path(sys.executable).parent / "airflow")
+        self.procs[name] = subprocess.Popen([airflow, *args], env=self.env, stdout=(self.logs / f"{name}.log").open("w"),
+                                            stderr=subprocess.STDOUT, start_new_session=True, cwd=self.logs)
+
+    def check(self) -> None:
+        for name, proc in self.procs.items():
+            assert proc.poll() is None, f"{name} exited:\n" + (self.logs / f"{name}.log").read_text()[-3000:]
+
+    def stop(self) -> None:
+        import signal
+
+        for proc in self.procs.values():
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
 @pytest.fixture(scope="module")
 def airflow_processes(ui_setup, kafka, tmp_path_factory):
-    """`airflow api-server`, `airflow scheduler` (LocalExecutor) and `airflow triggerer` on this session's metadata
-    DB; two users with passwords (SimpleAuthManager); the test broker as the Kafka example's KAFKA_BOOTSTRAP_SERVERS."""
+    """`airflow api-server` on this session's metadata DB; two users with passwords (SimpleAuthManager); the test
+    broker as the Kafka example's KAFKA_BOOTSTRAP_SERVERS. ``workers`` adds a scheduler and a triggerer."""
     import httpx
 
     from test_ui_plugin import CHROMIUM, _free_port, plugin_entry_point_installed
@@ -228,19 +259,13 @@ def airflow_processes(ui_setup, kafka, tmp_path_factory):
         env.pop(key, None)
     if not plugin_entry_point_installed():
         env["AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS"] = "False"
-    airflow = str(Path(sys.executable).parent / "airflow")
-    argv = {"api-server": [airflow, "api-server", "--port", str(port), "--host", "127.0.0.1"],
-            "scheduler": [airflow, "scheduler", "--skip-serve-logs"], "triggerer": [airflow, "triggerer", "--skip-serve-logs"]}
-    procs = {}
+    processes = Processes(env, logs)
     server = f"http://127.0.0.1:{port}"
     try:
-        for name, args in argv.items():
-            procs[name] = subprocess.Popen(args, env=env, stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT,
-                                           start_new_session=True, cwd=logs)
+        processes.start("api-server", "api-server", "--port", str(port), "--host", "127.0.0.1")
         deadline = time.monotonic() + 300
         while True:
-            for name, proc in procs.items():
-                assert proc.poll() is None, f"{name} exited:\n" + (logs / f"{name}.log").read_text()[-3000:]
+            processes.check()
             try:
                 if httpx.get(f"{server}/api/v2/monitor/health", timeout=5).status_code == 200:
                     break
@@ -248,21 +273,19 @@ def airflow_processes(ui_setup, kafka, tmp_path_factory):
                 pass
             assert time.monotonic() < deadline, "api-server did not answer within 5 minutes"
             time.sleep(1)
-        yield {"server": server, "logs": logs}
+        yield {"server": server, "logs": logs, "processes": processes}
     finally:
-        import signal
+        processes.stop()
 
-        for proc in procs.values():
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for proc in procs.values():
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+
+@pytest.fixture(scope="module")
+def workers(airflow_processes, replay_setup):
+    """A scheduler (LocalExecutor) and a triggerer, started once every in-process dag.test() of the module has run:
+    a triggerer would otherwise also take up the deferred task of a dag.test() run."""
+    processes = airflow_processes["processes"]
+    processes.start("scheduler", "scheduler", "--skip-serve-logs")
+    processes.start("triggerer", "triggerer", "--skip-serve-logs")
+    return airflow_processes
 
 
 def login(browser, server: str, name: str):
@@ -320,126 +343,6 @@ def test_the_browser_pages_through_ten_thousand_records(airflow_processes, brows
     assert page.locator("#replay-start").is_disabled()  # a viewer may not trigger
     page.locator("#dlq-browser").screenshot(path=str(shots_dir(tmp_path) / "ui-dlq-browser.png"))
     context.close()
-
-
-def test_a_user_starts_a_replay_and_a_viewer_cannot(airflow_processes, browser, replay_setup, tmp_path):
-    import httpx
-
-    ui_setup = replay_setup
-    server = airflow_processes["server"]
-    first = ui_setup["first"]
-    viewer = login(browser, server, "watcher")
-    page = viewer.new_page()
-    page.goto(plugin_url(server, "ti", first))
-    page.wait_for_selector("#dlq-status[data-total]")
-    page.click("#replay-force")
-    page.click("#replay-preview")
-    page.wait_for_selector("#replay-selected")
-    assert page.locator("#replay-start").is_disabled()
-    forged = page.evaluate("""async () => (await fetch('/api/v2/dags/ui_replay/dagRuns', {method: 'POST',
-        credentials: 'same-origin', headers: {'Content-Type': 'application/json'},
-        body: JSON.stringify({logical_date: null, conf: {replay: true, dry_run: false, force: true}})})).status""")
-    assert forged == 403
-    viewer.close()
-
-    operator = login(browser, server, "operator")
-    page = operator.new_page()
-    page.goto(plugin_url(server, "ti", first))
-    page.wait_for_selector("#dlq-status[data-total]")
-    dlq_total = int(page.locator("#dlq-status").get_attribute("data-total"))
-    assert dlq_total > 0
-    page.click("#replay-force")  # the spec is unchanged since the records failed: a forced replay takes them
-    page.click("#replay-preview")
-    page.wait_for_selector("#replay-selected")
-    selected = int(page.locator("#replay-selected").inner_text())
-    assert 0 < selected <= dlq_total
-    assert page.locator("#replay-start").is_enabled()
-    page.locator("#dlq-browser").screenshot(path=str(shots_dir(tmp_path) / "ui-replay-preview.png"))
-    page.click("#replay-start")
-    page.wait_for_selector("#replay-progress[data-run-id]")
-    page.wait_for_selector("#replay-progress[data-state]", timeout=900_000)
-    assert page.locator("#replay-progress").get_attribute("data-state") == "success", \
-        (airflow_processes["logs"] / "scheduler.log").read_text()[-3000:]
-    run_id = page.locator("#replay-progress").get_attribute("data-run-id")
-    page.wait_for_selector("#replays-table tr.replay-row[data-status=done]")
-    page.locator("#dlq-browser").screenshot(path=str(shots_dir(tmp_path) / "ui-replay-done.png"))
-    records = page.locator("tr.dlq-record td.replays").all_inner_texts()
-    assert any("#1 taken" in r for r in records)
-    # The replay ran as Airflow ran it: a DAG run of the user's, with the conf the page sent.
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        run = session.query(DagRun).filter_by(dag_id="ui_replay", run_id=run_id).one()
-        assert run.conf["replay"] is True and run.conf["force"] is True and run.triggering_user_name == "operator"
-    plan = json.loads((Path(ui_setup["paths"]["state_dir"]) / "replays" / "1" / "plan.json").read_text())
-    assert plan["status"] == "done" and len(plan["taken"]) == selected
-    operator.close()
-    assert httpx.get(f"{server}/api/v2/monitor/health", timeout=30).status_code == 200
-
-
-def test_a_user_stops_a_running_pipeline_after_confirming_and_a_viewer_cannot(airflow_processes, browser, ui_setup, tmp_path):
-    """The graceful stop from the Pipeline tab: the task marked success through Airflow's REST API with the user's
-    session; the running batch completes and the state dir says stopped."""
-    import httpx
-    from playwright.sync_api import expect
-
-    from airflow.models.dag import DagModel
-    from airflow.utils.session import create_session
-
-    server = airflow_processes["server"]
-    with create_session() as session:
-        session.get(DagModel, "ui_continuous").is_paused = False
-    state_dir = Path(ui_setup["paths"]["continuous_state_dir"])
-    token = httpx.post(f"{server}/auth/token", json={"username": "operator", "password": USERS["operator"][1]}).json()["access_token"]
-    api = httpx.Client(base_url=f"{server}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    run = api.post("/dags/ui_continuous/dagRuns", json={"logical_date": None})
-    assert run.status_code == 200, run.text
-    dr = SimpleNamespace(dag_id="ui_continuous", run_id=run.json()["dag_run_id"])
-
-    def running() -> bool:
-        ti = api.get(f"/dags/ui_continuous/dagRuns/{dr.run_id}/taskInstances/pipeline").json()
-        reports = [json.loads(p.read_text()) for p in state_dir.glob("runs/*/report.json")] if state_dir.exists() else []
-        return ti.get("state") == "deferred" and any(r.get("status") == "running" and r.get("batches") for r in reports)
-
-    wait_until(running, "the continuous pipeline deferred with a running Spark run", 600, airflow_processes)
-    viewer = login(browser, server, "watcher")
-    page = viewer.new_page()
-    page.goto(plugin_url(server, "ti", dr))
-    expect(page.locator("#stop-ask")).to_be_disabled()
-    viewer.close()
-
-    operator = login(browser, server, "operator")
-    page = operator.new_page()
-    page.goto(plugin_url(server, "ti", dr))
-    page.click("#stop-ask")
-    expect(page.locator("#stop-confirm")).to_be_visible()
-    page.locator("#stop").screenshot(path=str(shots_dir(tmp_path) / "ui-stop-confirm.png"))
-    page.click("#stop-no")  # cancelled: nothing happens
-    expect(page.locator("#stop-confirm")).to_be_hidden()
-    assert api.get(f"/dags/ui_continuous/dagRuns/{dr.run_id}/taskInstances/pipeline").json()["state"] == "deferred"
-    page.click("#stop-ask")
-    page.click("#stop-yes")
-    expect(page.locator("#stop-result")).to_have_text(re.compile("Stop requested"))
-    operator.close()
-
-    def stopped() -> bool:
-        try:
-            recovery = json.loads((state_dir / "recovery.json").read_text())
-        except (OSError, ValueError):
-            return False
-        return recovery.get("pipeline_state") == "stopped"
-
-    wait_until(stopped, "recovery.json says stopped", 300, airflow_processes)
-    assert api.get(f"/dags/ui_continuous/dagRuns/{dr.run_id}/taskInstances/pipeline").json()["state"] == "success"
-
-
-def wait_until(condition, what: str, seconds: float, processes) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n" + \
-            "\n".join((processes["logs"] / f"{n}.log").read_text(errors="replace")[-2000:] for n in ("scheduler", "triggerer"))
-        time.sleep(2)
 
 
 # -- Kafka: the lag of a pipeline's source partitions, its Kafka DLQ browsed -------------------------------------
@@ -505,3 +408,161 @@ def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, airflow_proc
     assert dlq["kind"] == "kafka" and dlq["readable"], dlq
     assert dlq["total"] >= 7 and all(r["position"]["dlq_position"].startswith("orders-dlq/") for r in dlq["records"])
     assert kafka.bootstrap not in json.dumps(dlq)
+
+
+def test_a_jdbc_dlq_is_paged_and_filtered_by_postgresql(tmp_path):
+    """A JDBC DLQ table (the DLQ's columns) on a real PostgreSQL: count, page and facets computed by the database."""
+    import psycopg2
+
+    import postgres_server
+    from airflow_conduit.pipeline.replay_request import ReplayFilter
+    from airflow_conduit.plugins import dlq_browse
+
+    if not postgres_server.installed():
+        pytest.skip("PostgreSQL 15 server binaries not installed (Debian package postgresql)")
+    with postgres_server.postgres_server() as db:
+        settings = {"url": db["url"], "table": "orders_dlq", "user": "postgres", "password": None}
+        view = lambda row: {"batch_id": row["batch_id"], "stage": row["stage"], "position": row["source_position"]}  # noqa: E731
+        assert dlq_browse.jdbc_page(settings, ReplayFilter(), 0, 10, view).total == 0  # no table yet: nothing dead-lettered
+        conn = psycopg2.connect(host=db["host"], port=db["port"], user="postgres", dbname="postgres")
+        with conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE orders_dlq (run_id text, batch_id bigint, source_id text, source_position bigint, "
+                        "stage text, component_id text, exception_class text, exception_message text, time_of_error text, "
+                        "record text, _conduit_batch_id bigint)")
+            cur.executemany("INSERT INTO orders_dlq VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", [
+                ("r-s01", i // 100, "in", i, "source" if i % 2 else "processor", "in" if i % 2 else "decode", f"E{i % 3}",
+                 f"bad {i}", f"2026-03-01T10:{i % 60:02d}:00.000000Z", json.dumps({"id": i}), i // 100) for i in range(300)])
+        conn.close()
+        page = dlq_browse.jdbc_page(settings, ReplayFilter(), 0, 10, view)
+        assert page.total == 300 and [r["batch_id"] for r in page.records] == [2] * 10
+        assert page.facets["stage"] == {"processor": 150, "source": 150}
+        only = ReplayFilter.from_mapping({"stages": "source", "exception_classes": "E0", "since": "2026-03-01T10:30:00Z"})
+        expected = [i for i in range(300) if i % 2 and i % 3 == 0 and i % 60 >= 30]
+        filtered = dlq_browse.jdbc_page(settings, only, 5, 1000, view)
+        assert filtered.total == len(expected) and len(filtered.records) == len(expected) - 5
+        assert all(r["stage"] == "source" for r in filtered.records)
+
+
+# -- with a scheduler and a triggerer (after every dag.test() of the module) ------------------------------------
+
+
+def test_a_user_starts_a_replay_and_a_viewer_cannot(workers, browser, replay_setup, tmp_path):
+    import httpx
+
+    ui_setup = replay_setup
+    airflow_processes = workers
+    server = airflow_processes["server"]
+    first = ui_setup["first"]
+    viewer = login(browser, server, "watcher")
+    page = viewer.new_page()
+    page.goto(plugin_url(server, "ti", first))
+    page.wait_for_selector("#dlq-status[data-total]")
+    page.click("#replay-force")
+    page.click("#replay-preview")
+    page.wait_for_selector("#replay-selected")
+    assert page.locator("#replay-start").is_disabled()
+    forged = page.evaluate("""async () => (await fetch('/api/v2/dags/ui_replay/dagRuns', {method: 'POST',
+        credentials: 'same-origin', headers: {'Content-Type': 'application/json'},
+        body: JSON.stringify({logical_date: null, conf: {replay: true, dry_run: false, force: true}})})).status""")
+    assert forged == 403
+    viewer.close()
+
+    operator = login(browser, server, "operator")
+    page = operator.new_page()
+    page.goto(plugin_url(server, "ti", first))
+    page.wait_for_selector("#dlq-status[data-total]")
+    dlq_total = int(page.locator("#dlq-status").get_attribute("data-total"))
+    assert dlq_total > 0
+    page.click("#replay-force")  # the spec is unchanged since the records failed: a forced replay takes them
+    page.click("#replay-preview")
+    page.wait_for_selector("#replay-selected")
+    selected = int(page.locator("#replay-selected").inner_text())
+    assert 0 < selected <= dlq_total
+    assert page.locator("#replay-start").is_enabled()
+    page.locator("#dlq-browser").screenshot(path=str(shots_dir(tmp_path) / "ui-replay-preview.png"))
+    page.click("#replay-start")
+    page.wait_for_selector("#replay-progress[data-run-id]")
+    page.wait_for_selector("#replay-progress[data-state]", timeout=900_000)
+    assert page.locator("#replay-progress").get_attribute("data-state") == "success", \
+        (airflow_processes["logs"] / "scheduler.log").read_text()[-3000:]
+    run_id = page.locator("#replay-progress").get_attribute("data-run-id")
+    page.wait_for_selector("#replays-table tr.replay-row[data-status=done]")
+    page.locator("#dlq-browser").screenshot(path=str(shots_dir(tmp_path) / "ui-replay-done.png"))
+    records = page.locator("tr.dlq-record td.replays").all_inner_texts()
+    assert any("#1 taken" in r for r in records)
+    # The replay ran as Airflow ran it: a DAG run of the user's, with the conf the page sent.
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        run = session.query(DagRun).filter_by(dag_id="ui_replay", run_id=run_id).one()
+        assert run.conf["replay"] is True and run.conf["force"] is True and run.triggering_user_name == "operator"
+    plan = json.loads((Path(ui_setup["paths"]["state_dir"]) / "replays" / "1" / "plan.json").read_text())
+    assert plan["status"] == "done" and len(plan["taken"]) == selected
+    operator.close()
+    assert httpx.get(f"{server}/api/v2/monitor/health", timeout=30).status_code == 200
+
+
+def test_a_user_stops_a_running_pipeline_after_confirming_and_a_viewer_cannot(workers, browser, ui_setup, tmp_path):
+    """The graceful stop from the Pipeline tab: the task marked success through Airflow's REST API with the user's
+    session; the running batch completes and the state dir says stopped."""
+    import httpx
+    from playwright.sync_api import expect
+
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+
+    airflow_processes = workers
+    server = airflow_processes["server"]
+    with create_session() as session:
+        session.get(DagModel, "ui_continuous").is_paused = False
+    state_dir = Path(ui_setup["paths"]["continuous_state_dir"])
+    token = httpx.post(f"{server}/auth/token", json={"username": "operator", "password": USERS["operator"][1]}).json()["access_token"]
+    api = httpx.Client(base_url=f"{server}/api/v2", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    run = api.post("/dags/ui_continuous/dagRuns", json={"logical_date": None})
+    assert run.status_code == 200, run.text
+    dr = SimpleNamespace(dag_id="ui_continuous", run_id=run.json()["dag_run_id"])
+
+    def running() -> bool:
+        ti = api.get(f"/dags/ui_continuous/dagRuns/{dr.run_id}/taskInstances/pipeline").json()
+        reports = [json.loads(p.read_text()) for p in state_dir.glob("runs/*/report.json")] if state_dir.exists() else []
+        return ti.get("state") == "deferred" and any(r.get("status") == "running" and r.get("batches") for r in reports)
+
+    wait_until(running, "the continuous pipeline deferred with a running Spark run", 600, airflow_processes)
+    viewer = login(browser, server, "watcher")
+    page = viewer.new_page()
+    page.goto(plugin_url(server, "ti", dr))
+    expect(page.locator("#stop-ask")).to_be_disabled()
+    viewer.close()
+
+    operator = login(browser, server, "operator")
+    page = operator.new_page()
+    page.goto(plugin_url(server, "ti", dr))
+    page.click("#stop-ask")
+    expect(page.locator("#stop-confirm")).to_be_visible()
+    page.locator("#stop").screenshot(path=str(shots_dir(tmp_path) / "ui-stop-confirm.png"))
+    page.click("#stop-no")  # cancelled: nothing happens
+    expect(page.locator("#stop-confirm")).to_be_hidden()
+    assert api.get(f"/dags/ui_continuous/dagRuns/{dr.run_id}/taskInstances/pipeline").json()["state"] == "deferred"
+    page.click("#stop-ask")
+    page.click("#stop-yes")
+    expect(page.locator("#stop-result")).to_have_text(re.compile("Stop requested"))
+    operator.close()
+
+    def stopped() -> bool:
+        try:
+            recovery = json.loads((state_dir / "recovery.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return recovery.get("pipeline_state") == "stopped"
+
+    wait_until(stopped, "recovery.json says stopped", 300, airflow_processes)
+    assert api.get(f"/dags/ui_continuous/dagRuns/{dr.run_id}/taskInstances/pipeline").json()["state"] == "success"
+
+
+def wait_until(condition, what: str, seconds: float, processes) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n" + \
+            "\n".join((processes["logs"] / f"{n}.log").read_text(errors="replace")[-2000:] for n in ("scheduler", "triggerer"))
+        time.sleep(2)
