@@ -285,6 +285,13 @@
   function chart(points) {
     const ns = "http://www.w3.org/2000/svg";
     const w = 420, h = 90, pad = 24;
+    const axis = document.createElementNS(ns, "line");
+    for (const [k, v] of Object.entries({ x1: pad, y1: h - pad, x2: w - pad, y2: h - pad, stroke: "#9ca3af" })) axis.setAttribute(k, String(v));
+    const caption = document.createElementNS(ns, "text");
+    caption.setAttribute("x", String(w / 2));
+    caption.setAttribute("y", String(h - 6));
+    caption.setAttribute("text-anchor", "middle");
+    caption.textContent = `${points.length} batch(es) of the last runs, oldest first`;
     const svg = document.createElementNS(ns, "svg");
     svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
     svg.setAttribute("width", String(w));
@@ -294,14 +301,22 @@
       if (!known.length) return;
       const top = Math.max(...known, 1);
       const step = values.length > 1 ? (w - 2 * pad) / (values.length - 1) : 0;
-      const coords = values.map((v, i) => (v === null || v === undefined ? null : `${pad + i * step},${h - pad - (h - 2 * pad) * v / top}`)).filter(Boolean);
+      const points = values.map((v, i) => (v === null || v === undefined ? null : [pad + i * step, h - pad - (h - 2 * pad) * v / top])).filter(Boolean);
       const path = document.createElementNS(ns, "polyline");
-      path.setAttribute("points", coords.join(" "));
+      path.setAttribute("points", points.map(([x, y]) => `${x},${y}`).join(" "));
       path.setAttribute("fill", "none");
       path.setAttribute("stroke", color);
       path.setAttribute("stroke-width", "2");
       path.setAttribute("class", cls);
       svg.append(path);
+      for (const [x, y] of points) {  // every batch a dot: a run of one batch is a point, not an empty line
+        const dot = document.createElementNS(ns, "circle");
+        dot.setAttribute("cx", String(x));
+        dot.setAttribute("cy", String(y));
+        dot.setAttribute("r", "3");
+        dot.setAttribute("fill", color);
+        svg.append(dot);
+      }
       const label = document.createElementNS(ns, "text");
       label.setAttribute("x", cls === "lag-line" ? "2" : String(w - 2));
       label.setAttribute("text-anchor", cls === "lag-line" ? "start" : "end");
@@ -310,6 +325,7 @@
       label.textContent = cls === "lag-line" ? `lag (max ${top})` : `records/s (max ${Math.round(top)})`;
       svg.append(label);
     };
+    svg.append(axis, caption);
     line(points.map((p) => p.lag), "#b45309", "lag-line");
     line(points.map((p) => p.rows_per_second), "#2563eb", "rate-line");
     return svg;
@@ -340,7 +356,7 @@
       }
       box.append(table);
     }
-    if (lag.history && lag.history.length) box.append(el("div", { class: "muted", text: "last runs' batches:" }), chart(lag.history));
+    if (lag.history && lag.history.length) box.append(chart(lag.history));
     box.classList.add("loaded");
   }
 

@@ -65,7 +65,7 @@ tr.dlq-record { cursor: pointer; } tr.dlq-record:hover td, tr.dlq-record.chosen 
 .record-detail dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 4px 0; } .record-detail dt { color: var(--muted); font-size: 12px; }
 .panel { border: 1px solid var(--line); border-radius: 8px; padding: 8px 12px; margin: 10px 0; }
 .ok { color: #15803d; } .bad { color: #b91c1c; } .pager { display: flex; gap: 10px; align-items: center; margin: 6px 0; }
-td.lag-cell { font-variant-numeric: tabular-nums; }
+td.lag-cell { font-variant-numeric: tabular-nums; } .kafka-lag table { width: auto; } .kafka-lag td, .kafka-lag th { padding: 3px 14px; }
 """
 
 

@@ -12,6 +12,7 @@ two users, one allowed to trigger the pipeline's DAG (role ``user``), one read-o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -342,18 +343,54 @@ def test_the_browser_pages_through_ten_thousand_records(airflow_processes, brows
     assert page.locator("#replay-selected").inner_text() == "2500"
     assert page.locator("#replay-start").is_disabled()  # a viewer may not trigger
     page.locator("#dlq-browser").screenshot(path=str(shots_dir(tmp_path) / "ui-dlq-browser.png"))
+    # The same browser on the Pipelines page, opened from the pipeline's row.
+    page.goto(f"{server}/conduit/pipelines")
+    page.click('tr.pipeline[data-dag="ui_fake_pipeline"] button.open-dlq')
+    expect(page.locator("#dlq-status")).to_have_attribute("data-total", str(FAKE_RECORDS))
+    expect(page.locator("#dlq-for")).to_have_text("ui_fake_pipeline › pipeline")
+    assert page.locator("tr.dlq-record").count() == 50
     context.close()
 
 
 # -- Kafka: the lag of a pipeline's source partitions, its Kafka DLQ browsed -------------------------------------
 
 
-def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, airflow_processes, browser, tmp_path, monkeypatch):
+@contextlib.contextmanager
+def chromium():
+    """Debian's Chromium for a part of a test (Playwright's sync API runs an event loop: no dag.test() inside)."""
+    from playwright.sync_api import sync_playwright
+
+    from test_ui_plugin import BROWSER_DEADLINE_MS, CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=BROWSER_DEADLINE_MS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def lag_in_the_browser(server: str, total: str, screenshot: Path | None = None) -> str:
+    """The Pipelines page as the read-only user sees it, once the Kafka pipeline's lag shows ``total``."""
+    from playwright.sync_api import expect
+
+    with chromium() as browser:
+        context = login(browser, server, "watcher")
+        view = context.new_page()
+        view.goto(f"{server}/conduit/pipelines")
+        row = view.locator('tr.lag-row[data-dag="conduit_kafka_orders_to_delta"] .kafka-lag')
+        expect(row).to_have_attribute("data-total", total)
+        if screenshot is not None:
+            row.screenshot(path=str(screenshot))
+        content = view.content()
+        context.close()
+        return content
+
+
+def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, airflow_processes, tmp_path, monkeypatch):
     """The Kafka -> Delta reference DAG on the test broker: after a run, records produced meanwhile are a backlog
     (broker end offsets minus the checkpoint's), per partition; the next run reads them and the lag is zero. The
     run's progress events (spark/progress.py) give the chart's points; its Kafka DLQ is browsed record by record."""
-    from playwright.sync_api import expect
-
     from conftest import load_reference_dag
     from test_kafka_delta_dag import create_topic
 
@@ -386,23 +423,17 @@ def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, airflow_proc
     page = client.get("/conduit/pipelines", headers=auth("watcher")).text
     assert 'class="kafka-lag"' in page and "api/lag?dag_id=conduit_kafka_orders_to_delta" in page
     server = airflow_processes["server"]
-    context = login(browser, server, "watcher")
-    view = context.new_page()
-    view.goto(f"{server}/conduit/pipelines")
-    row = view.locator('tr.lag-row[data-dag="conduit_kafka_orders_to_delta"] .kafka-lag')
-    expect(row).to_have_attribute("data-total", "5")
-    expect(row.locator('tr.lag-partition[data-partition="1"] td.lag-cell')).to_have_text("5")
-    assert kafka.bootstrap not in view.content()
-    row.screenshot(path=str(shots_dir(tmp_path) / "ui-kafka-lag.png"))
+    content = lag_in_the_browser(server, "5", shots_dir(tmp_path) / "ui-kafka-lag.png")
+    assert re.search(r'data-partition="1"><td>orders</td><td class="n">1</td><td class="n">\d+</td><td class="n">\d+</td>'
+                     r'<td class="n lag-cell">5</td>', content), content[-3000:]
+    assert kafka.bootstrap not in content
 
     dr = dag.test(run_conf=conf)
     assert dr.state == "success"
     key["run_id"] = dr.run_id
     after = client.get("/conduit/api/lag", params=key, headers=auth("watcher")).json()
     assert [p["lag"] for p in after["partitions"]] == [0, 0]
-    view.reload()
-    expect(row).to_have_attribute("data-total", "0")
-    context.close()
+    lag_in_the_browser(server, "0")
 
     dlq = client.get("/conduit/api/dlq", params=key, headers=auth("watcher")).json()
     assert dlq["kind"] == "kafka" and dlq["readable"], dlq
