@@ -61,6 +61,7 @@ from airflow_conduit.spark.batch_intents import BatchIntents
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.checkpoint_paths import check_sources
 from airflow_conduit.spark.commits import CommitLog
+from airflow_conduit.spark.progress import ProgressRecorder
 from airflow_conduit.spark.destinations import Destination, make_destination
 from airflow_conduit.spark.dlq import PendingReasons
 from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
@@ -780,9 +781,12 @@ class PipelineRunner:
             raise RunFailed(error) from exc
         self.report.status = RunStatus.RUNNING
         self._save_report(durable=False)  # as a batch's: the run's start and end are fsync'd
+        progress = ProgressRecorder(self.report_file.parent)  # rows/s and Kafka lag for the UI (spark/progress.py)
         try:
             while True:
+                progress.record(query)
                 if query.awaitTermination(0.5):
+                    progress.record(query)
                     break
                 if self._topic_failed.is_set():  # a source topic deleted or recreated under the query
                     query.stop()
