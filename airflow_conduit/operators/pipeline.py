@@ -36,6 +36,7 @@ from airflow_conduit.hooks.errors import KafkaConnectionError, SparkConnectionNo
 from airflow_conduit.hooks.refusals import LEASE_REFUSALS, SUBMISSION_FAILURES
 from airflow_conduit.hooks.spark_pipeline import BACKEND_KINDS, SparkPipelineHook
 from airflow_conduit.names import XCOM_DLQ
+from airflow_conduit.operators.lineage import PipelineLineageMixin
 from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink
 from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
@@ -51,7 +52,7 @@ from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable, re
 AUDIT_IN_MESSAGE = 5  # audit events quoted in a degraded task's error message
 
 
-class RecoveringSparkPipelineOperator(BaseOperator):
+class RecoveringSparkPipelineOperator(PipelineLineageMixin, BaseOperator):
     """Run a pipeline spec on Spark; restart it with backoff on transient errors, degrade on fatal ones.
 
     :param spec: path of a pipeline YAML file, or the YAML text itself (inline; written to the state dir)
@@ -193,8 +194,9 @@ class RecoveringSparkPipelineOperator(BaseOperator):
     def get_hook(self) -> SparkPipelineHook:
         """The hook of this task's connection; a connection that does not exist or cannot be read fails the task."""
         options = dict(self.backend_options)
-        if self.spark_conf:
-            options["conf"] = self.spark_conf
+        conf = self.lineage_spark_conf(self.spark_conf)  # OpenLineage's listener when lineage is on (docs/lineage.md)
+        if conf:
+            options["conf"] = conf
         hook = SparkPipelineHook(self.conn_id, backend=self.backend, backend_options=options, **self.rest_retry_arguments)
         try:
             hook.check_connection()
