@@ -8,7 +8,8 @@ module, when the provider's listener asks for the facets. Names and counts come 
   (``conduit_deadLetterQueue``, and the standard ``dataQualityMetrics`` with the records read when the pipeline has
   one input), the expectation rules checking it (``dataQualityAssertions``), and on each output the records written
   (``outputStatistics``); the run's totals as ``conduit_totals``;
-- FAIL: the same, and the last failure's classification (``errorMessage`` and ``conduit_failure``).
+- FAIL: the same, and the last failure's classification (``conduit_failure``; the provider adds ``errorMessage``
+  from the task's exception).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from openlineage.client.facet_v2 import (
     RunFacet,
     data_quality_assertions_dataset,
     data_quality_metrics_input_dataset,
-    error_message_run,
     output_statistics_output_dataset,
 )
 
@@ -140,9 +140,9 @@ def totals_facet(counts: RunCounts) -> PipelineTotalsRunFacet:
 
 
 def failure_facets(failure: Failure) -> dict[str, Any]:
-    """The classification of the failure as the standard error facet and as ``conduit_failure``."""
+    """The classification of the failure as ``conduit_failure``. The standard ``errorMessage`` facet is the
+    provider's own, from the task's exception: a degraded pipeline's message names the classification too."""
     return {
-        "errorMessage": error_message_run.ErrorMessageRunFacet(message=failure.summary(), programmingLanguage="python"),
         FAILURE_FACET: PipelineFailureRunFacet(
             fatal=failure.fatal, code=failure.code, codeName=failure.code_name, message=failure.message,
             reason=failure.reason, stage=failure.stage, exceptionClass=failure.exception_class,

@@ -357,8 +357,9 @@ class BatchPass:
 
         r.stage.at("dlq", DEAD_LETTER_QUEUE_ID, r.dlq.plugin)
         result.crossed, result.replayed, window = self._advance_window(metrics, counts, saved_window)
+        if counts["nacked"]:
+            result.dlq_kinds = self._dlq_kinds(metrics, counts["nacked"])
         if dlq_needed:
-            result.dlq_kinds = self._dlq_kinds(metrics, counts["nacked"]) if counts["nacked"] else {}
             result.dlq_written = self._write_dlq(metrics, counts["nacked"])
         else:
             result.already.append(DEAD_LETTER_QUEUE_ID)
@@ -425,13 +426,13 @@ class BatchPass:
 
     def _dlq_kinds(self, metrics: ObservedMetrics, nacked: int) -> dict[str, dict[str, dict[str, int]]]:
         """The batch's nacked records counted per source, stage and error class: from the entries that came with
-        the counts, or (over the number the pass gathers) one more Spark job over just them. A JSON line whose
-        reason is worked out after the pass counts as ``PENDING_KIND``."""
+        the counts, or (over the number the pass gathers, or a batch whose DLQ an earlier attempt committed) one more
+        Spark job over just them. A JSON line whose reason is worked out after the pass counts as ``PENDING_KIND``."""
         skipped = self._skipped_lines
         passed = nacked - len(skipped)
         if not passed:
             found: list[tuple] = []
-        elif metrics.size("dlq") == passed:
+        elif "dlq" in metrics.heavy and metrics.size("dlq") == passed:
             found = metrics.fields("dlq", DLQ_KINDS)
         else:
             rows = self.status.where(F.col(NACKED)).select(*self.dlq_entry).groupBy(*DLQ_KINDS).count().collect()
