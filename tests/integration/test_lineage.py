@@ -31,6 +31,46 @@ def read_events(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _argv_and_conf(hook, spec_path: str) -> tuple[list[str], dict]:
+    """What the local backend would submit for ``hook``: the spark-submit argv and the Spark settings."""
+    from airflow_conduit.spark.connector_jars import connectors_of_spec_file
+
+    backend = hook.backend
+    conf = backend._spark_conf(4040, connectors_of_spec_file(spec_path))
+    args = ["--spec", spec_path, "--run-id", "r-s01", "--state-dir", "/tmp/state"]
+    return backend.build_command("/app/entrypoint.py", "/app/deps.zip", args, conf, "conduit-r-s01"), conf
+
+
+def test_with_lineage_off_the_argv_and_spark_conf_are_the_ones_without_lineage(airflow_db, orders, monkeypatch):
+    """Lineage off ([openlineage] disabled, or no provider configured): the operator's hook submits byte for byte
+    what a hook given the task's own options submits; on, the same plus only the listener's settings."""
+    from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
+    from airflow_conduit.lineage.spark_listener import LISTENER_CLASS, lineage_spark_conf
+    from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
+
+    spec_path = str(orders / "pipeline.yaml")
+    spark_conf = {"spark.sql.shuffle.partitions": "2", "spark.driver.extraClassPath": "/opt/mine.jar"}
+    options = {"env": {"A": "1"}}
+    operator = RecoveringSparkPipelineOperator(task_id="p", spec=spec_path, state_dir=str(orders / "state"),
+                                               conn_id="conduit_local", backend_options=options, spark_conf=spark_conf)
+    without_lineage = _argv_and_conf(SparkPipelineHook("conduit_local", backend_options={**options, "conf": spark_conf}), spec_path)
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps({"type": "file", "log_file_path": "/tmp/ol.jsonl"}))
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__SPARK_INJECT_TRANSPORT_INFO", "true")
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__DISABLED", "true")
+    hook = operator.get_hook()
+    assert hook.backend_options == {**options, "conf": spark_conf}
+    assert _argv_and_conf(hook, spec_path) == without_lineage
+
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__DISABLED", "false")  # on: the listener and its settings, nothing else
+    on = lineage_spark_conf(spark_conf, None, app_name="conduit.orders")
+    added = {key: value for key, value in on.items() if spark_conf.get(key) != value}
+    assert added["spark.extraListeners"] == LISTENER_CLASS
+    assert added["spark.driver.extraClassPath"].startswith("/opt/mine.jar" + os.pathsep)
+    assert added["spark.openlineage.transport.location"] == "/tmp/ol.jsonl.spark"
+    assert set(added) == {"spark.extraListeners", "spark.driver.extraClassPath", "spark.openlineage.transport.type",
+                          "spark.openlineage.transport.location", "spark.openlineage.namespace", "spark.openlineage.appName"}
+
+
 @pytest.fixture(scope="module")
 def lineage_file(airflow_db):
     """The provider configured to a file transport with both Spark injections on, for this module only; the
