@@ -52,8 +52,10 @@ APPLICATION_ONLY_NODES = (
 )
 APPLICATION_ONLY_SETTINGS = {
     "spark.openlineage.filter.rddEventsDisabled": "true",
-    "spark.openlineage.filter.deniedSparkNodes": ";".join(APPLICATION_ONLY_NODES),
-    "spark.openlineage.facets.disabled": "[spark_unknown;spark.logicalPlan;debug]",
+    "spark.openlineage.filter.deniedSparkNodes": "[" + ";".join(APPLICATION_ONLY_NODES) + "]",
+    "spark.openlineage.facets.spark_unknown.disabled": "true",
+    "spark.openlineage.facets.spark.logicalPlan.disabled": "true",
+    "spark.openlineage.facets.debug.disabled": "true",
 }
 
 
