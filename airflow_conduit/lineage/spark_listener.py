@@ -49,6 +49,7 @@ APPLICATION_ONLY_NODES = (
     "org.apache.spark.sql.catalyst.plans.logical.Generate",
     "org.apache.spark.sql.catalyst.plans.logical.Join",
     "org.apache.spark.sql.catalyst.plans.logical.Sort",
+    "org.apache.spark.sql.catalyst.plans.logical.Project",
 )
 APPLICATION_ONLY_SETTINGS = {
     "spark.openlineage.filter.rddEventsDisabled": "true",
