@@ -1,5 +1,5 @@
 """Benchmark 9: OpenLineage's volume: events per micro-batch of a 100-batch Kafka -> Delta run, and its wall time, with
-the Spark listener on against off, and with the application-only setting against off (docs/lineage.md, volume)."""
+the Spark listener on against off, and with openlineage-spark's own filters against off (docs/lineage.md, volume)."""
 
 import json
 import time
@@ -11,16 +11,16 @@ from bench.common import (Stopwatch, alternate, at, benchmark, column, figure_ta
 from bench.kafka_delta import PARTITIONS, produce, runner_spec
 
 TITLE = "9. Lineage volume"
-WAYS = {"on": "every event (the listener's defaults)", "application_only": "the application-only setting"}
+WAYS = {"on": "the listener's defaults", "filters": "openlineage-spark's filters (lineage.spark_listener.FILTER_SETTINGS)"}
 
 
 def listener_conf(events: Path, way: str) -> dict[str, str]:
-    """The listener's settings of ``way``: a file transport to ``events``, and for ``application_only`` its filters."""
-    from airflow_conduit.lineage.spark_listener import APPLICATION_ONLY_SETTINGS
+    """The listener's settings of ``way``: a file transport to ``events``, and for ``filters`` its filters."""
+    from airflow_conduit.lineage.spark_listener import FILTER_SETTINGS
 
     conf = {"spark.openlineage.transport.type": "file", "spark.openlineage.transport.location": str(events),
             "spark.openlineage.namespace": "bench", "spark.openlineage.appName": "conduit.bench-kafka-delta"}
-    return {**conf, **(APPLICATION_ONLY_SETTINGS if way == "application_only" else {})}
+    return {**conf, **(FILTER_SETTINGS if way == "filters" else {})}
 
 
 def with_listener(spark, events: Path, way: str, run):

@@ -15,6 +15,7 @@ and, following the provider's settings:
 
 The listener is added only when its application has a transport: injected, or the task's own
 ``spark.openlineage.transport.*`` in ``spark_conf``; otherwise the task-level events stand alone (a warning says so).
+``spark.openlineage.disabled = true`` in a task's ``spark_conf`` keeps the listener off for that task.
 With lineage off nothing here touches the Spark settings. docs/lineage.md.
 """
 
@@ -34,9 +35,10 @@ LISTENER_ARTIFACT = "openlineage-spark"
 TRANSPORT_PREFIX = "spark.openlineage.transport."
 SPARK_FILE_SUFFIX = ".spark"
 
-# openlineage-spark's own filters for continuous pipelines: application events only (docs/lineage.md, volume).
-# RDD jobs are no lineage of ours; the micro-batches' SQL executions are filtered by their plans' root nodes.
-APPLICATION_ONLY_NODES = (
+# openlineage-spark's own filters (docs/lineage.md, volume): no RDD job events, no SQL execution whose plan's root is
+# one of these nodes, none of the largest facets. Its node filter applies the lists to plans that are not over a stream
+# only: a micro-batch write inside ``foreachBatch`` is reported whatever they say (SparkNodesFilter, 1.53.0).
+FILTERED_NODES = (
     "org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand",
     "org.apache.spark.sql.execution.datasources.v2.OverwriteByExpression",
     "org.apache.spark.sql.catalyst.plans.logical.OverwriteByExpression",
@@ -44,20 +46,22 @@ APPLICATION_ONLY_NODES = (
     "org.apache.spark.sql.catalyst.plans.logical.CollectMetrics",
     "org.apache.spark.sql.delta.commands.WriteIntoDelta",
     "org.apache.spark.sql.execution.datasources.SaveIntoDataSourceCommand",
+    "org.apache.spark.sql.catalyst.plans.logical.Project",
     "org.apache.spark.sql.catalyst.plans.logical.Filter",
     "org.apache.spark.sql.catalyst.plans.logical.Union",
     "org.apache.spark.sql.catalyst.plans.logical.Generate",
     "org.apache.spark.sql.catalyst.plans.logical.Join",
     "org.apache.spark.sql.catalyst.plans.logical.Sort",
-    "org.apache.spark.sql.catalyst.plans.logical.Project",
 )
-APPLICATION_ONLY_SETTINGS = {
+FILTER_SETTINGS = {
     "spark.openlineage.filter.rddEventsDisabled": "true",
-    "spark.openlineage.filter.deniedSparkNodes": "[" + ";".join(APPLICATION_ONLY_NODES) + "]",
+    "spark.openlineage.filter.deniedSparkNodes": "[" + ";".join(FILTERED_NODES) + "]",
     "spark.openlineage.facets.spark_unknown.disabled": "true",
     "spark.openlineage.facets.spark.logicalPlan.disabled": "true",
     "spark.openlineage.facets.debug.disabled": "true",
 }
+# The listener's own switch: in a task's ``spark_conf``, that task's runs get no listener at all (task-level events only).
+LISTENER_OFF = "spark.openlineage.disabled"
 
 
 def provider_conf():
@@ -130,7 +134,7 @@ def with_listener(conf: Mapping[str, Any], *, app_name: str | None = None) -> di
 def lineage_spark_conf(conf: Mapping[str, Any] | None, context: Any, *, app_name: str | None = None,
                        operator: Any = None) -> dict[str, Any] | None:
     """The task's Spark settings with lineage's added when lineage is on; ``conf`` itself, untouched, when off."""
-    if not lineage_enabled(operator):
+    if not lineage_enabled(operator) or str((conf or {}).get(LISTENER_OFF, "")).strip().lower() == "true":
         return conf  # type: ignore[return-value]
     conf_module = provider_conf()
     from airflow.providers.openlineage.utils.spark import (

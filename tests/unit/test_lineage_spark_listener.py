@@ -6,7 +6,8 @@ import json
 import os
 
 from airflow_conduit.lineage.spark_listener import (
-    APPLICATION_ONLY_SETTINGS,
+    FILTER_SETTINGS,
+    LISTENER_OFF,
     LISTENER_CLASS,
     file_transport_settings,
     lineage_enabled,
@@ -55,7 +56,16 @@ def test_off_means_the_settings_themselves_and_on_without_a_transport_for_spark_
     assert not lineage_enabled()
 
 
-def test_the_application_only_settings_use_openlineage_sparks_list_format():
-    nodes = APPLICATION_ONLY_SETTINGS["spark.openlineage.filter.deniedSparkNodes"]
+def test_the_filter_settings_use_openlineage_sparks_list_format():
+    nodes = FILTER_SETTINGS["spark.openlineage.filter.deniedSparkNodes"]
     assert nodes.startswith("[") and nodes.endswith("]") and ";" in nodes and "," not in nodes
-    assert APPLICATION_ONLY_SETTINGS["spark.openlineage.filter.rddEventsDisabled"] == "true"
+    assert FILTER_SETTINGS["spark.openlineage.filter.rddEventsDisabled"] == "true"
+
+
+def test_a_task_that_turns_the_listener_off_gets_none(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps({"type": "file", "log_file_path": "/tmp/ol.json"}))
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__SPARK_INJECT_TRANSPORT_INFO", "true")
+    monkeypatch.delenv("AIRFLOW__OPENLINEAGE__DISABLED", raising=False)
+    assert LISTENER_CLASS in lineage_spark_conf({}, None)["spark.extraListeners"]
+    off = {LISTENER_OFF: "true"}
+    assert lineage_spark_conf(off, None) is off
