@@ -430,19 +430,18 @@ class BatchPass:
         Spark job over just them. A JSON line whose reason is worked out after the pass counts as ``PENDING_KIND``."""
         skipped = self._skipped_lines
         passed = nacked - len(skipped)
-        if not passed:
-            found: list[tuple] = []
-        elif "dlq" in metrics.heavy and metrics.size("dlq") == passed:
-            found = metrics.fields("dlq", DLQ_KINDS)
-        else:
-            rows = self.status.where(F.col(NACKED)).select(*self.dlq_entry).groupBy(*DLQ_KINDS).count().collect()
-            found = [tuple(row[:3]) for row in rows for _ in range(int(row[3]))]
         at = [ENTRY_FIELDS.index(key) for key in DLQ_KINDS]
+        counted: list[tuple[tuple, int]] = [(tuple(entry[i] for i in at), 1) for entry in skipped]
+        if passed and "dlq" in metrics.heavy and metrics.size("dlq") == passed:
+            counted += [(key, 1) for key in metrics.fields("dlq", DLQ_KINDS)]
+        elif passed:
+            rows = self.status.where(F.col(NACKED)).select(*self.dlq_entry).groupBy(*DLQ_KINDS).count().collect()
+            counted += [(tuple(row[:3]), int(row[3])) for row in rows]
         kinds: dict[str, dict[str, dict[str, int]]] = {}
-        for source_id, stage, error_class in [*found, *(tuple(entry[i] for i in at) for entry in skipped)]:
+        for (source_id, stage, error_class), n in counted:
             error_class = PENDING_KIND if error_class == PENDING_REASON else str(error_class)
             per_stage = kinds.setdefault(str(source_id), {}).setdefault(str(stage), {})
-            per_stage[error_class] = per_stage.get(error_class, 0) + 1
+            per_stage[error_class] = per_stage.get(error_class, 0) + n
         return kinds
 
     def _dlq_on_driver(self) -> bool:
