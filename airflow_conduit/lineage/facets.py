@@ -42,7 +42,7 @@ class DeadLetterQueueInputDatasetFacet(InputDatasetFacet):
 
     records: int
     byStage: dict[str, dict[str, int]]  # noqa: N815 - stage -> error class -> records
-    deadLetterQueue: str | None = attr.field(default=None)  # noqa: N815 - the DLQ dataset, namespace/name
+    deadLetterQueue: dict[str, str] | None = attr.field(default=None)  # noqa: N815 - the DLQ dataset: namespace, name
 
     @staticmethod
     def _get_schema() -> str:
@@ -82,8 +82,8 @@ class PipelineTotalsRunFacet(RunFacet):
         return f"{FACETS_DOC}#totals-facet"
 
 
-def _qualified(dataset: PipelineDataset | None) -> str | None:
-    return None if dataset is None else f"{dataset.name.namespace}/{dataset.name.name}"
+def _qualified(dataset: PipelineDataset | None) -> dict[str, str] | None:
+    return None if dataset is None else {"namespace": dataset.name.namespace, "name": dataset.name.name}
 
 
 def input_datasets(datasets: PipelineDatasets, counts: RunCounts | None = None, spec: Any = None) -> list[InputDataset]:

@@ -170,7 +170,7 @@ def test_the_dlq_facet_counts_are_the_run_reports(restarted_run):
     assert sum(n for classes in facet["byStage"].values() for n in classes.values()) == facet["records"]
     by_stage = {stage: sum(classes.values()) for stage, classes in facet["byStage"].items()}
     assert by_stage == {stage: sum(1 for d in expected["dlq"] if d["stage"] == stage) for stage in by_stage}
-    assert facet["deadLetterQueue"] == f"file/{restarted_run['orders'] / 'out' / 'dlq'}"
+    assert facet["deadLetterQueue"] == {"namespace": "file", "name": str(restarted_run["orders"] / "out" / "dlq")}
     assert complete["inputs"][0]["inputFacets"]["dataQualityMetrics"]["rowCount"] == totals["read"]
     outputs = {d["name"]: d["outputFacets"]["outputStatistics"]["rowCount"] for d in complete["outputs"]}
     assert outputs == {str(restarted_run["orders"] / "out" / "lake"): totals["written"]["lake"],
