@@ -19,10 +19,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := .venv-system-deps
-# Spark's Kafka and Delta connectors: pinned in the package's airflow_conduit/spark/connectors/<name>/pom.xml
-# (the installed package reads the same poms); a Kafka broker for the tests in jars/broker/pom.xml (the
-# broker's Kafka is not Spark's). Each set's jars go to jars/<name>/lib.
-CONNECTOR_SETS := kafka delta
+# Spark's Kafka and Delta connectors and OpenLineage's Spark listener (on a run's driver only when lineage is on:
+# docs/lineage.md): pinned in the package's airflow_conduit/spark/connectors/<name>/pom.xml (the installed package
+# reads the same poms); a Kafka broker for the tests in jars/broker/pom.xml (the broker's Kafka is not Spark's).
+# Each set's jars go to jars/<name>/lib.
+CONNECTOR_SETS := kafka delta openlineage
 JAR_SETS := $(CONNECTOR_SETS) broker
 pom_of = $(if $(filter $(1),$(CONNECTOR_SETS)),airflow_conduit/spark/connectors/$(1)/pom.xml,jars/$(1)/pom.xml)
 JAR_STAMPS := $(foreach set,$(JAR_SETS),jars/$(set)/lib/.fetched)

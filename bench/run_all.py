@@ -28,6 +28,7 @@ QUICK = {
     "restart_cost": "--kills 2 --records 60000",
     "recovery_reaction": "--polls 1 --restarts 2",
     "deferral_scale": "--ns 10,50 --reps 2 --poll 2 --workers 2",
+    "lineage_volume": "--batches 100 --per-batch 100 --reps 1 --warmup 0",
     "kafka_delta": "--records 20000 --small-records 20000 --reps 1 --warmup-pairs 0 --latency-rate 20 --latency-seconds 15 --latency-warmup 5",
 }
 

@@ -605,7 +605,7 @@ class PipelineRunner:
         already = list(result.already)
         self._record_batch(batch_id, counts, result.written, at=at, already=already, replayed=result.replayed,
                            retries=ctx.retries, dlq_written=result.dlq_written or 0, expectations=result.expectations,
-                           earlier_attempt_wrote=result.earlier_attempt_wrote)
+                           earlier_attempt_wrote=result.earlier_attempt_wrote, dlq_kinds=result.dlq_kinds)
         log.info(
             "batch %s: read %s, written %s, filtered %s, dlq %s in %.1fs%s", batch_id, counts["read"], result.written,
             counts["filtered"], counts["nacked"], time.monotonic() - started,
@@ -675,6 +675,7 @@ class PipelineRunner:
         dlq_written: int = 0,
         expectations: dict[str, Any] | None = None,
         earlier_attempt_wrote: dict[str, int] | None = None,
+        dlq_kinds: dict[str, dict[str, dict[str, int]]] | None = None,
     ) -> None:
         """Add the batch to the run report (counts, KIP-298 counters, expectation counts) and rewrite it."""
         at = at or utc_now_iso()
@@ -683,6 +684,8 @@ class PipelineRunner:
         entry = self.report.batches[-1]
         if expectations:
             self.report.add_expectations(expectations)
+        if dlq_kinds:
+            self.report.add_dlq_kinds(dlq_kinds)
         if already:
             entry["already_committed"] = already
         if earlier_attempt_wrote:  # written by a killed attempt that recorded nothing: not this run's
