@@ -8,6 +8,9 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 import pytest  # noqa: E402
 
+# CONDUIT_JVM_CENSUS=<file>: count the JVMs each test starts (tests/jvm_census.py); off by default.
+from jvm_census import pytest_configure, pytest_runtest_logstart, pytest_unconfigure  # noqa: E402, F401
+
 
 @pytest.fixture(scope="session")
 def kafka():
