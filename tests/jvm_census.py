@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -49,6 +50,7 @@ class Census:
         self.jvms: dict[int, dict] = {}
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._sample_until_stopped, name="jvm-census", daemon=True)
+        self.started = time.monotonic()
 
     def start(self) -> None:
         self.thread.start()
@@ -89,7 +91,11 @@ class Census:
                 continue
 
     def result(self) -> dict:
-        return {"jvms": [{**j, "seconds": round(j["last"] - j["first"], 1)} for j in self.jvms.values()]}
+        """The JVMs, and this process's wall and CPU seconds (its own, and its reaped children's and theirs)."""
+        own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return {"wall": round(time.monotonic() - self.started, 1), "cpu_self": round(own.ru_utime + own.ru_stime, 1),
+                "cpu_children": round(children.ru_utime + children.ru_stime, 1),
+                "jvms": [{**j, "seconds": round(j["last"] - j["first"], 1)} for j in self.jvms.values()]}
 
 
 _census: Census | None = None
@@ -125,14 +131,17 @@ def pytest_unconfigure(config) -> None:
 
 
 def summarise(paths: list[str]) -> str:
-    jvms = [j for p in paths for j in json.loads(Path(p).read_text())["jvms"]]
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    jvms = [j for run in runs for j in run["jvms"]]
     by_kind = Counter(j["kind"] for j in jvms)
     cpu_by_kind = defaultdict(float)
     per_module: dict[str, Counter] = defaultdict(Counter)
     for j in jvms:
         cpu_by_kind[j["kind"]] += j["cpu"]
         per_module[j["test"].split("::")[0]][j["kind"]] += 1
-    lines = [f"{len(jvms)} JVMs, {sum(j['cpu'] for j in jvms):.0f} CPU s"]
+    wall, cpu = max(r.get("wall", 0) for r in runs), sum(r.get("cpu_self", 0) + r.get("cpu_children", 0) for r in runs)
+    lines = [f"{len(jvms)} JVMs, {sum(j['cpu'] for j in jvms):.0f} CPU s in JVMs; the run: {wall:.0f} s wall, "
+             f"{cpu:.0f} CPU s (its processes and their reaped children)"]
     lines += [f"  {kind:18} {n:4}  {cpu_by_kind[kind]:7.0f} CPU s" for kind, n in by_kind.most_common()]
     lines.append("per test module (JVMs by kind):")
     for module, kinds in sorted(per_module.items(), key=lambda kv: -sum(kv[1].values())):
