@@ -28,6 +28,8 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 def kind_of(argv: list[str]) -> str:
     """What a JVM is for, from its command line."""
+    if "org.apache.spark.launcher.Main" in argv:
+        return "spark-launcher"  # bin/spark-class's short JVM that builds the command of the one it then starts
     if "org.apache.spark.deploy.SparkSubmit" in argv:
         # PySpark's own gateway (an in-process SparkSession) submits "pyspark-shell"; spark-submit a file.
         return "spark-session" if "pyspark-shell" in argv else "spark-submit"
