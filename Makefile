@@ -113,7 +113,7 @@ install: $(STAMP) system-deps jars $(CLASS_ARCHIVE)
 # The deployment layer is one module (one deployment): one process.
 WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q
-XDIST := -n $(WORKERS) --dist loadfile
+XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: install
 	$(PYTEST) $(XDIST) tests/unit
