@@ -28,6 +28,16 @@ def kafka():
 # at the end of a layer while the other is done; the other files follow in their usual order. A file missing
 # here only runs later; a name here that no longer exists is ignored.
 LONGEST_FIRST = (
+    "integration/test_ordinary_changes.py",
+    "integration/test_cli_run.py",
+    "integration/test_ui_plugin.py",
+    "integration/test_one_writer.py",
+    "integration/test_standalone.py",
+    "integration/test_kafka_cli.py",
+    "integration/test_replay_operator.py",
+    "integration/test_reference_dags.py",
+    "integration/test_killed_processes.py",
+    "integration/test_kafka_delta_dag.py",
 )
 
 
