@@ -119,7 +119,7 @@ test: install
 	$(PYTEST) $(XDIST) tests/unit
 	$(PYTEST) $(XDIST) tests/spark
 	$(PYTEST) $(XDIST) tests/integration
-	$(PYTEST) -n $(WORKERS) --dist load tests/chaos
+	$(PYTEST) -n $(WORKERS) --dist load --maxschedchunk 1 tests/chaos
 	$(PYTEST) tests/deployment
 	$(MAKE) -j 2 --output-sync=target test-pythons test-wheel
 
