@@ -28,6 +28,16 @@ def kafka():
 # at the end of a layer while the other is done; the other files follow in their usual order. A file missing
 # here only runs later; a name here that no longer exists is ignored.
 LONGEST_FIRST = (
+    "spark/test_delta.py",
+    "spark/test_replay.py",
+    "spark/test_batch_pass.py",
+    "spark/test_class_archive.py",
+    "spark/test_half_committed.py",
+    "spark/test_entrypoint.py",
+    "spark/test_kafka_sink.py",
+    "spark/test_jobs_per_batch.py",
+    "spark/test_kafka_delta.py",
+    "spark/test_oversized_lines.py",
     "integration/test_ordinary_changes.py",
     "integration/test_cli_run.py",
     "integration/test_ui_plugin.py",
