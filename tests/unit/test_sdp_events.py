@@ -1,0 +1,58 @@
+"""SDP's flow messages read into the run report's per-flow timeline (spark/sdp/events.py); pure."""
+
+from __future__ import annotations
+
+from airflow_conduit.spark.sdp.events import RunEvents, error_chain
+from airflow_conduit.spark.sdp.launch import UnsupportedMaster, pipelines_command, remote_for
+
+import pytest
+
+FAILED_MESSAGE = (
+    "Flow 'spark_catalog.default.events' has FAILED more than 0 times and will not be restarted.\n"
+    "Error: [STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [FAILED_READ_FILE.NO_HINT] "
+    "Encountered error while reading file file:///in/1.json.  SQLSTATE: KD001 SQLSTATE: XXKST")
+
+
+def run_of(*messages: str) -> RunEvents:
+    events = RunEvents()
+    for index, message in enumerate(messages):
+        events.on_message(message, f"t{index}")
+    return events
+
+
+def test_a_failing_stream_logs_completed_before_failed_and_counts_as_failed():
+    events = run_of("Flow spark_catalog.default.events is QUEUED.", "Flow spark_catalog.default.counts is QUEUED.",
+                    "Flow spark_catalog.default.events is RUNNING.", "Flow spark_catalog.default.events has COMPLETED.",
+                    FAILED_MESSAGE, "Flow 'spark_catalog.default.counts' SKIPPED due to upstream failure(s).")
+    assert events.failed() == ["events"] and events.skipped() == ["counts"]
+    flow = events.to_dict()["events"]
+    assert [entry["state"] for entry in flow["timeline"]] == ["QUEUED", "RUNNING", "COMPLETED", "FAILED"]
+    assert flow["state"] == "FAILED"
+    assert flow["error"]["chain"][0]["condition"] == "FAILED_READ_FILE.NO_HINT"
+
+
+def test_a_completed_run():
+    events = run_of("Flow spark_catalog.default.a is RUNNING.", "Flow spark_catalog.default.a has COMPLETED.",
+                    "Run is COMPLETED.")
+    assert events.run_state == "COMPLETED" and events.failed() == [] and events.flows["a"].state == "COMPLETED"
+
+
+def test_error_chain_keeps_nested_causes_with_brackets_in_their_messages():
+    chain = error_chain("[FAILED_READ_FILE.NO_HINT] Encountered error. SQLSTATE: KD001\nCaused by: x.SparkException: "
+                        "[MALFORMED_RECORD_IN_PARSING.WITHOUT_SUGGESTION] Malformed records: [null,null]. SQLSTATE: 22023")
+    assert [(c["condition"], c["sqlstate"]) for c in chain] == [
+        ("FAILED_READ_FILE.NO_HINT", "KD001"), ("MALFORMED_RECORD_IN_PARSING.WITHOUT_SUGGESTION", "22023")]
+
+
+def test_the_command_is_spark_pipelines_with_the_master_as_remote():
+    argv = ["/venv/bin/spark-submit", "--master", "local[2]", "--conf", "a=b", "--name", "conduit-r1",
+            "/pkg/runner.py", "--spec", "p.yml", "--run-id", "r1"]
+    assert pipelines_command(argv, "/pkg/runner.py", ["--spec", "p.yml", "--run-id", "r1"]) == [
+        "/venv/bin/spark-class", "org.apache.spark.deploy.SparkPipelines", "/pkg/runner.py", "--conf", "a=b",
+        "--remote", "local[2]", "--spec", "p.yml", "--run-id", "r1"]
+
+
+def test_a_master_sdp_cannot_run_on_is_refused_naming_it():
+    assert remote_for("sc://connect:15002") == "sc://connect:15002"
+    with pytest.raises(UnsupportedMaster, match="yarn"):
+        remote_for("yarn")
