@@ -254,9 +254,12 @@ def storage_of(spec: Any, project_dir: Path) -> str:
     return storage if "://" in storage or os.path.isabs(storage) else str(project_dir / storage)
 
 
-def sql_conf(spec: Any) -> dict[str, str]:
-    """The project's configuration with SDP's own flow retries off, whatever the project says."""
-    conf = dict(spec.configuration)
+def sql_conf(spec: Any, spark: Any) -> dict[str, str]:
+    """The flows' SQL configuration: the project's, with SDP's own flow retries off whatever it says, and without the
+    Spark configs a running session cannot change (``spark.sql.warehouse.dir``...: SDP would set them on every flow and
+    fail it with CANNOT_MODIFY_STATIC_CONFIG, SQLSTATE 46110; the session got them when it started)."""
+    conf = {key: value for key, value in spec.configuration.items()
+            if not key.startswith("spark.") or spark.conf.isModifiable(key)}
     if conf.get(MAX_FLOW_RETRIES_CONF, "0") != "0":
         log.warning("%s=%s in the project is replaced by 0: the recovery engine restarts failed runs",
                     MAX_FLOW_RETRIES_CONF, conf[MAX_FLOW_RETRIES_CONF])
@@ -306,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         spark = session(spec, spec_path.parent)
         log.info("run %s: session ready", args.run_id)
         add_listener(spark, run)
-        graph = internals.create_graph(spark, spec, sql_conf(spec))
+        graph = internals.create_graph(spark, spec, sql_conf(spec, spark))
         registry = internals.NamingRegistry(spark, graph)
         internals.register_into(registry, spark, spec_path, spec, graph)
         registry.registering = None
