@@ -232,7 +232,7 @@ MESSAGE_PATTERNS: tuple[tuple[str, int], ...] = (
     (r"cannot resolve|unresolved column|table or view not found|relation \"[^\"]*\" does not exist"
      r"|column \"[^\"]*\" does not exist|syntax error at or near", codes.ANALYSIS),
     (r"executorlostfailure|executor lost|lost executor|worker lost|killed by signal|sigkill|container killed"
-     r"|exit code 137|exit code 143|heartbeat timed out|address already in use|could not bind on", codes.INFRASTRUCTURE),
+     r"|exit code 137|exit code 143|heartbeat timed out|address already in use|could not bind on|failed to bind to", codes.INFRASTRUCTURE),
     (r"connection refused|connection reset|connection closed|broken pipe|no route to host|network is unreachable"
      r"|all masters are unresponsive|failed to connect to master"
      r"|could not connect to server|connection to server .* failed|name or service not known"

@@ -72,8 +72,9 @@ def many_orders(files: int, per_file: int) -> dict[str, str]:
 
 
 def test_exactly_once_across_a_sigkill_of_the_driver_mid_flow(tmp_path):
-    """SIGKILL the run's driver JVM (the local Connect server: the flows run in it) once `orders` committed a batch
-    and while it writes the next; the next run resumes from SDP's checkpoint: every order once, none lost."""
+    """SIGKILL the run's driver (the Python runner and its JVM, the local Connect server the flows run in) once
+    `orders` committed a batch and while it writes the next; the next run resumes from SDP's checkpoints: every
+    order once, none lost."""
     project = project_copy(tmp_path, data=many_orders(files=6, per_file=50))
     state_dir = tmp_path / "state"
     folder = state_dir / "runs" / "k1"
@@ -92,7 +93,7 @@ def test_exactly_once_across_a_sigkill_of_the_driver_mid_flow(tmp_path):
             time.sleep(0.2)
         else:
             pytest.fail("no batch of orders was committed in time")
-        for pid in connect_server_pids(launcher.pid):
+        for pid in driver_pids(launcher.pid):
             os.kill(pid, signal.SIGKILL)
         launcher.wait(timeout=300)
     finally:
@@ -113,10 +114,12 @@ def _report_or_empty(state_dir: Path, run_id: str) -> dict:
         return {}
 
 
-def connect_server_pids(root_pid: int) -> list[int]:
-    """The JVMs under the run's Python driver (the local Spark Connect server): not the launcher's own JVM."""
+def driver_pids(root_pid: int) -> list[int]:
+    """The run's driver: the Python runner under the launcher's JVM, and the JVMs it started (the local Connect
+    server) - all at once, as a machine's OOM killer or a lost container would."""
     import psutil
 
-    root = psutil.Process(root_pid)
-    return [p.pid for p in root.children(recursive=True)
-            if p.name().startswith("java") and any(q.name().startswith("python") for q in p.parents())]
+    found = [p for p in psutil.Process(root_pid).children(recursive=True)]
+    runner = [p for p in found if p.name().startswith("python")]
+    assert runner, [p.name() for p in found]
+    return [p.pid for p in runner] + [c.pid for p in runner for c in p.children(recursive=True)]

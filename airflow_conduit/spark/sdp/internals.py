@@ -28,6 +28,18 @@ def load_spec(path: str | Path) -> Any:
     return _cli.load_pipeline_spec(Path(path))
 
 
+def start_local_server(master: str, port: int, options: dict[str, str]) -> str:
+    """Start the local Spark Connect server of ``--remote local[...]`` on ``port``; the URL to connect to.
+
+    PySpark starts it on the fixed port 15002 and connects to ``sc://localhost``: two runs on one machine
+    (two pipelines, or another user's) would collide. Same server, its own port.
+    """
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    RemoteSparkSession._start_connect_server(master, {**options, "spark.connect.grpc.binding.port": str(port)})
+    return f"sc://localhost:{port}"
+
+
 def create_graph(spark: Any, spec: Any, sql_conf: dict[str, str]) -> str:
     """A dataflow graph on the Connect server; its id."""
     return _scp.create_dataflow_graph(spark, default_catalog=spec.catalog, default_database=spec.database,

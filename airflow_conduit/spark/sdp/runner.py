@@ -237,15 +237,32 @@ WAREHOUSE_CONF = "spark.sql.warehouse.dir"
 
 
 def session(spec: Any, project_dir: Path) -> Any:
-    """The Connect session, as the CLI builds it; the tables live in the project's ``spark-warehouse`` unless it says
-    otherwise (a run's working directory is its run folder: each run would get a warehouse of its own)."""
+    """The Connect session, as the CLI builds it, but on a local server of its own port (``internals.start_local_server``).
+
+    The tables live in the project's ``spark-warehouse`` unless it says otherwise: a run's working directory is its
+    run folder, and each run would get a warehouse of its own.
+    """
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.config("spark.sql.connect.serverStacktrace.enabled", "false")
-    builder = builder.config(WAREHOUSE_CONF, str(project_dir / "spark-warehouse"))
-    for key, value in spec.configuration.items():
+    from airflow_conduit.spark.sdp import internals
+
+    options = {"spark.sql.connect.serverStacktrace.enabled": "false", WAREHOUSE_CONF: str(project_dir / "spark-warehouse"),
+               **{key: str(value) for key, value in spec.configuration.items()}, MAX_FLOW_RETRIES_CONF: "0"}
+    remote = os.environ.get("SPARK_REMOTE") or "local"
+    if remote.startswith("local"):
+        remote = internals.start_local_server(remote, free_port(), options)
+    builder = SparkSession.builder.remote(remote)
+    for key, value in options.items():
         builder = builder.config(key, value)
-    return builder.config(MAX_FLOW_RETRIES_CONF, "0").getOrCreate()
+    return builder.getOrCreate()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def storage_of(spec: Any, project_dir: Path) -> str:
