@@ -37,6 +37,12 @@ def test_the_registry_methods_the_runner_wraps_exist_with_their_arguments():
     assert issubclass(internals.NamingRegistry, SparkConnectGraphElementRegistry)
 
 
+def test_the_local_server_starter_keeps_its_signature():
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    assert parameters(RemoteSparkSession._start_connect_server) == ["master", "opts"]
+
+
 def test_the_spec_file_names_are_sdps():
     assert tuple(cli.PIPELINE_SPEC_FILE_NAMES) == internals.SPEC_FILE_NAMES
     assert set(SPEC_FILE_NAMES) == set(internals.SPEC_FILE_NAMES)

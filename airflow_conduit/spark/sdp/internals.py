@@ -28,16 +28,22 @@ def load_spec(path: str | Path) -> Any:
     return _cli.load_pipeline_spec(Path(path))
 
 
-def start_local_server(master: str, port: int, options: dict[str, str]) -> str:
-    """Start the local Spark Connect server of ``--remote local[...]`` on ``port``; the URL to connect to.
+def connect_session(remote: str, port: int, options: dict[str, str]) -> Any:
+    """The run's Spark Connect session; for ``--remote local[...]`` on a local server of its own ``port``.
 
-    PySpark starts it on the fixed port 15002 and connects to ``sc://localhost``: two runs on one machine
-    (two pipelines, or another user's) would collide. Same server, its own port.
+    PySpark starts a local server on the fixed port 15002 and connects to ``sc://localhost``: two runs on one
+    machine (two pipelines, or another user's) would collide. Same server, started the same way, its own port;
+    then PySpark's Connect mode on, as its builder turns it on for a local remote.
     """
+    import os
+
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-    RemoteSparkSession._start_connect_server(master, {**options, "spark.connect.grpc.binding.port": str(port)})
-    return f"sc://localhost:{port}"
+    if remote.startswith("local"):
+        RemoteSparkSession._start_connect_server(remote, {**options, "spark.connect.grpc.binding.port": str(port)})
+        remote = f"sc://localhost:{port}"
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    return RemoteSparkSession.builder.remote(remote).config(map=dict(options)).getOrCreate()
 
 
 def create_graph(spark: Any, spec: Any, sql_conf: dict[str, str]) -> str:

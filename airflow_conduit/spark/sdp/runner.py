@@ -242,19 +242,11 @@ def session(spec: Any, project_dir: Path) -> Any:
     The tables live in the project's ``spark-warehouse`` unless it says otherwise: a run's working directory is its
     run folder, and each run would get a warehouse of its own.
     """
-    from pyspark.sql import SparkSession
-
     from airflow_conduit.spark.sdp import internals
 
     options = {"spark.sql.connect.serverStacktrace.enabled": "false", WAREHOUSE_CONF: str(project_dir / "spark-warehouse"),
                **{key: str(value) for key, value in spec.configuration.items()}, MAX_FLOW_RETRIES_CONF: "0"}
-    remote = os.environ.get("SPARK_REMOTE") or "local"
-    if remote.startswith("local"):
-        remote = internals.start_local_server(remote, free_port(), options)
-    builder = SparkSession.builder.remote(remote)
-    for key, value in options.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return internals.connect_session(os.environ.get("SPARK_REMOTE") or "local", free_port(), options)
 
 
 def free_port() -> int:
