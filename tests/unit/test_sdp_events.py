@@ -56,3 +56,30 @@ def test_a_master_sdp_cannot_run_on_is_refused_naming_it():
     assert remote_for("sc://connect:15002") == "sc://connect:15002"
     with pytest.raises(UnsupportedMaster, match="yarn"):
         remote_for("yarn")
+
+
+def test_column_names_of_a_ddl_schema_with_nested_types():
+    from airflow_conduit.spark.sdp.expectations import column_names
+
+    assert column_names("id INT, tags ARRAY<STRING>, m MAP<STRING, INT>, s STRUCT<a: INT, b: DECIMAL(10, 2)>") == [
+        "id", "tags", "m", "s"]
+
+
+def test_expectation_counts_come_from_the_flows_observation():
+    from airflow_conduit.spark.sdp.expectations import counts_from_observed
+
+    table = counts_from_observed("orders", {"conduit_expectations|table|orders": {
+        "rows": 6, "written": 3, "dropped": 1, "quarantine:id_present": 1, "drop:amount_positive": 1, "fail:limit": 0}})
+    assert (table.kind, table.target, table.read, table.written, table.dropped) == ("table", "orders", 6, 3, 1)
+    assert table.rules["id_present"] == {"action": "quarantine", "passed": 5, "failed": 1}
+    assert table.rules["limit"] == {"action": "fail", "passed": 6, "failed": 0}
+    quarantine = counts_from_observed("orders_quarantine", {"conduit_expectations|quarantine|orders": {"rows": 2}})
+    assert (quarantine.target, quarantine.quarantined) == ("orders_quarantine", 2)
+    assert counts_from_observed("other", {"someone_elses": {"rows": 1}}) is None
+
+
+def test_an_unknown_action_is_refused_naming_the_rule():
+    from airflow_conduit.spark.sdp.expectations import expect
+
+    with pytest.raises(ValueError, match="'amount_positive'.*warn, drop, quarantine, fail"):
+        expect("amount_positive", "amount > 0", "reject")
