@@ -47,6 +47,8 @@ def test_an_injected_transient_failure_restarts_with_backoff_and_the_table_is_co
     assert scheduled["details"]["delay_seconds"] == 1.0
     ids = [row["id"] for row in table_rows(tmp_path / "warehouse" / "orders")]
     assert sorted(ids) == [1, 2, 3], ids  # 4: amount -1 dropped; 5: malformed, 6: no id -> quarantine
+    quarantined = [row["quarantine_id"] for row in table_rows(tmp_path / "warehouse" / "orders_quarantine")]
+    assert len(quarantined) == len(set(quarantined)) == 2
     summary = xcoms(dr.dag_id, dr.run_id)["return_value"]
     assert summary["report"]["flows"]["orders"]["state"] == "COMPLETED"
 

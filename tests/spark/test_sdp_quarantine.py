@@ -64,6 +64,9 @@ def test_per_rule_counts_reach_the_run_report(quarantine_run):
     assert rules["amount_below_limit"]["failed"] == 0 and rules["customer_named"]["action"] == "warn"
     assert data["totals"]["dlq"] == 2 and data["totals"]["filtered"] == 1 and data["totals"]["written"] == {"orders": 3}
     assert data["counters"]["deadletterqueue-records-produced"] == 2
+    from airflow_conduit.runs.state_dir import StateDir
+
+    assert StateDir(state_dir).dlq_records_since(None) == 2  # what DeadLetterQueueSensor counts
 
 
 def many_orders(files: int, per_file: int) -> dict[str, str]:

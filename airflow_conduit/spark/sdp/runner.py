@@ -245,8 +245,25 @@ def session(spec: Any, project_dir: Path) -> Any:
     from airflow_conduit.spark.sdp import internals
 
     options = {"spark.sql.connect.serverStacktrace.enabled": "false", WAREHOUSE_CONF: str(project_dir / "spark-warehouse"),
+               **persistent_catalog(spec, project_dir),
                **{key: str(value) for key, value in spec.configuration.items()}, MAX_FLOW_RETRIES_CONF: "0"}
     return internals.connect_session(os.environ.get("SPARK_REMOTE") or "local", free_port(), options)
+
+
+CATALOG_CONF = "spark.sql.catalogImplementation"
+METASTORE_URL_CONF = "spark.hadoop.javax.jdo.option.ConnectionURL"
+
+
+def persistent_catalog(spec: Any, project_dir: Path) -> dict[str, str]:
+    """A catalog that outlives the run, unless the project chose one: a Hive metastore (Derby) in the project folder.
+
+    Spark's default in-memory catalog forgets the tables when the run ends, and SDP's next run then refuses to
+    create them again over their data (LOCATION_ALREADY_EXISTS): no second run, no restart, no resumed stream.
+    """
+    if CATALOG_CONF in spec.configuration or spec.catalog:
+        return {}
+    metastore = project_dir / "metastore_db"
+    return {CATALOG_CONF: "hive", METASTORE_URL_CONF: f"jdbc:derby:;databaseName={metastore};create=true"}
 
 
 def free_port() -> int:
