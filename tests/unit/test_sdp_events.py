@@ -83,3 +83,14 @@ def test_an_unknown_action_is_refused_naming_the_rule():
 
     with pytest.raises(ValueError, match="'amount_positive'.*warn, drop, quarantine, fail"):
         expect("amount_positive", "amount > 0", "reject")
+
+
+def test_the_local_backend_launches_an_sdp_run_as_spark_pipelines():
+    from airflow_conduit.hooks.backends.local import LocalBackend
+
+    backend = LocalBackend(master="local[2]", launch="spark-pipelines")
+    cmd = backend.build_command("/pkg/runner.py", "/tmp/a.zip", ["--spec", "p.yml"], {"a": "b"}, "conduit-r1")
+    assert cmd[0].endswith("spark-class") and cmd[1:3] == ["org.apache.spark.deploy.SparkPipelines", "/pkg/runner.py"]
+    assert cmd[cmd.index("--remote") + 1] == "local[2]" and "--master" not in cmd and "--name" not in cmd
+    assert cmd[-2:] == ["--spec", "p.yml"] and "--py-files" in cmd
+    assert callable(backend.launch)  # the launch option does not shadow the backend's launch()

@@ -94,7 +94,7 @@ class LocalBackend(JobBackend):
         launch: str = "spark-submit",
     ):
         self.conn_id = conn_id
-        self.launch = launch  # "spark-pipelines": an SDP run (spark/sdp/launch.py)
+        self.launch_as = launch  # "spark-pipelines": an SDP run (spark/sdp/launch.py)
         self.master = master
         self.worker_jars = jar_list(worker_jars)
         self.spark_local_ip = spark_local_ip
@@ -137,7 +137,7 @@ class LocalBackend(JobBackend):
 
     def _launched(self, cmd: list[str], application: str, args: list[str]) -> list[str]:
         """``cmd``, or for an SDP run the same launched as ``spark-pipelines`` is (spark/sdp/launch.py)."""
-        if self.launch != "spark-pipelines":
+        if self.launch_as != "spark-pipelines":
             return cmd
         from airflow_conduit.spark.sdp.launch import pipelines_command
 
