@@ -18,8 +18,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
 from sdp_project import project_copy, table_rows  # noqa: E402
 
 
+pytestmark = pytest.mark.integration
+
+
 def audit_events(state_dir: Path) -> list[dict]:
-    return json.loads((state_dir / "recovery.json").read_text())["recovery"]["audit_log"]
+    return json.loads((state_dir / "recovery.json").read_text())["carry"]["recovery"]["audit"]
 
 
 def run_folders(state_dir: Path) -> list[str]:
