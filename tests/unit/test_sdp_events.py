@@ -31,6 +31,15 @@ def test_a_failing_stream_logs_completed_before_failed_and_counts_as_failed():
     assert flow["error"]["chain"][0]["condition"] == "FAILED_READ_FILE.NO_HINT"
 
 
+def test_a_flow_the_graph_cannot_resolve_is_failed_with_its_error():
+    events = run_of("Failed to resolve flow: 'spark_catalog.default.customer_totals'.\nError: [UNRESOLVED_COLUMN."
+                    "WITH_SUGGESTION] A column with name `amount_usd` cannot be resolved. SQLSTATE: 42703;")
+    assert events.failed() == ["customer_totals"]
+    assert events.flows["customer_totals"].error["chain"][0] == {
+        "condition": "UNRESOLVED_COLUMN.WITH_SUGGESTION", "sqlstate": "42703",
+        "message": "A column with name `amount_usd` cannot be resolved."}
+
+
 def test_a_completed_run():
     events = run_of("Flow spark_catalog.default.a is RUNNING.", "Flow spark_catalog.default.a has COMPLETED.",
                     "Run is COMPLETED.")

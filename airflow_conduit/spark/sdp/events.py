@@ -3,7 +3,8 @@
 The Connect server sends a run's events to the client as text only. Their pattern is stable:
 ``Flow <name> is QUEUED.`` / ``is STARTING.`` / ``is RUNNING.`` / ``is PLANNING.`` / ``has COMPLETED.``,
 ``Flow '<name>' has FAILED ...\\nError: ...``, ``Flow '<name>' SKIPPED due to upstream failure(s).``,
-``Run is COMPLETED.``. A failing streaming flow logs ``has COMPLETED`` before ``has FAILED``: a later
+``Run is COMPLETED.``; a flow the graph's analysis refuses: ``Failed to resolve flow: '<name>'.\nError: ...``.
+A failing streaming flow logs ``has COMPLETED`` before ``has FAILED``: a later
 FAILED wins over an earlier COMPLETED, never the other way round. Pure Python (no pyspark).
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FLOW_EVENT = re.compile(r"^Flow '?(?P<flow>[^'\s]+)'? (?:is |has )?(?P<state>[A-Z_]+)\b")
+RESOLVE_FAILED = re.compile(r"^Failed to resolve flow: '?(?P<flow>[^'\s]+?)'?\.?$")  # the graph's analysis refused it
 RUN_EVENT = re.compile(r"^Run (?:is |has )?(?P<state>[A-Z_]+)\b")
 FAILED, SKIPPED, COMPLETED = "FAILED", "SKIPPED", "COMPLETED"
 _FINAL = (FAILED, SKIPPED, COMPLETED, "STOPPED", "IDLE", "EXCLUDED")
@@ -74,6 +76,13 @@ class RunEvents:
             if match.group("state") == FAILED:
                 self.messages.append(message)
                 flow.error = flow.error or {"message": _error_text(message), "chain": error_chain(message)}
+            return flow.name
+        match = RESOLVE_FAILED.match(first)
+        if match:
+            flow = self.flow(match.group("flow"))
+            flow.timeline.append({"state": FAILED, "at": at})
+            self.messages.append(message)
+            flow.error = flow.error or {"message": _error_text(message), "chain": error_chain(message)}
             return flow.name
         match = RUN_EVENT.match(first)
         if match:

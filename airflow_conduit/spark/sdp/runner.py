@@ -151,7 +151,7 @@ class SdpRun:
         failed = self.events.failed()
         flow = failed[0] if failed else (short_name(registering) if registering else None)
         texts = [str(exc)] + [self.listener_errors[f] for f in failed if f in self.listener_errors]
-        texts += [m for m in self.events.messages]
+        texts = [text for text in texts + self.events.messages if text.strip()]
         chain = [typed_error(exc)] + [c for c in error_chain("\n".join(texts))]
         chain = _unique(chain)
         wrapped = FlowFailed("\n".join(texts))
@@ -162,6 +162,7 @@ class SdpRun:
             extra={"flow": flow, "failed_flows": failed, "skipped_flows": skipped, "error_chain": chain})
         condition = next((c["condition"] for c in chain[1:] if c.get("condition")), None) or chain[0].get("condition")
         where = f"flow {flow}" if flow else "the pipeline"
+        error.message = error.message.removeprefix(f"{FlowFailed.__name__}: ").removeprefix(f"{FlowFailed.__name__}:").strip()
         error.message = (f"{where} failed: [{condition}] {error.message}" if condition else f"{where} failed: {error.message}")
         if skipped:
             error.message += f" (skipped downstream: {', '.join(skipped)})"
