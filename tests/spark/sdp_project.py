@@ -32,8 +32,7 @@ def project_copy(root: Path, *, data: dict[str, str] | None = None) -> Path:
     return project
 
 
-def runner_command(project: Path, state_dir: Path, run_id: str, faults: dict | None = None,
-                   replay: bool = False) -> list[str]:
+def runner_command(project: Path, state_dir: Path, run_id: str, faults: dict | None = None) -> list[str]:
     from airflow_conduit.spark import packaging
     from airflow_conduit.spark.sdp.launch import pipelines_command, runner_path
 
@@ -41,21 +40,19 @@ def runner_command(project: Path, state_dir: Path, run_id: str, faults: dict | N
     args = ["--spec", str(project / "spark-pipeline.yml"), "--run-id", run_id, "--state-dir", str(state_dir)]
     if faults:
         args += ["--faults", json.dumps(faults)]
-    if replay:
-        args += ["--replay", "{}"]
     submit = [str(Path(sys.executable).with_name("spark-submit")), "--master", "local[2]", "--conf",
               "spark.sql.pipelines.maxFlowRetryAttempts=0", "--py-files", zip_file, runner_path(), *args]
     return pipelines_command(submit, runner_path(), args)
 
 
 def run_runner(project: Path, state_dir: Path, run_id: str, faults: dict | None = None,
-               timeout: float = 900, replay: bool = False) -> subprocess.CompletedProcess:
+               timeout: float = 900) -> subprocess.CompletedProcess:
     """One run, to its end; its output in STATE_DIR/runs/<run-id>/driver.log."""
     folder = state_dir / "runs" / run_id
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     with open(folder / "driver.log", "wb") as log:
-        return subprocess.run(runner_command(project, state_dir, run_id, faults, replay), stdout=log, stderr=subprocess.STDOUT,
+        return subprocess.run(runner_command(project, state_dir, run_id, faults), stdout=log, stderr=subprocess.STDOUT,
                               cwd=folder, env=env, timeout=timeout)
 
 

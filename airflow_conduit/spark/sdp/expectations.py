@@ -98,15 +98,11 @@ def quarantined_table(name: str, source: Callable[[], Any], expectations: Sequen
     checked_view, quarantine = f"{name}_checked", quarantine_table_name(name)
     verdict = {rule.name: f"__conduit_ok_{index}" for index, rule in enumerate(rules)}
 
-    def judged(df: Any) -> Any:
-        df = df.withColumn("__conduit_parsed", F.col(CORRUPT_RECORD).isNull())
-        for rule in rules:  # a rule is judged only on a parsed record; null counts as failed
-            df = df.withColumn(verdict[rule.name], ~F.col("__conduit_parsed") | F.coalesce(F.expr(rule.condition), F.lit(False)))
-        return df
-
     @dp.temporary_view(name=checked_view)
     def checked():
-        df = judged(source())
+        df = source().withColumn("__conduit_parsed", F.col(CORRUPT_RECORD).isNull())
+        for rule in rules:  # a rule is judged only on a parsed record; null counts as failed
+            df = df.withColumn(verdict[rule.name], ~F.col("__conduit_parsed") | F.coalesce(F.expr(rule.condition), F.lit(False)))
         return df.withColumn("__conduit_file", F.input_file_name()).withColumn("__conduit_raw", F.col(CORRUPT_RECORD))
 
     columns = column_names(schema)
@@ -166,30 +162,6 @@ def quarantined_table(name: str, source: Callable[[], Any], expectations: Sequen
         )
         return out.observe(f"{OBSERVATION}|quarantine|{name}", F.count(F.lit(1)).alias("rows"))
 
-    if replay_requested():
-        @dp.append_flow(target=name, name=f"{name}{REPLAY_SUFFIX}")
-        def replay_quarantine():
-            """The quarantined records again, parsed and judged by today's schema and rules: those that pass now go
-            to the table. A flow's checkpoint: each quarantined record is replayed once, also across a killed run."""
-            parsed = F.from_json(F.col("record"), f"{schema}, {CORRUPT_RECORD} STRING",
-                                 {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_RECORD})
-            df = judged(spark_of().readStream.table(quarantine).select(parsed.alias("__conduit_r")).select("__conduit_r.*"))
-            kept = ~quarantined(F.col)
-            for rule in rules:
-                if rule.action in ("drop", "fail"):
-                    kept = kept & F.col(verdict[rule.name])
-            df = df.observe(f"{OBSERVATION}|replay|{name}", F.count(F.lit(1)).alias("rows"),
-                            F.sum(F.when(kept, 1).otherwise(0)).alias("written"))
-            return df.filter(kept).select(*columns)
-
-
-
-REPLAY_SUFFIX = "_replay"
-REPLAY_CONF = "conduit.sdp.replay"  # set by the runner for a replay run (spark/sdp/runner.py --replay)
-
-
-def replay_requested() -> bool:
-    return str(spark_of().conf.get(REPLAY_CONF, "false")).lower() == "true"
 
 
 def spark_of() -> Any:
@@ -220,8 +192,6 @@ def counts_from_observed(flow: str, observed: dict[str, Any]) -> FlowCounts | No
         values = row.asDict() if hasattr(row, "asDict") else dict(row)
         kind, target = parts[1], parts[2]
         rows = int(values.get("rows") or 0)
-        if kind == "replay":  # read: the records replayed; written: those that pass now
-            return FlowCounts(kind, target, read=rows, written=int(values.get("written") or 0))
         if kind == "quarantine":
             return FlowCounts(kind, quarantine_table_name(target), read=rows, quarantined=rows)
         counts = FlowCounts(kind, target, read=rows, written=int(values.get("written") or 0),

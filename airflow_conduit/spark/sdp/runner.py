@@ -41,8 +41,6 @@ from airflow_conduit.runs.status import RunStatus  # noqa: E402
 from airflow_conduit.spark.sdp.events import RunEvents, error_chain, short_name  # noqa: E402
 from airflow_conduit.spark.sdp.launch import MAX_FLOW_RETRIES_CONF  # noqa: E402
 
-REPLAY_CONF = "conduit.sdp.replay"  # spark/sdp/expectations.py reads it: the replay flows are declared
-
 log = logging.getLogger("airflow_conduit.spark.sdp.runner")
 FLOW_STAGE = "flow"  # the structured error's stage; component_type below
 FLOW_COMPONENT = "sdp-flow"
@@ -62,8 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--faults", default=None)
-    parser.add_argument("--replay", default=None, help="a replay of the quarantine tables (any JSON): the run also "
-                        "replays their records through today's schema and rules, each once")
+    parser.add_argument("--replay", default=None, help="a quarantine replay request (JSON)")
     parser.add_argument("--name", default=None, help=argparse.SUPPRESS)  # spark-submit's, passed on by SparkPipelines
     return parser.parse_args(argv)
 
@@ -119,17 +116,6 @@ class SdpRun:
                 if counts.quarantined:
                     self.report.add_counters(deadletterqueue_records_produced=counts.quarantined,
                                              total_record_failures=counts.quarantined)
-            elif counts.kind == "replay":
-                state.rows_written += counts.written
-                self.report.add_batch(batch_id, read=counts.read, filtered=0, dlq=0, written={counts.target: counts.written})
-                replay = self.report.replay if self.report.replay is not None else {
-                    "replay": self.report.run_id, "dry_run": False, "replayed": 0, "passed": 0, "passing": {},
-                    "filtered": 0, "still_failing": 0, "skipped_already_replayed": 0}
-                replay["replayed"] += counts.read
-                replay["passed"] += counts.written
-                replay["passing"][counts.target] = replay["passing"].get(counts.target, 0) + counts.written
-                replay["still_failing"] += counts.read - counts.written
-                self.report.replay = replay
             else:
                 state.rows_written += counts.written
                 self.report.add_batch(batch_id, read=counts.read, filtered=counts.dropped, dlq=0,
@@ -251,7 +237,7 @@ def add_listener(spark: Any, run: SdpRun) -> None:
 WAREHOUSE_CONF = "spark.sql.warehouse.dir"
 
 
-def session(spec: Any, project_dir: Path, replay: bool = False) -> Any:
+def session(spec: Any, project_dir: Path) -> Any:
     """The Connect session, as the CLI builds it, but on a local server of its own port (``internals.start_local_server``).
 
     The tables live in the project's ``spark-warehouse`` unless it says otherwise: a run's working directory is its
@@ -261,8 +247,7 @@ def session(spec: Any, project_dir: Path, replay: bool = False) -> Any:
 
     options = {"spark.sql.connect.serverStacktrace.enabled": "false", WAREHOUSE_CONF: str(project_dir / "spark-warehouse"),
                **persistent_catalog(spec, project_dir),
-               **{key: str(value) for key, value in spec.configuration.items()}, MAX_FLOW_RETRIES_CONF: "0",
-               REPLAY_CONF: "true" if replay else "false"}
+               **{key: str(value) for key, value in spec.configuration.items()}, MAX_FLOW_RETRIES_CONF: "0"}
     return internals.connect_session(os.environ.get("SPARK_REMOTE") or "local", free_port(), options)
 
 
@@ -348,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     registry = None
     spark = None
     try:
-        spark = session(spec, spec_path.parent, replay=args.replay is not None)
+        spark = session(spec, spec_path.parent)
         log.info("run %s: session ready", args.run_id)
         add_listener(spark, run)
         graph = internals.create_graph(spark, spec, sql_conf(spec, spark))
