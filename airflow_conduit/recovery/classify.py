@@ -80,6 +80,9 @@ SPARK_CONDITIONS: dict[str, int] = {
     "CAST_INVALID_INPUT": codes.FATAL,
     "DIVIDE_BY_ZERO": codes.FATAL,
     "ARITHMETIC_OVERFLOW": codes.FATAL,
+    "MALFORMED_RECORD_IN_PARSING": codes.FATAL,  # FAILFAST on a bad record: the same record fails again
+    "CANNOT_MODIFY_CONFIG": codes.INVALID_SPEC,  # SQLSTATE 46110: a config the session refuses to change
+    "CANNOT_MODIFY_STATIC_CONFIG": codes.INVALID_SPEC,
     "CONCURRENT_QUERY": codes.RESOURCE_UNAVAILABLE,  # the previous driver still holds the checkpoint
     "CONCURRENT_STREAM_LOG_UPDATE": codes.RESOURCE_UNAVAILABLE,
     "UNABLE_TO_ACQUIRE_MEMORY": codes.RESOURCE_UNAVAILABLE,
@@ -99,6 +102,7 @@ SQLSTATE_CLASSES: dict[str, tuple[int, str]] = {
     "0A": (codes.FATAL, "feature not supported"),
     "3D": (codes.ANALYSIS, "invalid catalog name"),
     "3F": (codes.ANALYSIS, "invalid schema name"),
+    "46": (codes.INVALID_SPEC, "configuration refused (46110: a Spark config that cannot be modified)"),
 }
 
 # Exception classes. A name without a dot matches that short name in any package
@@ -221,13 +225,14 @@ MESSAGE_PATTERNS: tuple[tuple[str, int], ...] = (
     (r"no space left on device", codes.NO_SPACE_LEFT),
     (r"wrong basepath", codes.CHECKPOINT_MOVED),  # Spark: a checkpoint's file paths are not under the source's path
     (r"window-nack-threshold|nack threshold (?:was )?exceeded", codes.DLQ_NACK_THRESHOLD),
+    (r"CONDUIT_EXPECTATION_FAILED", codes.EXPECTATION_FAILED),  # a declarative flow's `fail` rule (spark/sdp/expectations.py)
     (r"password authentication failed|authentication failed|permission denied|access denied|not authori[sz]ed", codes.PERMISSION),
     (r"duplicate key value violates unique constraint|violates (?:foreign key|not-null|check|unique) constraint"
      r"|integrity constraint violation", codes.DATA_INTEGRITY),
     (r"cannot resolve|unresolved column|table or view not found|relation \"[^\"]*\" does not exist"
      r"|column \"[^\"]*\" does not exist|syntax error at or near", codes.ANALYSIS),
     (r"executorlostfailure|executor lost|lost executor|worker lost|killed by signal|sigkill|container killed"
-     r"|exit code 137|exit code 143|heartbeat timed out|address already in use|could not bind on", codes.INFRASTRUCTURE),
+     r"|exit code 137|exit code 143|heartbeat timed out|address already in use|could not bind on|failed to bind to", codes.INFRASTRUCTURE),
     (r"connection refused|connection reset|connection closed|broken pipe|no route to host|network is unreachable"
      r"|all masters are unresponsive|failed to connect to master"
      r"|could not connect to server|connection to server .* failed|name or service not known"

@@ -27,6 +27,7 @@ FATAL = 2000  # fatal, no more detail
 INVALID_SPEC = 2100  # the pipeline spec or configuration is wrong
 SPEC_CHANGED_MID_BATCH = 2150  # a half-committed batch would be finished under a spec other than the one it started with
 PROCESSOR = 2200  # a processor failed (fatal by default, Conduit recovery doc)
+EXPECTATION_FAILED = 2210  # a declarative pipeline's `fail` expectation failed on a record (spark/sdp/expectations.py)
 DLQ_NACK_THRESHOLD = 2300  # window-nack-threshold exceeded (fatal by default, Conduit recovery doc)
 DLQ_WRITE = 2310  # a DLQ refuses a record for good (a Kafka DLQ record over the topic's size limit)
 ANALYSIS = 2400  # Spark analysis / schema errors, SQLSTATE 42xxx

@@ -128,6 +128,8 @@ class RunReport:
     input_files_changed: list[dict[str, Any]] = field(default_factory=list)
     # destinations new in the spec of a pipeline that ran before: {destination, begins_at_batch, message}
     destinations_added: list[dict[str, Any]] = field(default_factory=list)
+    # a declarative pipeline's flows (spark/sdp/events.py): {flow: {state, timeline, rows_written, batches, error}}
+    flows: dict[str, Any] | None = None
 
     # -- updates -------------------------------------------------------------------------------------
 
@@ -221,6 +223,8 @@ class RunReport:
             data["input_files_changed"] = self.input_files_changed
         if self.destinations_added:
             data["destinations_added"] = self.destinations_added
+        if self.flows is not None:
+            data["flows"] = self.flows
         return data
 
     @classmethod
@@ -245,6 +249,7 @@ class RunReport:
             replay=data.get("replay"),
             input_files_changed=list(data.get("input_files_changed") or []),
             destinations_added=list(data.get("destinations_added") or []),
+            flows=data.get("flows"),
         )
 
     def write_atomic(self, path: str | os.PathLike[str], *, durable: bool = True) -> None:

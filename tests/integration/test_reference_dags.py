@@ -19,7 +19,7 @@ from conftest import dlq_lines, lake_ids, load_reference_dag, task_instance, xco
 
 pytestmark = pytest.mark.integration
 REFERENCE_DAGS = {"conduit_orders_available_now", "conduit_events_continuous", "conduit_dlq_alert", "conduit_orders_dlq_replay",
-                  "conduit_kafka_orders_to_delta"}
+                  "conduit_kafka_orders_to_delta", "conduit_orders_sdp"}
 
 
 def airflow(*args: str) -> str:

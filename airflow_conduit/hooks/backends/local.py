@@ -91,8 +91,10 @@ class LocalBackend(JobBackend):
         spark_local_ip: str | None = None,
         faults: dict | str | None = None,
         master: str | None = None,
+        launch: str = "spark-submit",
     ):
         self.conn_id = conn_id
+        self.launch_as = launch  # "spark-pipelines": an SDP run (spark/sdp/launch.py)
         self.master = master
         self.worker_jars = jar_list(worker_jars)
         self.spark_local_ip = spark_local_ip
@@ -123,7 +125,7 @@ class LocalBackend(JobBackend):
             cmd = plain_master_argv(self.master, application, application_args=args, conf=conf, py_files=py_files,
                                     name=name, driver_memory=self.driver_memory)
             cmd[0] = _resolve_binary(cmd[0])
-            return cmd
+            return self._launched(cmd, application, args)
         if self.conn_id is None:
             raise ValueError("the local backend needs a Spark connection or a master to submit (status and kill do not)")
         cmd = spark_submit_argv(
@@ -131,7 +133,15 @@ class LocalBackend(JobBackend):
             driver_memory=self.driver_memory,
         )
         cmd[0] = _resolve_binary(cmd[0])
-        return cmd
+        return self._launched(cmd, application, args)
+
+    def _launched(self, cmd: list[str], application: str, args: list[str]) -> list[str]:
+        """``cmd``, or for an SDP run the same launched as ``spark-pipelines`` is (spark/sdp/launch.py)."""
+        if self.launch_as != "spark-pipelines":
+            return cmd
+        from airflow_conduit.spark.sdp.launch import pipelines_command
+
+        return pipelines_command(cmd, application, args)
 
     def _environment(self, marker: str) -> dict[str, str]:
         env = dict(os.environ)

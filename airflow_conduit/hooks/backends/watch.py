@@ -61,6 +61,8 @@ def report_summary(report: RunReport | None) -> dict[str, Any] | None:
         summary["expectations_by_batch"] = by_batch
     if report.replay is not None:  # a DLQ replay's totals
         summary["replay"] = report.replay
+    if report.flows is not None:  # a declarative pipeline's flows (docs/sdp.md)
+        summary["flows"] = report.flows
     return summary
 
 

@@ -1,0 +1,1 @@
+"""Spark Declarative Pipelines (SDP) under the recovery engine: the runner, its events, expectations and quarantine."""
