@@ -30,10 +30,14 @@ ERROR = "__ac_err"  # NULL or the error struct below
 FILTERED = "__ac_filtered"  # never NULL
 ORIGINAL = "__ac_o"  # prefix of the source fields as read, kept for the DLQ when later stages can fail a record
 
-ERROR_TYPE = (
-    "struct<stage:string,component_id:string,component_type:string,exception_class:string,"
-    "message:string,stacktrace:string,attempt:int>"
+# The error struct's fields, in order: (name, type, whether its value is cast to the type). The one description
+# of the error struct: ``error_struct`` (Column) and ``error_struct_sql`` (SQL text) are both built from it.
+ERROR_FIELDS = (
+    ("stage", "string", False), ("component_id", "string", False), ("component_type", "string", False),
+    ("exception_class", "string", True), ("message", "string", True), ("stacktrace", "string", True),
+    ("attempt", "int", True),
 )
+ERROR_TYPE = "struct<" + ",".join(f"{name}:{kind}" for name, kind, _ in ERROR_FIELDS) + ">"
 
 # Exception class names of the errors the runner detects itself with Spark expressions.
 MALFORMED_RECORD = "airflow_conduit.spark.MalformedRecordError"
@@ -101,16 +105,22 @@ def error_struct(
     stacktrace: Column | None = None,
     attempt: Column | int = 1,
 ) -> Column:
+    """A record's error (``ERROR_FIELDS``); a str or int is a literal."""
+    values = dict(stage=stage, component_id=component_id, component_type=component_type, exception_class=exception_class,
+                  message=message, stacktrace=stacktrace, attempt=attempt)
     lit_or = lambda v: v if isinstance(v, Column) else F.lit(v)  # noqa: E731
-    return F.struct(
-        F.lit(stage).alias("stage"),
-        F.lit(component_id).alias("component_id"),
-        F.lit(component_type).alias("component_type"),
-        lit_or(exception_class).cast("string").alias("exception_class"),
-        lit_or(message).cast("string").alias("message"),
-        (stacktrace if stacktrace is not None else F.lit(None)).cast("string").alias("stacktrace"),
-        lit_or(attempt).cast("int").alias("attempt"),
-    ).cast(ERROR_TYPE)
+    return F.struct(*[(lit_or(values[name]).cast(kind) if cast else lit_or(values[name])).alias(name)
+                      for name, kind, cast in ERROR_FIELDS]).cast(ERROR_TYPE)
+
+
+def error_struct_sql(*, stage: str, component_id: str, component_type: str, exception_class: str, message: str,
+                     stacktrace: str = "NULL", attempt: str = "1") -> str:
+    """``error_struct`` as SQL text (the same expression): ``stage`` and the component are strings, the others SQL."""
+    values = dict(stage=sql_string(stage), component_id=sql_string(component_id), component_type=sql_string(component_type),
+                  exception_class=exception_class, message=message, stacktrace=stacktrace, attempt=attempt)
+    fields = ", ".join((f"CAST({values[name]} AS {kind.upper()})" if cast else values[name]) + f" AS {name}"
+                       for name, kind, cast in ERROR_FIELDS)
+    return f"CAST(struct({fields}) AS {ERROR_TYPE})"
 
 
 def with_error_column(df: DataFrame, error: Column) -> DataFrame:
