@@ -167,12 +167,12 @@ def iso_epoch(iso: str) -> float:
 def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java_options: str = "", connectors=frozenset(),
                   conf: Mapping[str, Any] | None = None):
     """A local[2] session with the runner's settings (spark/session.py); ``jit`` False leaves out the JVM options the
-    launchers pass (spark/jvm.py); ``conf``: settings the JVM reads once, at its start."""
+    launchers pass (spark/jvm/options.py); ``conf``: settings the JVM reads once, at its start."""
     settings = "".join(f"--conf {key}={value} " for key, value in (conf or {}).items())
     os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} {settings}pyspark-shell"
     from pyspark.sql import SparkSession
 
-    from airflow_conduit.spark.jvm import with_jit_options
+    from airflow_conduit.spark.jvm.options import with_jit_options
     from airflow_conduit.spark.session import SESSION_SETTINGS, build_session
 
     if jit and not java_options:

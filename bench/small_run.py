@@ -138,8 +138,8 @@ def measure(args) -> dict[str, Any]:
 
 
 def class_archive_in_use() -> str | None:
-    """The driver's class data sharing archive the runs were given (spark/jvm.py), None without one."""
-    from airflow_conduit.spark.jvm import class_archive_path
+    """The driver's class data sharing archive the runs were given (spark/jvm/options.py), None without one."""
+    from airflow_conduit.spark.jvm.options import class_archive_path
 
     archive = class_archive_path()
     return str(archive) if archive is not None and archive.is_file() else None

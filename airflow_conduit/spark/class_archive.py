@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from airflow_conduit.spark.jvm import class_archive_path
+from airflow_conduit.spark.jvm.options import class_archive_path
 from airflow_conduit.spark.packaging import entrypoint_path
 
 TIMEOUT_SECONDS = 900.0

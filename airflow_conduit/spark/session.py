@@ -18,7 +18,7 @@ import threading
 from pyspark.sql import SparkSession
 
 from airflow_conduit.spark.connector_jars import local_settings, with_connectors
-from airflow_conduit.spark.jvm import with_class_archive, with_jit_options
+from airflow_conduit.spark.jvm.options import with_class_archive, with_jit_options
 from airflow_conduit.spark.pyspark_internals import ask_numpy_converters_only_about_numpy
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"

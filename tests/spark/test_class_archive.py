@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from airflow_conduit.spark import class_archive
-from airflow_conduit.spark.jvm import CLASS_ARCHIVE_ENV
+from airflow_conduit.spark.jvm.options import CLASS_ARCHIVE_ENV
 
 FROM_THE_ARCHIVE = "source: shared objects file (top)"  # -Xlog:class+load's mark of a class mapped from a dynamic archive
 SESSION_SCRIPT = """

@@ -35,8 +35,8 @@ def test_a_local_session_with_the_delta_connector_has_its_local_settings(spark):
 
 
 def test_the_local_driver_jvm_compiles_huge_generated_methods(spark):
-    """build_session starts its JVM with spark/jvm.py's options: HotSpot's own switch, read back from it."""
-    from airflow_conduit.spark.jvm import JIT_OPTIONS
+    """build_session starts its JVM with spark/jvm/options.py's options: HotSpot's own switch, read back from it."""
+    from airflow_conduit.spark.jvm.options import JIT_OPTIONS
 
     jvm = spark.sparkContext._jvm
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())

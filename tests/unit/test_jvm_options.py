@@ -1,4 +1,4 @@
-"""The JVM options every pipeline's driver and executors get (spark/jvm.py), on the launchers' command lines."""
+"""The JVM options every pipeline's driver and executors get (spark/jvm/options.py), on the launchers' command lines."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from airflow_conduit.hooks.backends.local import LocalBackend
-from airflow_conduit.spark.jvm import CLASS_ARCHIVE_ENV, JAVA_OPTION_KEYS, JIT_OPTIONS, class_archive_path, with_class_archive, with_jit_options
+from airflow_conduit.spark.jvm.options import CLASS_ARCHIVE_ENV, JAVA_OPTION_KEYS, JIT_OPTIONS, class_archive_path, with_class_archive, with_jit_options
 
 
 def test_the_options_go_to_the_driver_and_the_executors():

@@ -39,7 +39,7 @@ from airflow_conduit.hooks.backends.base import (
 from airflow_conduit.recovery import kills
 from airflow_conduit.runs.report import read_json, utc_now_iso
 from airflow_conduit.spark.connector_jars import ConnectorJarsMissing, connectors_of_spec_file, with_connectors
-from airflow_conduit.spark.jvm import with_class_archive, with_jit_options
+from airflow_conduit.spark.jvm.options import with_class_archive, with_jit_options
 
 GRACEFUL_STOP_SECONDS = 30.0
 LEASE_WAIT_SECONDS = 15.0  # a wrapper that just recorded its exit lets go of the lease a moment later

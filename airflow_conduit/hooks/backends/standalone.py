@@ -57,7 +57,7 @@ from airflow_conduit.hooks.errors import (
 )
 from airflow_conduit.spark.connector_jars import ConnectorJarsMissing, connectors_of_spec_file, with_connectors
 from airflow_conduit.runs.report import utc_now_iso
-from airflow_conduit.spark.jvm import with_jit_options
+from airflow_conduit.spark.jvm.options import with_jit_options
 
 SPARK_SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 FINISHED_OK = ("FINISHED",)

@@ -13,6 +13,11 @@ parsing and verifying them is most of a small run's start. ``make install`` save
 archive (``class_archive.py``), which the local launchers hand to the driver JVM with ``-XX:SharedArchiveFile``:
 it maps them instead. A missing archive adds no option; one the JVM cannot use (another JDK, other jars) it
 ignores with a one-line warning, and the run starts as it would without it.
+
+Touches: HotSpot's ``-XX:DontCompileHugeMethods`` and ``-XX:SharedArchiveFile`` (JDK flags, not Spark's). On a JDK
+upgrade check that both are still accepted (an unknown ``-XX`` flag stops the JVM) and rebuild the archive (``make
+install``). Pinned by tests/spark/test_session.py::test_the_local_driver_jvm_compiles_huge_generated_methods and
+tests/spark/test_class_archive.py.
 """
 
 from __future__ import annotations
