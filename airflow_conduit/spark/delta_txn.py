@@ -29,7 +29,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from airflow_conduit.spark.jvm_refs import jvm_ref, none, some
+from airflow_conduit.spark.jvm.refs import jvm_ref, none, some
 
 # Field metadata of a column Delta fills itself: such a table is written by the DataFrameWriter.
 _FILLED_BY_DELTA = ("delta.generationExpression", "delta.identity.start", "CURRENT_DEFAULT")

@@ -58,7 +58,7 @@ from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
 from airflow_conduit.spark.batch_numbers import checkpoint_query_id
 from airflow_conduit.spark.destination_base import Destination
-from airflow_conduit.spark.jvm_refs import jvm_ref, some
+from airflow_conduit.spark.jvm.refs import jvm_ref, some
 from airflow_conduit.spark.kafka_options import client_options
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from airflow_conduit.recovery.errors import BatchDeadlineExceeded
 from airflow_conduit.spark.columns import JvmColumns, select
-from airflow_conduit.spark.jvm_refs import jvm_member
+from airflow_conduit.spark.jvm.refs import jvm_member
 
 PACKED = "__packed"  # the column of the sizes and fields read as one JSON text (see ObservedMetrics._values_select)
 JSON_EXACT = frozenset({"string", "long", "integer", "short", "byte", "boolean"})  # types a JSON value gives back as they are
