@@ -56,13 +56,15 @@ from airflow_conduit.recovery import kills
 from airflow_conduit.recovery.errors import BatchDeadlineExceeded, NackThresholdExceeded, StructuredError, TransientError
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
+from airflow_conduit.spark.jvm import driver as driver_jvm
 from airflow_conduit.spark import pyspark_internals
 from airflow_conduit.spark.batch_intents import BatchIntents
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.checkpoint_paths import check_sources
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.destinations import Destination, make_destination
-from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
+from airflow_conduit.spark.analysed_plan import AnalysedPlan
+from airflow_conduit.spark.jvm.plans import empty_batch_of
 from airflow_conduit.spark.batch_pass import BatchPass, CrashPoints, MarkedCommits, PassPorts, PlannedBatch
 from airflow_conduit.spark.fates import Branch, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
@@ -113,11 +115,7 @@ def classify(exc: BaseException, stage: str | None, component_id: str | None, co
 
 def jvm_answers(spark: SparkSession) -> bool:
     """Whether the driver's JVM still answers a Py4J call (it is gone when its process was killed)."""
-    try:
-        spark.sparkContext._jvm.java.lang.System.nanoTime()
-    except Exception:  # noqa: BLE001 - any failure to reach it means it is gone
-        return False
-    return True
+    return driver_jvm.answers(spark)
 
 
 JVM_END_WAIT_SECONDS = 10.0
@@ -132,13 +130,7 @@ class DriverJvmGone(TransientError):
 def jvm_exit_code(spark: SparkSession) -> int | None:
     """The exit code of the driver's JVM when this process started it (a local session) and it ended; else None
     (under spark-submit the JVM is this process's parent: its end is the driver wrapper's to record)."""
-    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
-    if proc is None:
-        return None
-    try:  # it no longer answers: its end is a moment away, if it is not reaped already
-        return proc.wait(timeout=JVM_END_WAIT_SECONDS)
-    except Exception:  # noqa: BLE001 - unknown is an answer (still ending, or not a child)
-        return None
+    return driver_jvm.exit_code(spark, JVM_END_WAIT_SECONDS)
 
 
 def lost_jvm_or(exc: BaseException, spark: SparkSession) -> BaseException:
@@ -844,18 +836,14 @@ def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:
     if query is None:
         return None
     try:
-        jvm = spark.sparkContext._jvm
-        name = query._jsq.streamingQuery().getClass().getName()
-        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
-        previous = jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel()
-        configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+        put_back = driver_jvm.logger_off(spark, driver_jvm.query_class_name(query))
     except Exception:  # noqa: BLE001 - a log line is not worth failing a graceful stop for
         log.debug("the query's log could not be quieted for the stop", exc_info=True)
         return None
 
     def restore() -> None:
         try:
-            configurator.setLevel(name, previous)
+            put_back()
         except Exception:  # noqa: BLE001 - the JVM may be gone at the end
             log.debug("the query's log level could not be restored", exc_info=True)
 

@@ -38,6 +38,7 @@ from airflow_conduit.pipeline.model import SourceSpec
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import kafka_source, oversized_lines, parsing
 from airflow_conduit.spark.analysed_plan import AnalysedPlan
+from airflow_conduit.spark.jvm.columns import with_jvm_column
 
 ONE_FILE_PER_PARTITION = str(1 << 40)  # spark.sql.files.openCostInBytes: no two files share a partition
 FILE = "__ac_file"  # origin columns, only with origin_in_columns
@@ -338,7 +339,7 @@ class SourceRecords:
             return records
         # a custom processor caches the batch: the origin columns are read first, then the records' select
         seq = C.jvm_function("monotonically_increasing_id")()
-        rows = C.frame(rows._jdf.withColumn(C.SEQ, seq), rows)
+        rows = with_jvm_column(rows, C.SEQ, seq)
         rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
         return self._select(rows)
 
