@@ -25,7 +25,6 @@ its per-record errors set.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from dataclasses import dataclass
