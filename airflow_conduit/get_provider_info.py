@@ -39,7 +39,7 @@ RECOVERY_CONFIG_OPTIONS = {
     ),
 }
 
-# What every job submitted from this worker gets beyond its Spark connection (docs/operator.md, worker defaults).
+# What every job submitted from this worker gets beyond its Spark connection (docs/configuration.md, worker defaults).
 WORKER_CONFIG_OPTIONS = {
     "worker_jars": (
         "Comma-separated jars added to spark.jars of every pipeline job, each one only when the file exists on the "

@@ -47,18 +47,18 @@ def timed_classes() -> dict[str, type]:
     class TimedHook(SparkPipelineHook):
         @classmethod
         async def aget_job_status(cls, handle):
-            mark("poll", run_id=handle["run_id"])
+            mark("poll", run_id=handle.run_id)
             return await super().aget_job_status(handle)
 
         def submit_job(self, *args, **kwargs):
             handle = super().submit_job(*args, **kwargs)
-            mark("submit", run_id=handle["run_id"], submitted_at=handle["submitted_at"])
+            mark("submit", run_id=handle.run_id, submitted_at=handle.submitted_at)
             return handle
 
     class TimedTrigger(SparkPipelineTrigger):
         async def run(self):
             async for event in super().run():
-                mark("trigger_event", run_id=self.handle["run_id"])
+                mark("trigger_event", run_id=self.handle.run_id)
                 yield event
 
     class TimedOperator(RecoveringSparkPipelineOperator):

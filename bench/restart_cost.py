@@ -19,11 +19,11 @@ def in_flight(state: Path) -> list[int]:
     return sorted(ids[0] - ids[1])
 
 
-def report_of(handle: dict) -> dict[str, Any]:
-    return read_json(handle["report_path"]) or {}  # written atomically: absent or whole
+def report_of(handle) -> dict[str, Any]:
+    return read_json(handle.report_path) or {}  # written atomically: absent or whole
 
 
-def watch(handle: dict, launcher, until: Callable[[dict], bool], timeout: float) -> dict[str, float]:
+def watch(handle, launcher, until: Callable[[dict], bool], timeout: float) -> dict[str, float]:
     """When each report status and the first batch were first seen, polling every 0.1 s until ``until(report)``."""
     seen: dict[str, float] = {}
     deadline = time.monotonic() + timeout
@@ -38,7 +38,7 @@ def watch(handle: dict, launcher, until: Callable[[dict], bool], timeout: float)
         if launcher.status(handle).finished:
             return seen
         time.sleep(0.1)
-    raise TimeoutError(f"run {handle['run_id']} did not reach the expected point within {timeout:.0f}s")
+    raise TimeoutError(f"run {handle.run_id} did not reach the expected point within {timeout:.0f}s")
 
 
 def verify(root: Path, exp: dict[str, int]) -> dict[str, int]:

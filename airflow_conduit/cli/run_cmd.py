@@ -2,11 +2,10 @@
 
 Same pieces as RecoveringSparkPipelineOperator, without Airflow scheduling:
 the hook's local backend (spark-submit, ``local[*]`` unless --master/--conn-id say
-otherwise), the same watcher (SparkPipelineTrigger, run in-process), the same run
-supervisor (``runs.supervisor.RunSupervisor``: decisions, refused submissions,
-timeline) and store (``runs.store.RunStore``), real sleeping for the backoff
-delays. Prints the recovery timeline; keeps ``STATE_DIR/recovery.json`` up to
-date (read by PipelineStateSensor).
+otherwise), the same run loop (``runs.service.RunService``: decisions, refused
+submissions, timeline, the store), the trigger's watcher (``RunWatcher``, run
+in-process) and real sleeping for the backoff delays. Prints the recovery
+timeline; keeps ``STATE_DIR/recovery.json`` up to date (read by PipelineStateSensor).
 
 Exit codes: 0 the pipeline finished (stopped), 2 the spec, an option or the
 connection was refused (nothing started), 3 the pipeline is degraded, 4 another
@@ -24,6 +23,11 @@ import os
 import sys
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_conduit.runs.handles import JobHandle
+    from airflow_conduit.runs.service import Finished, Next, RunService
 
 EXIT_OK = 0
 EXIT_SPEC_REFUSED = 2  # the spec or an option (state dir, recovery options, --faults) was refused
@@ -130,7 +134,7 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> dict:
+async def _watch(handle: JobHandle, poll_interval: float, report_progress: bool) -> dict:
     """The watcher's next event (the trigger's watcher, ``hooks/backends/watch.py``). It polls; the CLI, which
     started the driver's wrapper on this machine, also wakes when that process exits, and looks at once instead
     of at the next poll."""
@@ -141,7 +145,7 @@ async def _watch(handle: dict, poll_interval: float, report_progress: bool) -> d
         return asyncio.ensure_future(anext(watcher.events()))
 
     watching = next_event()
-    with _process_exit(handle.get("pid")) as exited:
+    with _process_exit(handle.pid) as exited:
         if exited is not None:
             await asyncio.wait({watching, exited}, return_when=asyncio.FIRST_COMPLETED)
     if not watching.done():  # the process exited while the trigger waited for its next poll
@@ -184,10 +188,6 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from airflow_conduit.pipeline import SpecError, load_pipeline
     from airflow_conduit.pipeline.faults_option import parse_faults
     from airflow_conduit.pipeline.state_dir_check import usable_state_dir
-    from airflow_conduit.recovery.actions import Action
-    from airflow_conduit.runs.events import WatchEvent
-    from airflow_conduit.runs.store import RunStore
-    from airflow_conduit.runs.supervisor import RunSupervisor, unique_run_prefix
 
     try:
         spec = load_pipeline(args.spec)
@@ -209,7 +209,9 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from airflow_conduit.hooks import kafka_connections
     from airflow_conduit.hooks.backends.kinds import backend_for_handle, submit_run
     from airflow_conduit.recovery import codes
+    from airflow_conduit.runs.service import RunService
     from airflow_conduit.runs.state_dir import StateDir, StateDirFull
+    from airflow_conduit.runs.store import RunStore
 
     state_dir = StateDir(args.state_dir)
     try:
@@ -222,70 +224,73 @@ def run_pipeline(args: argparse.Namespace) -> int:
     except _control_plane_errors() as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_SPEC_REFUSED
-    prefix = unique_run_prefix("cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
-    supervisor = RunSupervisor(options, run_prefix=prefix, pipeline_id=spec.id)
-    store = RunStore(args.state_dir, {"cli": True, "pid": os.getpid()})
 
+    def submit(run_id: str, previous: JobHandle | None) -> JobHandle:
+        return submit_run(backend, args.spec, run_id, args.state_dir, faults, previous=previous)
+
+    # A foreground command ends at once when another driver holds the state dir (the operator waits and retries).
+    service = RunService(RunStore(args.state_dir, {"cli": True, "pid": os.getpid()}), submit, _control_plane_errors,
+                         _lease_refusals, end_when_leased=True)
     state_dir.keep_reserve()  # before the first run takes the room: recovery.json can still be written on a full disk
     _say(f"pipeline {spec.id}: state dir {args.state_dir}; recovery options {json.dumps(options.to_dict())}")
-    handle = None  # the last job submitted: the next submission makes sure it is gone
     _stop_on_sigterm()
     try:
-        while True:
-            def submit(run_id: str) -> dict:
-                return submit_run(backend, args.spec, run_id, args.state_dir, faults, previous=handle)
-
-            step = supervisor.submit(submit, _control_plane_errors, _lease_refusals, previous=handle)
-            if step.refused_by_lease:  # another driver holds the state dir: a foreground command ends at once
-                print(f"FAILED: {step.refusal}", file=sys.stderr)
-                supervisor.stop(step.event.error["message"])
-                store.save(supervisor, step.event)  # this command's own record; the holder's file is left alone
-                return EXIT_LEASE_HELD
-            if step.action is Action.WATCH:
-                handle = step.handle
-                _say_all(step.lines)
-                if args.spark_ui and handle.get("spark_ui"):
-                    _say(f"Spark UI: {handle['spark_ui']}")
-                store.save(supervisor)
-            while step.action is Action.WATCH:
-                event = WatchEvent.from_dict(asyncio.run(_watch(handle, args.poll_interval, supervisor.awaiting_first_record)))
-                step = supervisor.on_event(event)
-                _say_all(step.lines)
-                store.save(supervisor, event)
-            if step.refusal is not None:  # a refused submission, answered like a failure
-                _say_all(step.lines)
-                store.save(supervisor, step.event)
-            if step.action is Action.DONE:
-                _let_go_of_the_state_dir(handle)
-                _summary(_pipeline_totals(state_dir, supervisor), spec)
-                _say_input_file_findings(state_dir, supervisor)
-                _say_all(_destinations_added(state_dir, supervisor))
-                return EXIT_OK
-            if step.action is Action.DEGRADE:
-                if handle is not None:
-                    _let_go_of_the_state_dir(handle)
-                _say_input_file_findings(state_dir, supervisor)
-                print(supervisor.degraded_message(step), file=sys.stderr)
-                return EXIT_DEGRADED
-            time.sleep(step.delay_seconds)
-            supervisor.restarted()
+        readable = "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        return _finish(_follow(service, service.start(options, readable_prefix=readable, pipeline_id=spec.id,
+                                                      resume_earlier=False), args),
+                       service, state_dir, spec)
     except _control_plane_errors() as exc:  # not transient (a connection that became unusable): not retried
         print(f"FAILED: {exc}", file=sys.stderr)
-        supervisor.stop(f"not submitted: {exc}")
-        store.save(supervisor)
+        service.stop(f"not submitted: {exc}")
         return not_started_exit_code(exc)
     except StateDirFull as exc:  # recovery.json cannot be kept: the pipeline cannot be supervised from here
-        if handle is not None and supervisor.current is not None:
-            backend_for_handle(handle).kill(handle, graceful=True)
+        if service.watched is not None:
+            backend_for_handle(service.watched).kill(service.watched, graceful=True)
         print(f"FAILED: {exc}; the pipeline is degraded (code {codes.NO_SPACE_LEFT})", file=sys.stderr)
         return EXIT_DEGRADED
     except KeyboardInterrupt:
-        if handle is not None and supervisor.current is not None:
-            _say(f"interrupted: stopping run {handle['run_id']}")
-            backend_for_handle(handle).kill(handle, graceful=True)
-        supervisor.stop("stopped by user (interrupted)")
-        store.save(supervisor)
+        if service.watched is not None:
+            _say(f"interrupted: stopping run {service.watched.run_id}")
+            backend_for_handle(service.watched).kill(service.watched, graceful=True)
+        service.stop("stopped by user (interrupted)")
         return EXIT_INTERRUPTED
+
+
+def _follow(service: RunService, step: Next, args: argparse.Namespace) -> Finished:
+    """Wait the way of a foreground command for what the run service asks (watch in-process, sleep) until the
+    pipeline ends, printing its timeline."""
+    from airflow_conduit.runs.service import BackoffOver, WaitBackoff, WatchRun
+
+    while isinstance(step, WatchRun | WaitBackoff):
+        _say_all(step.lines)
+        if isinstance(step, WaitBackoff):
+            time.sleep(step.seconds)
+            step = service.advance(BackoffOver(step.previous))
+            continue
+        if step.submitted and args.spark_ui and step.handle.spark_ui:
+            _say(f"Spark UI: {step.handle.spark_ui}")
+        step = service.advance(asyncio.run(_watch(step.handle, args.poll_interval, step.report_progress)))
+    return step
+
+
+def _finish(step: Finished, service: RunService, state_dir, spec) -> int:
+    """How the command ends: what the pipeline's runs did, and its exit code."""
+    from airflow_conduit.runs.service import Ending
+
+    if step.ending is Ending.REFUSED:
+        print(f"FAILED: {step.message}", file=sys.stderr)
+        return EXIT_LEASE_HELD
+    _say_all(step.lines)
+    if step.handle is not None:
+        _let_go_of_the_state_dir(step.handle)
+    if step.ending is Ending.DEGRADED:
+        _say_input_file_findings(state_dir, service.supervisor)
+        print(step.message, file=sys.stderr)
+        return EXIT_DEGRADED
+    _summary(_pipeline_totals(state_dir, service.supervisor), spec)
+    _say_input_file_findings(state_dir, service.supervisor)
+    _say_all(_destinations_added(state_dir, service.supervisor))
+    return EXIT_OK
 
 
 def _say_all(lines: list[str]) -> None:
@@ -305,13 +310,13 @@ def not_started_exit_code(exc: BaseException) -> int:
     return EXIT_NOT_STARTED
 
 
-def _let_go_of_the_state_dir(handle: dict) -> None:
+def _let_go_of_the_state_dir(handle: JobHandle) -> None:
     """Return only once the last run's wrapper let go of the lease (a moment after it recorded the exit):
     a command started right after this one (``dlq replay``, another ``run``) must find the state dir free."""
     from airflow_conduit.hooks.backends import lease
 
-    if handle.get("lease_path"):
-        lease.wait_released(handle["lease_path"], LEASE_RELEASE_WAIT_SECONDS)
+    if handle.lease_path:
+        lease.wait_released(handle.lease_path, LEASE_RELEASE_WAIT_SECONDS)
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:

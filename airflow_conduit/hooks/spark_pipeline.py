@@ -17,7 +17,7 @@ raises a ``ConduitControlPlaneError`` (hooks/errors.py).
 
 What every job gets on this worker beyond its connection (the JDBC driver jar, ``SPARK_LOCAL_IP``)
 comes from ``[conduit] worker_jars`` and ``[conduit] spark_local_ip``, overridable per task through
-``backend_options`` (docs/operator.md, worker defaults).
+``backend_options`` (docs/configuration.md, worker defaults).
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
 """RecoveringSparkPipelineOperator: run a Conduit-style pipeline on Spark and keep it alive.
 
-execute ─ validate spec ─ submit ─ defer(SparkPipelineTrigger) ──► execute_complete
-execute_complete:
-  succeeded ─► return the run summary (XCom)
-  running   ─► (progress while recovering) engine.on_progress ─► "recovered" ─► defer to the watcher again
-  failed    ─► engine.on_failure ─► degrade: AirflowFailException (no Airflow retry)
-                                 └► restart: defer(DateTimeTrigger, backoff delay) ─► resubmit ─► defer(watcher)
+The run loop is ``runs.service.RunService`` (the one ``airflow-conduit run`` drives too): it submits, reads each
+observation through the recovery engine and says what to wait for next. This operator only waits the Airflow
+way and translates the outcome::
 
-The operator only translates Airflow (defer, XCom, exceptions): every decision
-comes from the run supervisor (``runs.supervisor.RunSupervisor``, the one
-``airflow-conduit run`` drives too) and its recovery engine; the job is
-submitted, watched and stopped through ``SparkPipelineHook``. The supervisor's
-state is saved at every transition by ``runs.store.RunStore`` (the
-``task_state_store``, ``STATE_DIR/recovery.json``, and ``pipeline_state`` and
-``audit_log`` in XCom; trigger kwargs and events carry ids only), so an Airflow
-retry, a worker crash or a triggerer restart neither resets the retry window
-nor loses the audit log.
+  execute ──► RunService.start ──► WatchRun    ─► defer(SparkPipelineTrigger) ──► execute_complete ─► advance(event)
+                                   WaitBackoff ─► defer(BackoffTrigger) ────────► resubmit ─────────► advance(BackoffOver)
+                                   Finished    ─► return the run summary (XCom), or AirflowFailException (degraded)
+
+Between deferrals the service is rebuilt from its store (``runs.store.RunStore``: the ``task_state_store``,
+``STATE_DIR/recovery.json``, and ``pipeline_state`` and ``audit_log`` in XCom; trigger kwargs carry the job
+handle only), so an Airflow retry, a worker crash or a triggerer restart neither resets the retry window nor
+loses the audit log. The job is submitted, watched and stopped through ``SparkPipelineHook``.
 """
 
 from __future__ import annotations
@@ -39,17 +35,14 @@ from airflow_conduit.names import XCOM_DLQ
 from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink
 from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
-from airflow_conduit.recovery.actions import Action
-from airflow_conduit.runs.events import WatchEvent, WatchEventError
-from airflow_conduit.runs.handles import backend_of
+from airflow_conduit.runs.events import WatchEventError
+from airflow_conduit.runs.handles import JobHandle, optional_handle
+from airflow_conduit.runs.service import (BackoffOver, Ending, Finished, Next, RunService, RunStateLost, SubmitRun,
+                                          WaitBackoff)
 from airflow_conduit.runs.state_dir import StateDir
 from airflow_conduit.runs.store import RunStore, record_stopped
-from airflow_conduit.runs.supervisor import RunSupervisor, Step, unique_run_prefix
 from airflow_conduit.triggers.pipeline import STATUS_FAILURES_TOLERATED, BackoffTrigger, SparkPipelineTrigger
 from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable, resolve_recovery_options
-
-AUDIT_IN_MESSAGE = 5  # audit events quoted in a degraded task's error message
-
 
 class RecoveringSparkPipelineOperator(BaseOperator):
     """Run a pipeline spec on Spark; restart it with backoff on transient errors, degrade on fatal ones.
@@ -115,8 +108,8 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         if backend is not None and backend not in BACKEND_KINDS:
             raise ValueError(f"backend: expected one of {', '.join(BACKEND_KINDS)}, got {backend!r}")
         RestRetry(rest_retry_limit, rest_retry_delay, rest_retry_max_delay)
-        if isinstance(status_failures_tolerated, bool) or not isinstance(status_failures_tolerated, int) \
-                or status_failures_tolerated < 0:
+        if (isinstance(status_failures_tolerated, bool) or not isinstance(status_failures_tolerated, int)
+                or status_failures_tolerated < 0):
             raise ValueError(f"status_failures_tolerated: expected a whole number >= 0, got {status_failures_tolerated!r}")
         self.spec = spec
         self.state_dir = state_dir
@@ -137,7 +130,8 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         self.rest_retry_arguments = {"rest_retry_limit": rest_retry_limit, "rest_retry_delay": rest_retry_delay,
                                      "rest_retry_max_delay": rest_retry_max_delay}
         self.spark_conf = spark_conf
-        self._conduit_handle: dict | None = None
+        self._conduit_handle: JobHandle | None = None
+        self._conduit_outcome: Finished | None = None
         self._conduit_dlq: str | None = None
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -202,20 +196,38 @@ class RecoveringSparkPipelineOperator(BaseOperator):
             raise AirflowFailException(f"{exc}; nothing was submitted") from exc
         return hook
 
-    # -- the run store: task_state_store, recovery.json, XCom --------------------------------------------
+    # -- the run loop: RunService decides, the operator waits the Airflow way (defer) ---------------------
 
     def _store(self, context: Any) -> RunStore:
-        ti = context["ti"]
-        return RunStore(self.state_dir, self._owner(context), task_store=context.get("task_state_store"),
-                        publish=ti.xcom_push, logger=self.log)
+        owner, ti = self._owner(context), context["ti"]
+        return RunStore(self.state_dir, owner, task_store=context.get("task_state_store"), publish=ti.xcom_push,
+                        logger=self.log)
 
-    def _supervisor(self, store: RunStore) -> RunSupervisor:
-        carry = store.load()
-        if carry is None:
-            raise AirflowFailException(f"recovery state lost: nothing in task_state_store nor {self.state_dir}/recovery.json")
-        return RunSupervisor.from_carry(carry, self._recovery_options(carried=carry.get("options")))
+    def _submitter(self, spec_path: str | None = None, hook: SparkPipelineHook | None = None) -> SubmitRun:
+        """How this operator starts a run (the spec validated again and the hook made when a restart submits)."""
 
-    # -- the task: translate Airflow (defer, XCom, exceptions) to and from the run supervisor ----------------
+        def submit(run_id: str, previous: JobHandle | None) -> JobHandle:
+            path = spec_path or self._validated_spec()[0]
+            return (hook or self.get_hook()).submit_job(path, run_id, self.state_dir, previous=previous,
+                                                        **self._submission_options())
+
+        return submit
+
+    def _service(self, store: RunStore, submit: SubmitRun) -> RunService:
+        return RunService(store, submit, SUBMISSION_FAILURES, LEASE_REFUSALS)
+
+    def _resumed(self, context: Any) -> RunService:
+        """The run service as the last deferral left it (its store), with the recovery options resolved now."""
+        self._resolve_state_dir()
+        store = self._store(context)
+        try:
+            return RunService.resume(store, self._submitter(), self._carried_options,
+                                     refusals=SUBMISSION_FAILURES, lease_refusals=LEASE_REFUSALS)
+        except RunStateLost as exc:
+            raise AirflowFailException(str(exc)) from None
+
+    def _carried_options(self, carried: dict[str, Any]):
+        return self._recovery_options(carried=carried)
 
     def _resolve_state_dir(self) -> None:
         """The state dir as an absolute, writable folder: the driver runs in another working directory."""
@@ -228,120 +240,74 @@ class RecoveringSparkPipelineOperator(BaseOperator):
         self._resolve_state_dir()
         spec_path, spec = self._validated_spec()
         self._conduit_dlq = dlq_location(spec)
-        context["ti"].xcom_push(key=XCOM_DLQ, value=self._conduit_dlq)
+        ti = context["ti"]
+        ti.xcom_push(key=XCOM_DLQ, value=self._conduit_dlq)
         hook = self.get_hook()  # a connection that does not exist fails here, before anything runs
         options = self._recovery_options()
-        store = self._store(context)
-        supervisor = None
-        carry = store.load()
-        if carry is not None:
-            earlier = RunSupervisor.from_carry(carry, options)
-            if earlier.finished:
-                self.log.info("pipeline %s was %s; this try starts it again with a fresh retry budget", spec.id, earlier.pipeline_state)
-            elif earlier.current is not None:
-                # An Airflow retry or a worker crash after submission: watch that job, do not submit another.
-                self.log.info("resuming: watching run %s submitted by an earlier try", earlier.current["run_id"])
-                return self._watch(earlier, earlier.current)
-            else:
-                self.log.info("resuming pipeline %s (%s) from its persisted recovery state", spec.id, earlier.pipeline_state)
-                supervisor = earlier
-                supervisor.restarted()
-        if supervisor is None:
-            ti = context["ti"]
-            mapped = f"-{ti.map_index}" if ti.map_index >= 0 else ""
-            prefix = unique_run_prefix(f"{ti.run_id}-{ti.task_id}{mapped}-t{ti.try_number}")
-            supervisor = RunSupervisor(options, run_prefix=prefix, pipeline_id=spec.id)
-            self.log.info(
-                "pipeline %s: recovery options %s; %s backend (connection %s)",
-                spec.id,
-                json.dumps(options.to_dict()),
-                hook.backend_kind,
-                self.conn_id,
-            )
-        return self._submit(store, supervisor, spec_path, hook=hook)
+        self.log.info("pipeline %s: recovery options %s; %s backend (connection %s)", spec.id,
+                      json.dumps(options.to_dict()), hook.backend_kind, self.conn_id)
+        mapped = f"-{ti.map_index}" if ti.map_index >= 0 else ""
+        service = self._service(self._store(context), self._submitter(spec_path, hook))
+        return self._wait_for(service.start(options, readable_prefix=f"{ti.run_id}-{ti.task_id}{mapped}-t{ti.try_number}",
+                                            pipeline_id=spec.id))
 
-    def _submit(self, store: RunStore, supervisor: RunSupervisor, spec_path: str | None = None, *,
-                hook: SparkPipelineHook | None = None, previous: dict | None = None) -> Any:
-        """Submit the next run (after making sure ``previous`` is gone) and defer to its watcher; a refused
-        submission is a failure the supervisor answers like any other (``RunSupervisor.submit``), and a
-        connection that became unusable fails the task."""
-        spec_path = spec_path or self._validated_spec()[0]
-        hook = hook or self.get_hook()
+    def execute_complete(self, context: Any, event: dict | None = None, **kwargs: Any) -> Any:
+        """The watcher's event (a ``WatchEvent``'s dict form) about the job this task watches."""
+        service = self._resumed(context)
+        try:
+            step = service.advance(event)
+        except WatchEventError as exc:
+            raise AirflowException(f"unexpected trigger event (expected a SparkPipelineTrigger event: {exc}): {event!r}"[:500]) from None
+        return self._wait_for(step)
 
-        def submit(run_id: str) -> dict:
-            return hook.submit_job(spec_path, run_id, self.state_dir, previous=previous, **self._submission_options())
+    def resubmit(self, context: Any, event: Any = None, previous: dict | None = None, **kwargs: Any) -> Any:
+        """After the backoff delay: submit the next run (the previous one confirmed gone) and watch it."""
+        over = BackoffOver(optional_handle(previous))
+        step = self._resumed(context).advance(over)
+        return self._wait_for(step)
 
-        step = supervisor.submit(submit, SUBMISSION_FAILURES, LEASE_REFUSALS, previous=previous)
-        if step.action is not Action.WATCH:
-            return self._do(store, supervisor, step)
-        self._conduit_handle = step.handle
+    def _wait_for(self, step: Next) -> Any:
+        """Wait the Airflow way for what the run service asks: defer to the watcher or the backoff timer; or end
+        the task with the pipeline: its run summary (XCom), or a failure (degraded)."""
         self._log_lines(step)
-        store.save_submitted(supervisor, step.handle)
-        return self._watch(supervisor, step.handle)
+        if isinstance(step, Finished):
+            self._conduit_outcome = step  # how the pipeline ended, for what reads it after the task (lineage facets)
+            if step.summary is None:
+                raise AirflowFailException(step.message)
+            return self._summary(step.summary)
+        if isinstance(step, WaitBackoff):  # the job the next submission must see gone travels with the wait
+            previous = step.previous.to_dict() if step.previous else None
+            self.defer(trigger=_backoff_timer(step.seconds, self.state_dir), method_name="resubmit",
+                       kwargs={"previous": previous})
+        self._conduit_handle = step.handle
+        trigger = SparkPipelineTrigger(step.handle, poll_interval=self.poll_interval, report_progress=step.report_progress,
+                                       status_failures_tolerated=self.status_failures_tolerated)
+        self.defer(trigger=trigger, method_name="execute_complete")
 
     def _submission_options(self) -> dict[str, Any]:
         """Further ``submit_job`` arguments of this kind of run (the DLQ replay operator adds its request)."""
         return {}
 
-    def _watch(self, supervisor: RunSupervisor, handle: dict) -> None:
-        """Defer to the watcher; while recovering it also reports the first records written (-> recovered)."""
-        trigger = SparkPipelineTrigger(handle, poll_interval=self.poll_interval, report_progress=supervisor.awaiting_first_record,
-                                       status_failures_tolerated=self.status_failures_tolerated)
-        self.defer(trigger=trigger, method_name="execute_complete")
-
-    def execute_complete(self, context: Any, event: dict | None = None, **kwargs: Any) -> Any:
-        self._resolve_state_dir()
-        store = self._store(context)
-        supervisor = self._supervisor(store)
-        watched = read_watch_event(event, supervisor.current)
-        self._conduit_handle = watched.handle or supervisor.current
-        return self._do(store, supervisor, supervisor.on_event(watched))
-
-    def _do(self, store: RunStore, supervisor: RunSupervisor, step: Step) -> Any:
-        """Carry out the supervisor's step the Airflow way: defer to the watcher or the backoff timer,
-        return the run summary, or fail the task."""
-        self._log_lines(step)
-        store.save(supervisor, step.event)
-        if step.action is Action.WATCH:
-            return self._watch(supervisor, step.handle)
-        if step.action is Action.DONE:
-            return self._summary(supervisor, step)
-        if step.action is Action.DEGRADE:
-            raise AirflowFailException(supervisor.degraded_message(step, AUDIT_IN_MESSAGE))
-        handle = step.handle
-        self.defer(
-            trigger=_backoff_timer(step.delay_seconds, self.state_dir),
-            method_name="resubmit",
-            kwargs={"previous": handle if backend_of(handle) else None},
-        )
-
-    def _summary(self, supervisor: RunSupervisor, step: Step) -> dict[str, Any]:
+    def _summary(self, summary: dict[str, Any]) -> dict[str, Any]:
         """The run summary a finished task returns (XCom); the replay operator adds its totals."""
-        return supervisor.run_summary(step, os.path.abspath(self.state_dir))
+        return summary
 
-    def _log_lines(self, step: Step) -> None:
+    def _log_lines(self, step: Next) -> None:
+        degraded = isinstance(step, Finished) and step.ending is Ending.DEGRADED
         for line in step.lines:
-            degraded_line = step.action is Action.DEGRADE and line is step.lines[-1]
-            (self.log.error if degraded_line else self.log.info)(line)
-
-    def resubmit(self, context: Any, event: Any = None, previous: dict | None = None, **kwargs: Any) -> Any:
-        """After the backoff delay: tell the engine, submit the next run (the previous one confirmed gone), watch it."""
-        store = self._store(context)
-        supervisor = self._supervisor(store)
-        supervisor.restarted()
-        return self._submit(store, supervisor, previous=previous)
+            (self.log.error if degraded and line is step.lines[-1] else self.log.info)(line)
 
     def on_kill(self) -> None:
         """Marking the task failed or clearing it stops the Spark job (gracefully where it can) and records ``stopped``."""
         handle = self._conduit_handle
         if handle is None:
-            handle = (StateDir(self.state_dir).read_recovery() or {}).get("current")
+            handle = optional_handle((StateDir(self.state_dir).read_recovery() or {}).get("current"))
         if handle:
-            self.log.info("stopping run %s", handle["run_id"])
+            self.log.info("stopping run %s", handle.run_id)
             try:
                 SparkPipelineHook.kill_job(handle, graceful=True)
             finally:
-                record_stopped(self.state_dir, handle["run_id"], "stopped by user (task killed)")
+                record_stopped(self.state_dir, handle.run_id, "stopped by user (task killed)")
 
 
 def _renamed(old_name: str, old_value: Any, name: str, value: Any) -> Any:
@@ -352,19 +318,6 @@ def _renamed(old_name: str, old_value: Any, name: str, value: Any) -> Any:
         raise ValueError(f"{old_name} and {name} are the same argument: give {name} only")
     warnings.warn(f"{old_name} is deprecated: use {name}", AirflowProviderDeprecationWarning, stacklevel=3)
     return old_value
-
-
-def read_watch_event(event: Any, current: dict | None) -> WatchEvent:
-    """A watcher event as SparkPipelineTrigger yields it, about the run this task is watching."""
-    try:
-        watched = WatchEvent.from_dict(event)
-    except WatchEventError as exc:
-        raise AirflowException(f"unexpected trigger event (expected a SparkPipelineTrigger event: {exc}): {event!r}"[:500]) from None
-    if current is not None and watched.run_id != current.get("run_id"):
-        raise AirflowException(
-            f"trigger event for run {watched.run_id!r}, but this task watches run {current.get('run_id')!r}"
-        )
-    return watched
 
 
 def _backoff_timer(delay_seconds: float, state_dir: str) -> BackoffTrigger:

@@ -44,7 +44,7 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
     :param batch_min/batch_max: only records of pipeline batches in this range
     :param since/until: only records dead-lettered in [since, until) (ISO-8601; templated, e.g. ``{{ data_interval_start }}``)
     :param dry_run: report what would pass and what would still fail, grouped by error; write nothing
-    :param force: also take records whose spec is unchanged since they failed (docs/pipelines.md, the replay rule)
+    :param force: also take records whose spec is unchanged since they failed (docs/dlq.md, the replay rule)
 
     The filters are templated; a list may be given as a list, as comma-separated text or as JSON
     (``"{{ params.rules | tojson }}"``); empty text or ``None`` means no filter.
@@ -99,11 +99,11 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
     def _submission_options(self) -> dict[str, Any]:
         return {"replay": self.replay_request().to_json()}
 
-    def _summary(self, supervisor: Any, step: Any) -> dict[str, Any]:
+    def _summary(self, summary: dict[str, Any]) -> dict[str, Any]:
         """The run summary with the replay's totals beside it (and in the task log)."""
         from airflow_conduit.runs.report import replay_totals_text
 
-        summary = super()._summary(supervisor, step)
+        summary = super()._summary(summary)
         totals = (summary.get("report") or {}).get("replay")
         summary["replay"] = totals
         if totals:

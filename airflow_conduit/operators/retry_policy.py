@@ -14,7 +14,7 @@ The delay of retry N is the policy's delay for restart N (``recovery.policies``)
 Limits (Airflow's retry model, not ours): it cannot retry past the task's
 ``retries``; there is no ``max-retries-window`` and no healthy-period reset
 (each Airflow try is one attempt); the pipeline is resubmitted from scratch on
-each try. docs/operator.md compares it with the operator.
+each try. docs/operators.md compares it with the operator.
 """
 
 from __future__ import annotations

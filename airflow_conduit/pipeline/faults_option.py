@@ -4,7 +4,7 @@ Fault injection is a test tool, but a mistyped value must not turn into a job th
 same way on every restart: ``{"transient_first_runs": "abc"}`` would otherwise fail inside every
 driver, classified as a passing fault, for ever. Every key and value is
 checked here, and each problem names the key. The CLI, the operator and the Spark entrypoint
-read faults through ``parse_faults``. Keys: docs/architecture.md (fault injection).
+read faults through ``parse_faults``. Keys: docs/runs.md (fault injection).
 """
 
 from __future__ import annotations

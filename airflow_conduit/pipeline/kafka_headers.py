@@ -3,7 +3,7 @@ columns (pure Python: the Spark writer, ``dlq replay`` and the UI read the same 
 
 Dedup headers (destination and DLQ): ``conduit.pipeline.id``, ``conduit.query.id``, ``conduit.batch.id``,
 ``conduit.record.id``. A DLQ record also carries Kafka Connect's ``__connect.errors.*`` headers (KIP-298)
-and ``conduit.dlq.<column>`` for the DLQ columns Connect has no header for. docs/pipelines.md (Kafka DLQ).
+and ``conduit.dlq.<column>`` for the DLQ columns Connect has no header for. docs/kafka.md (Kafka DLQ).
 """
 
 from __future__ import annotations

@@ -320,7 +320,7 @@ class _Validator:
         for key in ("key", "value", "headers", "header-fields"):
             if key in settings:
                 self.report(path + (key,), "not a setting of a Kafka dead letter queue: a DLQ record keeps the original "
-                            "record's value, key and headers (docs/pipelines.md, Kafka DLQ)")
+                            "record's value, key and headers (docs/kafka.md, Kafka DLQ)")
 
     def errors(self, raw: Any, path: Path) -> model.ErrorsSpec:
         data = self.mapping(raw, path, "errors") or {}
@@ -331,7 +331,7 @@ class _Validator:
         defaults = model.RetrySpec()
         return model.ErrorsSpec(
             retry=model.RetrySpec(
-                # Kafka Connect's keys, so a bare number is Connect's milliseconds (docs/pipelines.md)
+                # Kafka Connect's keys, so a bare number is Connect's milliseconds (docs/spec.md)
                 timeout_seconds=self.duration(retry, "timeout", retry_path, defaults.timeout_seconds, bare_ms=True),
                 delay_max_seconds=self.duration(retry, "delay.max", retry_path, defaults.delay_max_seconds, positive=True,
                                                 bare_ms=True),

@@ -89,7 +89,7 @@ class ReplayFilter:
 class ReplayRequest:
     filters: ReplayFilter = ReplayFilter()
     dry_run: bool = False
-    force: bool = False  # also take records whose spec is unchanged since they failed (docs/pipelines.md)
+    force: bool = False  # also take records whose spec is unchanged since they failed (docs/dlq.md, the replay rule)
 
     def to_json(self) -> str:
         forced = {"force": True} if self.force else {}

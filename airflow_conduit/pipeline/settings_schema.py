@@ -3,7 +3,7 @@
 This is the single place to add a setting: one ``Setting(...)`` line in the
 plugin's table. The loader checks types and allowed values, fills defaults,
 refuses unknown keys (suggesting the closest known one) and runs the plugin's
-cross-field checks. docs/pipelines.md documents the same table.
+cross-field checks. docs/sources.md, processors.md, destinations.md, kafka.md and delta.md document the same table.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ PyYAML silently keeps the last of two equal keys; a spec with ``format:`` twice
 is almost always a mistake, so duplicates are reported here.
 
 A spec is small, so the reader refuses what no spec needs and what would hang or crash
-the reader (docs/pipelines.md, "Limits"): text over ``MAX_SPEC_CHARS``, nesting deeper
+the reader (docs/sources.md, "Limits"): text over ``MAX_SPEC_CHARS``, nesting deeper
 than ``MAX_DEPTH``, and aliases that expand the document past ``MAX_VALUES`` values
 (the "billion laughs": 390 bytes that expand to a billion strings) or into a cycle.
 Depth is checked on the parser's event stream (PyYAML's parser is iterative, its

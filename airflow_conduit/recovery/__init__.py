@@ -1,5 +1,5 @@
 """Pipeline recovery, pure Python (no airflow, no pyspark): options, backoff, retry budgets,
-error classification, pipeline states and audit log. See docs/recovery.md."""
+error classification, pipeline states and audit log. See docs/recovery.md and docs/error-codes.md."""
 
 from airflow_conduit.recovery.classify import Classification, classify, structured_error_from_exception
 from airflow_conduit.recovery.clock import Clock, FakeClock, SystemClock

@@ -3,7 +3,7 @@
 Ranges work like HTTP status classes (Conduit design doc, phase 2): the range
 alone tells whether an error is transient (restart with backoff) or fatal
 (degrade at once), so an engine that does not know a specific code still
-classifies it correctly. docs/recovery.md documents every code.
+classifies it correctly. docs/error-codes.md documents every code.
 """
 
 from __future__ import annotations

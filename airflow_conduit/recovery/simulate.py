@@ -1,6 +1,6 @@
 """Preview a recovery policy: feed failure times to the engine on a fake clock and get the timeline back.
 
-Used by ``airflow-conduit recovery simulate`` and by docs/recovery.md's worked examples.
+Used by ``airflow-conduit recovery simulate`` and by docs/simulator.md's worked examples.
 Restarts happen exactly when the engine scheduled them; a failure given for a moment
 the pipeline is not running (waiting for a restart, degraded, stopped) is reported as ignored.
 """

@@ -1,3 +1,3 @@
-"""A pipeline's runs, pure Python (no airflow, no pyspark): the run report, the state directory, the
-watch event, the run supervisor and the store of its state. The operators and ``airflow-conduit run``
-drive the same ``RunSupervisor``; docs/architecture.md has the map."""
+"""A pipeline's runs, pure Python (no airflow, no pyspark): the run loop (``service.RunService``), the job
+handle, the watch event, the run supervisor, the store of its state, the run report and the state directory.
+The operators and ``airflow-conduit run`` follow the same ``RunService``; docs/architecture.md has the map."""

@@ -13,9 +13,11 @@ from typing import Any
 
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
+from airflow_conduit.runs.handles import JobHandle, JobHandleError
 from airflow_conduit.runs.no_space import is_no_space, no_space_message
 from airflow_conduit.runs.status import WatchStatus
 
+Failure = dict[str, Any] | str  # a failed run as the classifier reads it: its StructuredError.to_dict(), else its log text
 REFUSED_BY_LEASE = "lease"  # StructuredError.extra["refused_by"] of a submission the state dir's lease refused
 DIGEST_LEFT_OUT = ("stderr_tail", "handle")  # recovery.json keeps a readable digest of the last event
 
@@ -30,7 +32,7 @@ class WatchEvent:
 
     :param status: ``running`` (first records written), ``succeeded``, ``failed`` or ``stopped``
     :param run_id: the run the event is about
-    :param handle: the job handle watched (None for a submission that was refused)
+    :param handle: the job watched (None for a submission that was refused); its dict form is read too
     :param exit_code: the driver's exit code when the backend knows it
     :param driver_state: the cluster manager's word on the driver (standalone)
     :param message: the backend's message about the job's status
@@ -41,7 +43,7 @@ class WatchEvent:
 
     status: WatchStatus
     run_id: str
-    handle: dict[str, Any] | None = None
+    handle: JobHandle | None = None
     exit_code: int | None = None
     driver_state: str | None = None
     message: str = ""
@@ -56,7 +58,13 @@ class WatchEvent:
             raise WatchEventError(f"status: expected one of {[s.value for s in WatchStatus]}, got {self.status!r}") from None
         if not isinstance(self.run_id, str) or not self.run_id:
             raise WatchEventError(f"run_id: expected a non-empty string, got {self.run_id!r}")
-        for name in ("handle", "error", "report"):
+        if self.handle is not None and not isinstance(self.handle, JobHandle):
+            _expect("handle", self.handle, dict)
+            try:
+                object.__setattr__(self, "handle", JobHandle.from_dict(self.handle))
+            except JobHandleError as exc:
+                raise WatchEventError(f"handle: {exc}") from None
+        for name in ("error", "report"):
             _expect(name, getattr(self, name), dict)
         for name in ("driver_state", "stderr_tail"):
             _expect(name, getattr(self, name), str)
@@ -64,13 +72,16 @@ class WatchEvent:
             raise WatchEventError(f"exit_code: expected an integer or null, got {self.exit_code!r}")
         if not isinstance(self.message, str):
             raise WatchEventError(f"message: expected a string, got {self.message!r}")
-        if self.handle is not None and self.handle.get("run_id") != self.run_id:
-            raise WatchEventError(f"handle: about run {self.handle.get('run_id')!r}, the event about run {self.run_id!r}")
+        if self.handle is not None and self.handle.run_id != self.run_id:
+            raise WatchEventError(f"handle: about run {self.handle.run_id!r}, the event about run {self.run_id!r}")
 
     # -- the dict form (trigger events, recovery.json) --------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: (str(self.status) if f.name == "status" else getattr(self, f.name)) for f in fields(self)}
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["status"] = str(self.status)
+        data["handle"] = self.handle.to_dict() if self.handle is not None else None
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> "WatchEvent":
@@ -97,7 +108,7 @@ class WatchEvent:
         return isinstance(self.error, dict) and (self.error.get("extra") or {}).get("refused_by") == REFUSED_BY_LEASE
 
     @property
-    def failure(self) -> Any:
+    def failure(self) -> Failure:
         """What the classifier reads of a failed run: its structured error, else its log tail."""
         return self.error or self.stderr_tail or f"job ended with status {str(self.status)!r} and no error"
 

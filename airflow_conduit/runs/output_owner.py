@@ -79,14 +79,14 @@ def claim(folder: Path, owner: Owner, *, what: str, written_before: bool) -> Non
         other = Owner(str(recorded.get("pipeline_id")), str(recorded.get("state_dir")), str(recorded.get("token")))
         raise OutputOwnedElsewhere(  # short: an error's summary keeps 500 characters
             f"{what} {folder} is the output of {other.describe()}; {owner.describe()} would replace its batches "
-            f"there. Give each pipeline its own path (docs/pipelines.md, one owner per output)"
+            f"there. Give each pipeline its own path (docs/destinations.md, one owner per output)"
         )
     entries = _entries(folder)
     if entries and not written_before:
         shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
         raise OutputOwnedElsewhere(
             f"{what} {folder} already holds data that {owner.describe()} did not write ({shown}); it would replace "
-            f"the batch_id=<n> folders there. Choose an empty path or move that data away (docs/pipelines.md, one "
+            f"the batch_id=<n> folders there. Choose an empty path or move that data away (docs/destinations.md, one "
             f"owner per output)"
         )
     _write_marker(marker, owner)

@@ -1,15 +1,28 @@
-"""``RunStore``: where a run supervisor's state is kept, the one writer of a pipeline's run state.
+"""``RunStore``: where a pipeline's run state is kept, the one writer of it, and the one place its precedence is.
 
-Three places hold it, written together at every transition by ``save``:
+The state is the run supervisor's ``carry()`` (recovery options, the engine's window and audit log, the
+submissions, the job being watched). Three stores hold it, written together at every transition by ``save``:
 
 - the task state store (Airflow's ``task_state_store``, when the driver is a task): survives Airflow
   retries and worker crashes and belongs to this task alone;
-- ``STATE_DIR/recovery.json``: what the sensors, the UI and ``airflow-conduit recovery`` read, and
-  the fallback when the task state store is unavailable;
-- the published pipeline state and audit log (XCom, for a task).
+- ``STATE_DIR/recovery.json``: the pipeline's record with its ``owner``, what the sensors, the UI and
+  ``record_stopped`` read, and the fallback when the task state store is unavailable;
+- XCom (for a task): the pipeline state, the audit log and the submitted job's handle, published for the UI
+  and downstream tasks, never read back by a driver.
 
-``record_stopped`` is the same writer for a stop seen where there is no supervisor in memory and no
-task context (a trigger's or the operator's ``on_kill``): it rewrites recovery.json only.
+Precedence, when a driver loads its state (``load``), first that applies:
+
+1. this owner's ``recovery.json`` when it says ``stopped``: ``record_stopped`` writes a stop seen where there
+   is no task context (a trigger's or the operator's ``on_kill``) to that file only;
+2. the task state store;
+3. this owner's ``recovery.json`` (the task state store unavailable or empty; a driver that is no task);
+4. nothing: a fresh start (``RunService.start``), or ``RunStateLost`` for a driver that resumes.
+
+Another owner's ``recovery.json`` is never loaded, and a submission refused by the state dir's lease leaves it
+as it is (the run that holds the lease owns it), unless it is the only place left for a task's state (its task
+state store failed).
+Besides the three stores, a deferred task's trigger kwargs carry the job handle it watches and a backoff wait's
+kwargs the previous job: ids and paths, never the recovery state.
 """
 
 from __future__ import annotations
@@ -20,6 +33,7 @@ from typing import Any, Callable, Protocol
 from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_JOB, XCOM_STATE
 from airflow_conduit.recovery.state import PipelineState
 from airflow_conduit.runs.events import WatchEvent
+from airflow_conduit.runs.handles import JobHandle, optional_handle
 from airflow_conduit.runs.state_dir import StateDir
 from airflow_conduit.runs.supervisor import RunSupervisor
 
@@ -82,10 +96,10 @@ class RunStore:
             return False  # this owner's own file: keep it current
         return stored or self.task_store is None
 
-    def save_submitted(self, supervisor: RunSupervisor, handle: dict) -> None:
+    def save_submitted(self, supervisor: RunSupervisor, handle: JobHandle) -> None:
         """A run was submitted: its handle is published (the Spark UI link reads it), then the state saved."""
         if self.publish is not None:
-            self.publish(key=XCOM_JOB, value=handle)
+            self.publish(key=XCOM_JOB, value=handle.to_dict())
         self.save(supervisor)
 
     def load(self) -> dict[str, Any] | None:
@@ -108,9 +122,9 @@ class RunStore:
                 self.log.warning("task_state_store unavailable (%s); reading recovery.json", exc)
         return owned.get("carry") if owned else None
 
-    def current_handle(self) -> dict | None:
+    def current_handle(self) -> JobHandle | None:
         """The job recovery.json says is being watched (for a stop with nothing in memory)."""
-        return (self.folder.read_recovery() or {}).get("current")
+        return optional_handle((self.folder.read_recovery() or {}).get("current"))
 
 
 def record_stopped(state_dir: str, run_id: str | None, reason: str) -> None:

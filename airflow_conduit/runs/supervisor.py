@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from airflow_conduit.recovery.actions import Action
-from airflow_conduit.recovery.clock import SystemClock
+from airflow_conduit.recovery.clock import Clock, SystemClock
 from airflow_conduit.recovery.durations import format_duration
-from airflow_conduit.recovery.engine import RecoveryEngine
+from airflow_conduit.recovery.engine import Decision, RecoveryEngine
 from airflow_conduit.recovery.options import RecoveryOptions
 from airflow_conduit.recovery.state import PipelineState, RecoveryState
-from airflow_conduit.runs.events import WatchEvent
-from airflow_conduit.runs.handles import backend_of
+from airflow_conduit.runs.events import Failure, WatchEvent
+from airflow_conduit.runs.handles import JobHandle, optional_handle
 from airflow_conduit.runs.status import WatchStatus
 from airflow_conduit.runs.totals import totals_text
 
@@ -57,16 +57,17 @@ def records_written(report: dict | None) -> int:
 class Step:
     """What the driver does next (watch, wait and restart, stop, fail), with the timeline lines to print.
 
-    ``event`` is the event the step answers (for a refused submission, the failure built for it);
+    ``decision`` and ``error`` are the engine's decision on a failed run and the failure it read (``RESTART``,
+    ``DEGRADE``); ``event`` is the event the step answers (for a refused submission, the failure built for it);
     ``handle`` the job to watch (``WATCH``) or the last job submitted (the next submission's ``previous``).
     """
 
     action: Action
     lines: list[str]
-    decision: Any = None
-    error: Any = None
+    decision: Decision | None = None
+    error: Failure | None = None
     event: WatchEvent | None = None
-    handle: dict | None = None
+    handle: JobHandle | None = None
     refusal: BaseException | None = None  # why the submission this step answers was refused
 
     @property
@@ -94,10 +95,10 @@ class RunSupervisor:
         *,
         state: RecoveryState | None = None,
         submissions: int = 0,
-        current: dict | None = None,
+        current: JobHandle | None = None,
         run_prefix: str = "run",
         pipeline_id: str | None = None,
-        clock: Any = None,
+        clock: Clock | None = None,
     ):
         self.options = options
         self.engine = RecoveryEngine(options, clock=clock or SystemClock(), state=state)
@@ -116,20 +117,21 @@ class RunSupervisor:
             "options": self.options.to_dict(),
             "recovery": json.loads(self.engine.state.to_json()),
             "submissions": self.submissions,
-            "current": self.current,
+            "current": self.current.to_dict() if self.current else None,
             "run_prefix": self.run_prefix,
             "pipeline_id": self.pipeline_id,
         }
 
     @classmethod
-    def from_carry(cls, carry: dict[str, Any], options: RecoveryOptions | None = None, clock: Any = None) -> "RunSupervisor":
+    def from_carry(cls, carry: dict[str, Any], options: RecoveryOptions | None = None,
+                   clock: Clock | None = None) -> "RunSupervisor":
         """Resume; ``options`` (freshly resolved) win over the carried ones, the window and audit log are kept."""
         state = RecoveryState.from_json(json.dumps(carry["recovery"]))
         return cls(
             options or RecoveryOptions.from_mapping(carry["options"]),
             state=state,
             submissions=int(carry.get("submissions", 0)),
-            current=carry.get("current"),
+            current=optional_handle(carry.get("current")),
             run_prefix=carry.get("run_prefix") or "run",
             pipeline_id=carry.get("pipeline_id"),
             clock=clock,
@@ -167,7 +169,7 @@ class RunSupervisor:
             "pipeline_state": str(self.pipeline_state),
             "owner": owner,
             "submissions": self.submissions,
-            "current": self.current,
+            "current": self.current.to_dict() if self.current else None,
             "last_event": event.digest() if isinstance(event, WatchEvent) else event,
             "carry": carry if carry is not None else self.carry(),
         }
@@ -185,8 +187,8 @@ class RunSupervisor:
 
     # -- driving ---------------------------------------------------------------------------------
 
-    def submit(self, submit: Callable[[str], dict], refusals: Refusals, lease_refusals: Refusals = (),
-               previous: dict | None = None) -> Step:
+    def submit(self, submit: Callable[[str], JobHandle], refusals: Refusals, lease_refusals: Refusals = (),
+               previous: JobHandle | None = None) -> Step:
         """Submit the next run with ``submit(run_id)`` (it returns the job handle); say what to do next.
 
         A submission that cannot happen now (one of ``refusals``: the previous driver not confirmed gone,
@@ -288,24 +290,23 @@ class RunSupervisor:
     # -- timeline lines --------------------------------------------------------------------------
 
     @staticmethod
-    def submitted_line(handle: dict) -> str:
-        where = handle.get("driver_id") or f"pid {handle.get('pid')}"
-        return f"submitted: run {handle['run_id']} ({backend_of(handle)} backend, {where})"
+    def submitted_line(handle: JobHandle) -> str:
+        return f"submitted: run {handle.run_id} ({handle.backend} backend, {handle.where})"
 
     @staticmethod
-    def failed_line(decision: Any) -> str:
+    def failed_line(decision: Decision) -> str:
         c = decision.classification
         prefix = f"{c.kind} {c.code}, "  # the reason starts with what this line already says
         why = c.reason[len(prefix):] if c.reason.startswith(prefix) else c.reason
         return f"failed: classified as {c.kind}, code {c.code} ({why})"
 
     @staticmethod
-    def error_line(decision: Any, error: Any) -> str:
+    def error_line(decision: Decision, error: Failure) -> str:
         """The failure's own words (what to check, with its advice), under the line with its code."""
         return f"  error: {error_message(decision, error)}"
 
     @staticmethod
-    def restart_line(decision: Any) -> str:
+    def restart_line(decision: Decision) -> str:
         budget = "unlimited" if decision.max_retries < 0 else str(decision.max_retries)
         counted = decision.counted or "within max-retries-window"
         return (
@@ -314,7 +315,7 @@ class RunSupervisor:
         )
 
     @staticmethod
-    def degraded_line(decision: Any) -> str:
+    def degraded_line(decision: Decision) -> str:
         return f"degraded because {decision.reason}"
 
     @staticmethod
@@ -322,7 +323,7 @@ class RunSupervisor:
         return totals_text(report.get("totals") or {}) if report else "no run report"
 
 
-def degraded_message(supervisor: RunSupervisor, decision: Any, error: Any, last_events: int = 5) -> str:
+def degraded_message(supervisor: RunSupervisor, decision: Decision, error: Failure, last_events: int = 5) -> str:
     """The error text of a degraded pipeline: reason, error, classification, last audit events."""
     c = decision.classification
     lines = [
@@ -336,7 +337,7 @@ def degraded_message(supervisor: RunSupervisor, decision: Any, error: Any, last_
     return "\n".join(lines)
 
 
-def error_message(decision: Any, error: Any) -> str:
+def error_message(decision: Decision, error: Failure | None) -> str:
     """A failure's message: the structured error's (with its advice), else the classifier's summary of the log
     text (the Java root cause, not the last stack frame)."""
     c = decision.classification

@@ -87,7 +87,7 @@ def check_sources(checkpoint: Path, sources: list[tuple[int, str, str]]) -> None
         raise CheckpointMoved(  # short: an error's summary keeps 500 characters
             f"source {source_id!r}: the pipeline's files moved from {moved_from} to {moved_to}; Spark's checkpoint "
             f"keeps the old paths. To go on, move them back, or replace the old folder with the new one in the files "
-            f"of STATE_DIR/checkpoints/{checkpoint.name}/sources and delete the .crc files there (docs/pipelines.md, "
+            f"of STATE_DIR/checkpoints/{checkpoint.name}/sources and delete the .crc files there (docs/sources.md, "
             f"moving a pipeline's folder)"
         )
 

@@ -41,7 +41,7 @@ from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError
 from airflow_conduit.spark import columns as C
-from airflow_conduit.spark import delta_txn
+from airflow_conduit.spark.jvm import dataframe_calls, delta_txn
 from airflow_conduit.spark.destination_base import Destination
 
 PLUGIN = "delta"
@@ -145,8 +145,7 @@ class DeltaDestination(Destination):
         return str(location)
 
     def is_delta_table(self) -> bool:
-        jvm = self.spark.sparkContext._jvm
-        return bool(jvm.io.delta.tables.DeltaTable.isDeltaTable(self.spark._jsparkSession, self.location()))
+        return delta_txn.is_delta_table(self.spark, self.location())
 
     def check_target(self) -> None:
         """Refuse, before the query starts, a target that is not a Delta table and a mode the DLQ cannot take."""
@@ -355,7 +354,7 @@ class DeltaDestination(Destination):
         if key not in self._fits:
             self._fits[key] = self._fit(df, user, table)
         error, select, fits = self._fits[key]
-        fitted = df if error is None else C.frame(df._jdf.withColumn(C.ERROR, error._jc), df)
+        fitted = df if error is None else dataframe_calls.with_column(df, C.ERROR, error)
         self._fits_table = fits
         return C.select(fitted, select)
 

@@ -30,6 +30,8 @@ from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.secrets import redact
 from airflow_conduit.spark import local_batch_files
+from airflow_conduit.spark.jvm import files as hadoop_files
+from airflow_conduit.spark.jvm import session as jvm_session
 from airflow_conduit.spark.destination_base import Destination  # noqa: F401 - re-exported: callers import it here
 
 BATCH_COLUMN = "_conduit_batch_id"
@@ -52,9 +54,7 @@ class FileDestination(Destination):
 
     def discard_empty_batch(self, batch_id: int) -> None:
         """Delete ``batch_id=<n>/``, written with no rows (only Spark's marker files), through Hadoop's file system."""
-        jvm = self.spark.sparkContext._jvm
-        path = jvm.org.apache.hadoop.fs.Path(self.batch_path(batch_id))
-        path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration()).delete(path, True)
+        hadoop_files.delete_tree(self.spark, self.batch_path(batch_id))
 
     @property
     def writes_rows(self) -> bool:
@@ -84,15 +84,9 @@ class JdbcDestination(Destination):
 
     def connect(self):
         """A java.sql.Connection on the driver, loading the driver class from Spark's class loader (spark.jars)."""
-        jvm = self.spark.sparkContext._jvm
         props = self._properties()
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        driver = loader.loadClass(props["driver"]).newInstance()
-        jprops = jvm.java.util.Properties()
-        for key in ("user", "password"):
-            if key in props:
-                jprops.setProperty(key, props[key])
-        conn = driver.connect(str(self.settings["url"]), jprops)
+        credentials = {key: props[key] for key in ("user", "password") if key in props}
+        conn = jvm_session.jdbc_connect(self.spark, props["driver"], str(self.settings["url"]), credentials)
         if conn is None:
             raise ConnectionError(f"JDBC driver {props['driver']} does not accept the URL of destination {self.id!r}")
         return conn

@@ -19,6 +19,7 @@ from airflow_conduit.pipeline.model import PipelineSpec
 from airflow_conduit.pipeline.secrets import redact
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import parsing
+from airflow_conduit.spark.jvm import dataframe_calls
 from airflow_conduit.spark.sources import (
     SourcePlan,
     json_max_string_length,
@@ -200,7 +201,7 @@ class PendingReasons:
         if not (self.needed and pending):
             # the batch's own two values in one literal struct (two JVM round trips), read by the run's select list
             values = f"named_struct('batch_id', CAST({int(batch_id)} AS BIGINT), 'time_of_error', {_sql_string(time_of_error)})"
-            with_batch = C.frame(entries._jdf.withColumn(BATCH_VALUES, C.jvm_function("expr")(values)), entries)
+            with_batch = dataframe_calls.with_jvm_column(entries, BATCH_VALUES, C.jvm_function("expr")(values))
             return C.select(with_batch, self._gathered_select(run_id, keep))
         batch = self._batch_columns(run_id)
         batch.update({"batch_id": F.lit(batch_id).cast("long"), "time_of_error": F.lit(time_of_error)})

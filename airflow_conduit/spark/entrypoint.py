@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--spec", required=True, help="pipeline spec (YAML)")
     parser.add_argument("--run-id", required=True, help="id of this run (report folder name)")
     parser.add_argument("--state-dir", required=True, help="the pipeline's state directory (reused across runs)")
-    parser.add_argument("--faults", default=None, help="fault injection, JSON (see docs/pipelines.md)")
+    parser.add_argument("--faults", default=None, help="fault injection, JSON (see docs/runs.md, fault injection)")
     parser.add_argument("--replay", default=None, help='a DLQ replay instead of the pipeline: {"filters": {...}, "dry_run": false}')
     return parser.parse_args(argv)
 

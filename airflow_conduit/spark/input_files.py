@@ -13,7 +13,7 @@ the byte range not processed, an entry in the run report
 which every later run reports again (driver log and report) until the file
 is removed from it. The bytes are not processed: deliver files complete
 (write elsewhere, then move or rename into the folder) and deliver missing
-lines as a new file (docs/pipelines.md, delivering input files).
+lines as a new file (docs/sources.md, delivering input files).
 
 What a check stats: a batch's cost must not grow with every file a pipeline
 ever read (a remote stat is a request). When a run starts and ends, every
@@ -36,6 +36,8 @@ from typing import Any, Callable
 from urllib.parse import unquote, urlparse
 
 from airflow_conduit.runs.report import read_json, utc_now_iso, write_json_atomic
+from airflow_conduit.spark.jvm import files as hadoop_files
+from airflow_conduit.spark.jvm.file_scan import listed_lengths
 
 log = logging.getLogger(__name__)
 
@@ -156,36 +158,12 @@ def processed_to(uri: str, listed: int) -> int:
             at += len(piece)
 
 
-def listed_lengths(batch) -> dict[str, int]:
-    """The bytes of each file a micro-batch's file scan reads (what Spark listed: the end of its last split), from
-    the batch's ``FileScanRDD`` (a few Py4J calls per file: asked only when a file of the batch was still written)."""
-    lengths: dict[str, int] = {}
-    todo = [batch._jdf.queryExecution().logical().rdd()]
-    while todo:
-        rdd = todo.pop()
-        if rdd.getClass().getName().endswith(".FileScanRDD"):
-            partitions = rdd.filePartitions()
-            for k in range(partitions.size()):
-                for part in partitions.apply(k).files():
-                    uri = part.filePath().toString()
-                    lengths[uri] = max(lengths.get(uri, 0), int(part.start()) + int(part.length()))
-        dependencies = rdd.dependencies()
-        todo += [dependencies.apply(k).rdd() for k in range(dependencies.size())]
-    return lengths
-
-
 def hadoop_stat(spark) -> Stat:
     """``local_stat`` for local files, Hadoop's FileSystem (through the driver's JVM) for the others."""
     def stat(uri: str) -> tuple[int, int] | None:
         if urlparse(uri).scheme in ("", "file"):
             return local_stat(uri)
-        jvm = spark.sparkContext._jvm
-        path = jvm.org.apache.hadoop.fs.Path(uri)
-        fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-        if not fs.exists(path):
-            return None
-        status = fs.getFileStatus(path)
-        return int(status.getLen()), int(status.getModificationTime())
+        return hadoop_files.stat(spark, uri)
 
     return stat
 

@@ -18,16 +18,15 @@ what the crashed attempt did not:
 Every record of an earlier attempt sits at or after the recorded offsets (offsets only grow), in a
 partition that existed then or was added since (read from its start). The proof and its one condition
 (the earlier attempt's writers are gone when the re-run reads: true when its driver was killed in local
-mode, and on a cluster once the dead driver's executors have exited) are in docs/pipelines.md.
+mode, and on a cluster once the dead driver's executors have exited) are in docs/exactly-once.md.
 
 A DLQ record's value is the original record's bytes (a line of a file, the value of a Kafka record, whose
 key and headers are kept as well); its error context is in Kafka Connect's ``__connect.errors.*`` headers
-plus Conduit's own (docs/pipelines.md, Kafka DLQ).
+plus Conduit's own (docs/kafka.md, Kafka DLQ).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
@@ -58,7 +57,10 @@ from airflow_conduit.spark import columns as C
 from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
 from airflow_conduit.spark.batch_numbers import checkpoint_query_id
 from airflow_conduit.spark.destination_base import Destination
-from airflow_conduit.spark.jvm.refs import jvm_ref, some
+from airflow_conduit.spark.jvm import kafka_producer
+from airflow_conduit.spark.jvm.kafka_admin import KafkaAdmin
+from airflow_conduit.spark.jvm.kafka_producer import produce_in_driver
+from airflow_conduit.spark.jvm.local_relations import in_driver, is_local
 from airflow_conduit.spark.kafka_options import client_options
 
 log = logging.getLogger(__name__)
@@ -169,97 +171,7 @@ class IntentLog:
             self.path(batch_id - KEEP_INTENTS).unlink(missing_ok=True)
 
 
-class KafkaAdmin:
-    """Kafka's Java admin client in the driver (made loadable from ``spark.jars`` when needed), created at its first
-    use and kept for the run (each batch asks for the topic's end offsets): ``close`` ends it."""
-
-    def __init__(self, spark: SparkSession, options: dict[str, str]):
-        self.spark = spark
-        self.options = options
-        self._admin = None
-        self._requests: dict[str, Any] = {}  # topic -> (its partitions' offset request, TopicPartition -> partition)
-
-    def client(self):
-        if self._admin is None:
-            from airflow_conduit.spark.session import ensure_driver_class
-
-            ensure_driver_class(self.spark, "org.apache.kafka.clients.admin.Admin")
-            jvm = self.spark.sparkContext._jvm
-            props = jvm.java.util.Properties()
-            for key, value in self.options.items():
-                props.setProperty(key.removeprefix("kafka."), value)
-            self._admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
-        return self._admin
-
-    def close(self) -> None:
-        admin, self._admin = self._admin, None
-        self._requests.clear()
-        if admin is not None:
-            with contextlib.suppress(Exception):  # the JVM may be gone (a lost driver): nothing left to release
-                admin.close()
-
-    @property
-    def _seconds(self):
-        return jvm_ref(self.spark, "TimeUnit.SECONDS", lambda jvm: jvm.java.util.concurrent.TimeUnit.SECONDS)
-
-    def end_offsets(self, topic: str, *, partitions_now: bool = False) -> dict[int, int]:
-        """Each partition's end offset (the next record's offset). The topic's partitions are listed once per run
-        (``partitions_now``: listed again): a partition added since is missing from the answer, which every reader
-        of the offsets takes as "from its start"."""
-        try:
-            if partitions_now or topic not in self._requests:
-                self._requests[topic] = self._offset_request(topic)
-            request, partitions = self._requests[topic]
-            found = self.client().listOffsets(request).all().get(ADMIN_TIMEOUT_SECONDS, self._seconds)
-            return {partition: int(found.get(tp).offset()) for tp, partition in partitions}
-        except BaseException:
-            self.close()  # a failed client is not reused: the retry (or the restart) makes a new one
-            raise
-
-    def _offset_request(self, topic: str):
-        jvm = self.spark.sparkContext._jvm
-        names = jvm.java.util.ArrayList()
-        names.add(topic)
-        description = self.client().describeTopics(names).allTopicNames().get(ADMIN_TIMEOUT_SECONDS, self._seconds).get(topic)
-        request = jvm.java.util.HashMap()
-        latest = jvm.org.apache.kafka.clients.admin.OffsetSpec.latest()
-        partitions = []
-        for info in description.partitions():
-            partition = int(info.partition())
-            tp = jvm.org.apache.kafka.common.TopicPartition(topic, partition)
-            request.put(tp, latest)
-            partitions.append((tp, partition))
-        return request, partitions
-
-    def max_message_bytes(self, topic: str) -> int:
-        """The topic's ``max.message.bytes`` (its own, or the broker's default it inherits)."""
-        jvm = self.spark.sparkContext._jvm
-        kind = getattr(jvm.org.apache.kafka.common.config, "ConfigResource$Type").TOPIC
-        resource = jvm.org.apache.kafka.common.config.ConfigResource(kind, topic)
-        resources = jvm.java.util.ArrayList()
-        resources.add(resource)
-        config = self.client().describeConfigs(resources).all().get(ADMIN_TIMEOUT_SECONDS, self._seconds).get(resource)
-        return int(config.get("max.message.bytes").value())
-
-
-def produce_in_driver(spark: SparkSession, records: DataFrame, producer_config, topic: str) -> None:
-    """Produce ``records`` (``key``, ``value``, ``headers``) to ``topic`` from the driver with Spark's own Kafka
-    writer task (the code each task of Spark's Kafka sink runs, on a producer of Spark's producer pool: one per
-    configuration, kept across batches), on rows computed in the driver: for a local relation, no Spark job.
-    Returns once every record is acknowledged (the task's ``close`` flushes and raises the first failed send).
-    Its contract (the Spark internals it names) is pinned by tests/spark/test_kafka_sink.py::
-    test_produce_in_driver_sends_a_local_relation_through_spark_kafka_writer_task_without_a_spark_job."""
-    execution = records._jdf.queryExecution()
-    rows = execution.executedPlan().executeCollect()  # a local relation's rows, without a Spark job
-    iterator = jvm_ref(spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(rows).iterator()
-    task = jvm_ref(spark, "org.apache.spark.sql.kafka010.KafkaWriteTask")(producer_config, execution.analyzed().output(), some(spark, topic))
-    try:
-        task.execute(iterator)
-    finally:
-        task.close()
-
-
-class CompiledRecords:
+class CompiledRecords(kafka_producer.CompiledProjections):
     """The Kafka DLQ's records of its rows (``records`` and its ``size_guard``), optimised once per run and kept as
     compiled projections: each batch's rows, computed in the driver, go through them to Spark's Kafka writer task,
     with no plan of their own to analyse, optimise and plan per batch.
@@ -267,71 +179,14 @@ class CompiledRecords:
     Built from a batch's ``records`` over its ``rows``: the kept nodes above the rows (``AnalysedPlan``: only
     deterministic expressions, no other relation) put over a stand-in of the rows that the optimizer cannot fold (a
     ``LogicalRDD`` with their attributes), optimised, and taken when the optimised plan is projections over the
-    stand-in alone; their expressions are compiled against the rows' columns by position (``UnsafeProjection``). A
-    later batch's rows are taken when their schema is the one compiled for and they are a local relation. Spark's
-    developer API through Py4J (``UnsafeProjection.create``, ``LocalTableScanExec.executeCollect``, ``Iterator.map``);
-    its contract is tested in tests/spark/test_kafka_sink.py."""
+    stand-in alone (``jvm/kafka_producer.CompiledProjections``, which compiles and produces them)."""
 
     def __init__(self, spark: SparkSession, records: DataFrame, rows: DataFrame):
-        self.spark = spark
-        self.schema = rows._jdf.queryExecution().analyzed().schema()
         stand_in = empty_batch_of(spark, rows)
         over = AnalysedPlan(records, rows, check_ahead=False).over(stand_in)
         if over is None:
             raise ValueError("the records' plan is not projections of the rows alone")
-        node = over._jdf.queryExecution().optimizedPlan()
-        self.output = node.output()  # what Spark's Kafka writer task reads (key, value, headers) by name
-        lists = []
-        while node.nodeName() == "Project":
-            lists.insert(0, (node.projectList(), node.child().output()))
-            node = node.child()
-        if not lists or not node.sameOutput(stand_in._jdf.logicalPlan()) or not node.children().isEmpty():
-            raise ValueError(f"the optimised records are not projections of the rows ({node.nodeName()})")
-        create = jvm_ref(spark, "UnsafeProjection", lambda jvm: jvm.org.apache.spark.sql.catalyst.expressions.UnsafeProjection)
-        projections = [create.create(exprs, inputs) for exprs, inputs in lists]
-        self.projection = functools.reduce(lambda first, then: first.andThen(then), projections)  # one Function1
-        self._local = jvm_ref(spark, "LocalTableScanExec.class", lambda jvm: jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.execution.LocalTableScanExec"))
-        self._topics: dict[str, Any] = {}
-
-    def rows_of(self, rows: DataFrame):
-        """``rows``' computed rows (an ``InternalRow`` array) when they are a local relation of the compiled schema (no
-        Spark job: the optimizer folds their projections into the relation); else None."""
-        if not rows._jdf.schema().equals(self.schema):
-            return None
-        plan = rows._jdf.queryExecution().executedPlan()
-        return plan.executeCollect() if self._local.isInstance(plan) else None
-
-    def produce(self, rows, producer_config, topic: str) -> None:
-        """Every record of ``rows`` (``rows_of``) computed (the size guard refuses one over the limit before any is
-        produced), then produced with Spark's Kafka writer task; returns once every one is acknowledged (see
-        ``produce_in_driver``). The projections reuse their output row: each record is read once, as it is computed."""
-        rows = jvm_ref(self.spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(rows)
-        rows.iterator().map(self.projection).toList()  # each computed (a mapped iterator's length computes none)
-        if topic not in self._topics:
-            self._topics[topic] = some(self.spark, topic)
-        task = jvm_ref(self.spark, "org.apache.spark.sql.kafka010.KafkaWriteTask")(producer_config, self.output, self._topics[topic])
-        try:
-            task.execute(rows.iterator().map(self.projection))
-        finally:
-            task.close()
-
-
-def in_driver(df: DataFrame) -> DataFrame:
-    """``df`` computed once (one Spark job) and kept in the driver's JVM as a local relation, for few rows: what is
-    then read of it without an aggregate (a projection, a filter) runs no Spark job, and a write of it one job.
-    (``persist`` would cost three: the cache is filled under adaptive execution as query stages of their own.)"""
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-    rows = df._jdf.collectAsList()
-    return ClassicDataFrame(df.sparkSession._jsparkSession.createDataFrame(rows, df._jdf.schema()), df.sparkSession)
-
-
-def is_local(df: DataFrame) -> bool:
-    """Whether ``df`` is computed in the driver without a Spark job: its physical plan is a local relation's scan
-    (Spark folds projections and filters of a local relation into it)."""
-    plan = df._jdf.queryExecution().executedPlan()
-    return plan.getClass().getSimpleName() == "LocalTableScanExec"
+        super().__init__(spark, rows, over, stand_in)
 
 
 def header(headers: Column, name: str) -> Column:
@@ -385,7 +240,7 @@ class KafkaWriter(Destination):
     @functools.cached_property
     def admin(self) -> KafkaAdmin:
         """The run's admin client of the topic's cluster (end offsets for every batch's intent); closed by ``close``."""
-        return KafkaAdmin(self.spark, self.options())
+        return KafkaAdmin(self.spark, self.options(), ADMIN_TIMEOUT_SECONDS)
 
     def close(self) -> None:
         if "admin" in self.__dict__:
@@ -482,15 +337,8 @@ class KafkaWriter(Destination):
 
     @functools.cached_property
     def producer_config(self):
-        """The Java producer's configuration (a ``java.util.Map``, what Spark's Kafka sink gives its producers): the
-        client options without their ``kafka.`` prefix, keys and values as bytes. Built once per run."""
-        jvm = self.spark.sparkContext._jvm
-        config = jvm.java.util.HashMap()
-        for key, value in self.options().items():
-            config.put(key.removeprefix("kafka."), value)
-        for key in ("key.serializer", "value.serializer"):
-            config.put(key, "org.apache.kafka.common.serialization.ByteArraySerializer")
-        return config
+        """The Java producer's configuration (``kafka_producer.producer_config``), built once per run."""
+        return kafka_producer.producer_config(self.spark, self.options())
 
     def _produce(self, records: DataFrame, batch_id: int) -> None:
         """Few records computed in the driver (their sizes checked then: ``size_guard``), produced from there

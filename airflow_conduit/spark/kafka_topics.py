@@ -37,6 +37,7 @@ from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import FatalError, TransientError
 from airflow_conduit.runs.report import read_json, utc_now_iso, write_json_atomic
 from airflow_conduit.spark.batch_numbers import checkpoint_query_id
+from airflow_conduit.spark.jvm import kafka_admin
 from airflow_conduit.spark.kafka_options import bootstrap_servers, client_options
 
 log = logging.getLogger(__name__)
@@ -143,16 +144,10 @@ class SourceTopics:
 
     def _client(self):
         if self._admin is None:
-            from airflow_conduit.spark.session import ensure_driver_class
-
-            ensure_driver_class(self.spark, "org.apache.kafka.clients.admin.Admin")
-            jvm = self.spark.sparkContext._jvm
-            props = jvm.java.util.Properties()
-            for key, value in client_options(self.settings).items():
-                props.setProperty(key.removeprefix("kafka."), value)
-            props.setProperty("default.api.timeout.ms", str(PROBE_SECONDS * 1000))
-            props.setProperty("request.timeout.ms", str(PROBE_SECONDS * 1000))
-            self._admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+            properties = {key.removeprefix("kafka."): value for key, value in client_options(self.settings).items()}
+            properties["default.api.timeout.ms"] = str(PROBE_SECONDS * 1000)
+            properties["request.timeout.ms"] = str(PROBE_SECONDS * 1000)
+            self._admin = kafka_admin.create_admin(self.spark, properties)
         return self._admin
 
     def close(self) -> None:
@@ -186,53 +181,15 @@ class SourceTopics:
         )
 
     def _ids(self) -> dict[str, str | None]:
-        jvm = self.spark.sparkContext._jvm
-        admin = self._client()
-        ms = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
-        wait = PROBE_SECONDS * 1000 + 5000
-        if self.pattern is None:
-            names = [str(t) for t in self.settings["topics"]]
-        else:
-            options = jvm.org.apache.kafka.clients.admin.ListTopicsOptions().timeoutMs(PROBE_SECONDS * 1000)
-            found = admin.listTopics(options).names().get(wait, ms)
-            regex = jvm.java.util.regex.Pattern.compile(self.pattern)
-            names = sorted(str(n) for n in found if regex.matcher(n).matches())
-        if not names:
-            return {}
-        java_names = jvm.java.util.ArrayList()
-        for name in names:
-            java_names.add(name)
-        options = jvm.org.apache.kafka.clients.admin.DescribeTopicsOptions().timeoutMs(PROBE_SECONDS * 1000)
-        futures = admin.describeTopics(java_names, options).topicNameValues()
-        ids: dict[str, str | None] = {}
-        for name in names:
-            try:
-                ids[name] = str(futures.get(name).get(wait, ms).topicId().toString())
-            except Exception as exc:  # noqa: BLE001 - an unknown topic is an answer; anything else is raised
-                if not _java_class_in(exc, _UNKNOWN_TOPIC):
-                    raise
-                ids[name] = None
-        return ids
+        names = None if self.pattern is not None else [str(t) for t in self.settings["topics"]]
+        return kafka_admin.topic_ids(self.spark, self._client(), names=names, pattern=self.pattern,
+                                     timeout_ms=PROBE_SECONDS * 1000, wait_ms=PROBE_SECONDS * 1000 + 5000,
+                                     unknown_topic=lambda exc: _java_class_in(exc, _UNKNOWN_TOPIC))
 
     def earliest_offsets(self, topic: str) -> dict[int, int]:
         """Each partition's earliest offset of ``topic`` now."""
-        jvm = self.spark.sparkContext._jvm
-        ms = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
-        wait = PROBE_SECONDS * 1000 + 5000
         with self._lock:
-            admin = self._client()
-            names = jvm.java.util.ArrayList()
-            names.add(topic)
-            description = admin.describeTopics(names).allTopicNames().get(wait, ms).get(topic)
-            request = jvm.java.util.HashMap()
-            earliest = jvm.org.apache.kafka.clients.admin.OffsetSpec.earliest()
-            partitions = []
-            for info in description.partitions():
-                tp = jvm.org.apache.kafka.common.TopicPartition(topic, int(info.partition()))
-                request.put(tp, earliest)
-                partitions.append((tp, int(info.partition())))
-            found = admin.listOffsets(request).all().get(wait, ms)
-            return {partition: int(found.get(tp).offset()) for tp, partition in partitions}
+            return kafka_admin.earliest_offsets(self.spark, self._client(), topic, PROBE_SECONDS * 1000 + 5000)
 
 
 def _java_class_in(exc: BaseException, class_name: str) -> bool:

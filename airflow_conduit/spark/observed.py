@@ -7,10 +7,8 @@ on the driver, while the executors wait. Here the row stays in the JVM as a
 one-row DataFrame (a local relation: reading it runs no Spark job); the small
 metrics come to Python, the DLQ rows go to the DLQ write as a DataFrame.
 
-This is the one place that uses PySpark's private ``Observation._jo`` (the
-JVM observation, whose ``future`` is what ``Observation.get`` waits on; ``observe``
-sets it as ``Observation._on`` does); its contract is tested in
-tests/spark/test_observed.py.
+PySpark's private Observation API (the JVM observation, whose ``future`` is what ``Observation.get`` waits on) is
+used in ``spark/jvm/observations.py``; its contract is tested in tests/spark/test_observed.py.
 
 The wait is bounded (``wait_seconds``): Spark fills an observation from a listener of the session that ran the
 action, and waits for it without a deadline. An observation whose action ran elsewhere, or never ran, would hold
@@ -22,13 +20,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pyspark import SparkContext
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_conduit.recovery.errors import BatchDeadlineExceeded
 from airflow_conduit.spark.columns import JvmColumns, select
-from airflow_conduit.spark.jvm.refs import jvm_member
+from airflow_conduit.spark.jvm import observations
 
 PACKED = "__packed"  # the column of the sizes and fields read as one JSON text (see ObservedMetrics._values_select)
 JSON_EXACT = frozenset({"string", "long", "integer", "short", "byte", "boolean"})  # types a JSON value gives back as they are
@@ -39,46 +36,21 @@ class ObservationTimeout(BatchDeadlineExceeded):
     """The observed metrics did not arrive in time: the action that fills them ended without filling them."""
 
 
-def _jvm_row(observation: Observation, wait_seconds: float):
-    """The observed row as a JVM ``Row``: waits, like ``Observation.get``, for the observed action to finish, but at
-    most ``wait_seconds`` (``ObservationTimeout`` then). Two JVM round trips (its future, the wait); the wait's
-    duration is made once per run and value."""
-    jo = getattr(observation, "_jo", None)
-    if jo is None:
-        raise RuntimeError("the observation was not used by an action (PySpark's Observation._jo is unset)")
-    sc = getattr(observation, "_conduit_context", None) or SparkContext._active_spark_context  # set by observe
-    millis = max(1, int(wait_seconds * 1000))
-    await_result = jvm_member(sc, "SparkThreadUtils.awaitResult", lambda jvm: jvm.org.apache.spark.util.SparkThreadUtils.awaitResult)
-    duration = jvm_member(sc, f"FiniteDuration {millis} ms", lambda jvm: jvm.scala.concurrent.duration.FiniteDuration(
-        millis, jvm.java.util.concurrent.TimeUnit.MILLISECONDS))
-    try:
-        return await_result(jo.future(), duration)
-    except Exception as exc:  # noqa: BLE001 - only a timeout is turned into ours
-        if "java.util.concurrent.TimeoutException" not in str(exc):
-            raise
+def _observed_row(observation: Observation, wait_seconds: float):
+    """The observed row as a JVM ``Row`` (``observations.observed_row``); ``ObservationTimeout`` when it did not
+    arrive within ``wait_seconds``."""
+    row = observations.observed_row(observation, wait_seconds)
+    if row is not None:
+        return row
     raise ObservationTimeout(
-        f"the observed metrics of {observation._name!r} did not arrive within {wait_seconds:g}s "
+        f"the observed metrics of {observations.name_of(observation)!r} did not arrive within {wait_seconds:g}s "
         "(pipeline.batch-deadline); the run ends and the batch runs again on the restart")
 
 
 def observe(df: DataFrame, observation: Observation, metrics: JvmColumns) -> DataFrame:
     """``df.observe(observation, *metrics.columns)`` with the metrics' JVM list built once per run (one round trip);
-    sets what ``Observation.get`` and ``_jvm_row`` read, as ``Observation._on`` does."""
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-    observation._conduit_context = df.sparkSession.sparkContext  # where _jvm_row keeps its JVM members
-    observation._jvm = df.sparkSession.sparkContext._jvm
-    observation._jo = getattr(observation._jvm, "org.apache.spark.sql.Observation")(observation._name)
-    return ClassicDataFrame(df._jdf.observe(observation._jo, metrics.columns[0]._jc, metrics.rest), df.sparkSession)
-
-
-def _as_frame(spark: SparkSession, jrow, selects: dict) -> DataFrame:
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-    if "singletonList" not in selects:  # looked up once per run: each step of the lookup is a JVM round trip
-        selects["singletonList"] = spark.sparkContext._jvm.java.util.Collections.singletonList
-    rows = selects["singletonList"](jrow)
-    return ClassicDataFrame(spark._jsparkSession.createDataFrame(rows, jrow.schema()), spark)
+    sets what ``Observation.get`` and ``_observed_row`` read (``observations.observe``)."""
+    return observations.observe(df, observation, metrics.columns[0], metrics.rest)
 
 
 class ObservedMetrics:
@@ -96,10 +68,10 @@ class ObservedMetrics:
     ):
         """``fields``: (heavy metric, field) pairs read with the values, in the same collect (see ``field``).
         ``selects``: where the select lists are kept between observations of the same shape (one run's batches).
-        ``wait_seconds``: the longest wait for the observed action's metrics (``_jvm_row``)."""
+        ``wait_seconds``: the longest wait for the observed action's metrics (``_observed_row``)."""
         self._selects = {} if selects is None else selects
-        self._jrow = _jvm_row(observation, wait_seconds)
-        self.frame = _as_frame(spark, self._jrow, self._selects)
+        self._jrow = _observed_row(observation, wait_seconds)
+        self.frame = observations.row_frame(spark, self._jrow, self._selects)
         self.heavy = tuple(h for h in heavy if h in self.frame.columns)
         light = [c for c in self.frame.columns if c not in self.heavy]
         sizes = {h: f"__size_of_{h}" for h in self.heavy}  # read with the values: one collect, not one more per size
@@ -175,12 +147,9 @@ class ObservedMetrics:
         """The elements (structs) of the heavy array metric ``name`` as rows of a local relation of their own, in
         order: a projection or filter of it is computed in the driver (Spark folds it into the relation) and
         reading it runs no Spark job, where the rows of ``elements`` (a generator over the metrics' row) take one."""
-        from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
         key = ("local", name, tuple(self.frame.columns))
         if key not in self._selects:  # the array's place and element type, looked up once per shape
             index = self.frame.columns.index(name)
-            self._selects[key] = (index, self._jrow.schema().fields()[index].dataType().elementType())
+            self._selects[key] = (index, observations.array_element_type(self._jrow, index))
         index, element = self._selects[key]
-        spark = self.frame.sparkSession
-        return ClassicDataFrame(spark._jsparkSession.createDataFrame(self._jrow.getList(index), element), spark)
+        return observations.array_frame(self.frame.sparkSession, self._jrow, index, element)

@@ -24,6 +24,7 @@ from typing import Iterator
 from urllib.parse import unquote, urlparse
 
 from airflow_conduit.spark.input_files import source_log_entries
+from airflow_conduit.spark.jvm import files as hadoop_files
 from airflow_conduit.spark.parsing import JSON_MAX_STRING_LENGTH, RECORD_TOO_LARGE
 
 log = logging.getLogger(__name__)
@@ -187,24 +188,7 @@ def find(uri: str, bound: int, spark=None) -> list[LongLine]:
             return []
     if spark is None:
         return []
-    return scan(_hadoop_pieces(spark, uri, bound), bound, uri)
-
-
-def _hadoop_pieces(spark, uri: str, bound: int) -> Iterator[bytes]:
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(path) or fs.getFileStatus(path).getLen() < bound:
-        return
-    stream = fs.open(path)
-    try:
-        while True:
-            piece = stream.readNBytes(PIECE)  # a byte[] comes back as bytes in one Py4J call
-            if not piece:
-                return
-            yield bytes(piece)
-    finally:
-        stream.close()
+    return scan(hadoop_files.pieces(spark, uri, PIECE, at_least=bound), bound, uri)
 
 
 def _text(prefix: bytes) -> str:

@@ -57,7 +57,7 @@ from airflow_conduit.recovery.errors import BatchDeadlineExceeded, NackThreshold
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark.jvm import driver as driver_jvm
-from airflow_conduit.spark import pyspark_internals
+from airflow_conduit.spark.jvm import pyspark_internals
 from airflow_conduit.spark.batch_intents import BatchIntents
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.checkpoint_paths import check_sources
@@ -266,7 +266,7 @@ class PipelineRunner:
 
     def _destinations_added(self) -> list[dict[str, Any]]:
         """The destinations new in the spec of a pipeline that has committed batches: each begins at the batch this
-        run writes first, the batches before it are not written to it (docs/pipelines.md, adding a destination).
+        run writes first, the batches before it are not written to it (docs/destinations.md, adding a destination).
 
         Spark runs batch n+1 only once batch n's ``foreachBatch`` returned, so every destination that was in the spec
         committed the batch before the last one started; one that did not is new. The last batch started is re-run
@@ -289,7 +289,7 @@ class PipelineRunner:
             if begins == 0:
                 continue
             message = (f"destination {dest.id!r} is new in the spec: it begins at batch {begins}; batches 0-{begins - 1}, "
-                       f"written by earlier runs, are not written to it (docs/pipelines.md, adding a destination)")
+                       f"written by earlier runs, are not written to it (docs/destinations.md, adding a destination)")
             log.warning("%s", message)
             notes.append({"destination": dest.id, "begins_at_batch": begins, "message": message})
         return notes

@@ -18,8 +18,9 @@ import threading
 from pyspark.sql import SparkSession
 
 from airflow_conduit.spark.connector_jars import local_settings, with_connectors
+from airflow_conduit.spark.jvm import session as jvm_session
 from airflow_conduit.spark.jvm.options import with_class_archive, with_jit_options
-from airflow_conduit.spark.pyspark_internals import ask_numpy_converters_only_about_numpy
+from airflow_conduit.spark.jvm.pyspark_internals import ask_numpy_converters_only_about_numpy
 
 POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
 PYSPARK_PROBES = "pyspark.testing.utils"  # imported by functions.lit: it probes pandas, PyArrow and gRPC
@@ -98,18 +99,11 @@ def build_session(app_name: str, *, master: str | None = None, connectors: froze
 
 def ensure_driver_class(spark: SparkSession, class_name: str) -> None:
     """Make ``class_name`` loadable by the driver, adding the jars of ``spark.jars`` to its class loader if needed."""
-    jvm = spark.sparkContext._jvm
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    try:
-        loader.loadClass(class_name)
-        return
-    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
-        pass
-    jars = [j for j in (spark.conf.get("spark.jars", "") or "").split(",") if j]
-    if os.path.exists(POSTGRESQL_JAR) and POSTGRESQL_JAR not in jars:
-        jars.append(POSTGRESQL_JAR)
-    for jar in jars:
-        path = jar.removeprefix("file:")
-        if os.path.exists(path):
-            loader.addURL(jvm.java.io.File(path).toURI().toURL())
-    loader.loadClass(class_name)  # raises with the class name when it is still missing
+
+    def jars() -> list[str]:
+        listed = [j for j in (spark.conf.get("spark.jars", "") or "").split(",") if j]
+        if os.path.exists(POSTGRESQL_JAR) and POSTGRESQL_JAR not in listed:
+            listed.append(POSTGRESQL_JAR)
+        return listed
+
+    jvm_session.ensure_loadable(spark, class_name, jars)

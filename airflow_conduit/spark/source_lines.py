@@ -41,6 +41,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.jvm import dataframe_calls
+from airflow_conduit.spark.jvm import files as hadoop_files
 from airflow_conduit.spark.sources import SourcePlan, csv_header, line_bound
 
 JSON_BLANK = b" \t\r"  # Jackson's whitespace (a line holds no \n): a line of it makes no record
@@ -329,18 +331,6 @@ def _local_bytes(path: str, start: int, end: int) -> bytes:
         return f.read(end - start)
 
 
-def _hadoop_bytes(spark: SparkSession, uri: str) -> bytes:
-    """A file of any Hadoop file system (s3a, hdfs, ...) read whole through the driver's JVM."""
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    stream = fs.open(path)
-    try:
-        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
-    finally:
-        stream.close()
-
-
 def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int, set[int]],
                buffer: ReadBuffer | None = None) -> dict[tuple[int, int], tuple[int, bytes]]:
     """(split start, index in the split) -> (line number, line bytes), for the wanted records of one file.
@@ -357,7 +347,7 @@ def read_lines(spark: SparkSession, uri: str, rules: LineRules, wanted: dict[int
             chunks = _local_chunks(local, start, buffer)
             head = _local_bytes(local, line_start, start) if line_start < start else b""
         else:
-            data = data if data is not None else _hadoop_bytes(spark, uri)
+            data = data if data is not None else hadoop_files.read_whole(spark, uri)
             start = 0 if split == 0 else _skip_first_reader_line(data, split)
             before = data.count(b"\n", 0, start)
             chunks = iter([data[start:]])
@@ -382,13 +372,6 @@ _RESOLVED = T.StructType([
     T.StructField("__ac_line", T.LongType()),
     T.StructField("__ac_line_text", T.StringType()),
 ])
-
-
-def _java_map(jvm, values: dict[str, str]):
-    java = jvm.java.util.HashMap()
-    for key, value in values.items():
-        java.put(key, value)
-    return java
 
 
 class SourceLines:
@@ -472,9 +455,9 @@ class SourceLines:
         if ordinal is not None:
             if not resolved:
                 return rows.drop(ordinal)
-            found = C.frame(rows._jdf.withColumn(FOUND, self._line_at(resolved, keys, ordinal)), rows)
+            found = dataframe_calls.with_jvm_column(rows, FOUND, self._line_at(resolved, keys, ordinal))
             replaced = C.with_columns(found, self._replacing_found)
-            return C.frame(replaced._jdf.drop(self._jvm_once(("drop", ordinal), lambda jvm: jvm.PythonUtils.toSeq([FOUND, ordinal]))), rows)
+            return dataframe_calls.drop(replaced, self._once(("drop", ordinal), lambda: dataframe_calls.string_seq([FOUND, ordinal])))
         if not resolved:
             return rows
         lines = spark.createDataFrame(resolved, schema=_RESOLVED, verifySchema=False)
@@ -496,13 +479,11 @@ class SourceLines:
             replaced["record"] = F.when(found.isNotNull(), text).otherwise(F.col("record"))
         return replaced
 
-    def _jvm_once(self, key: tuple, build):
+    def _once(self, key: tuple, build):
         """What every batch's ``apply`` hands the JVM the same (a JVM object), built once per run."""
         built = self.__dict__.setdefault("_built", {})
         if key not in built:
-            from pyspark import SparkContext
-
-            built[key] = build(SparkContext._active_spark_context._jvm)
+            built[key] = build()
         return built[key]
 
     def _line_at(self, resolved: list[tuple], keys: list[tuple], ordinal: str):
@@ -513,8 +494,8 @@ class SourceLines:
         lines = [found.get(tuple(key)) for key in keys]  # a key with a NULL part matches nothing, as in a join
         text = json.dumps([None if line is None else {"line": line[0], "text": line[1]} for line in lines])
         limit = max(len(text), DEFAULT_MAX_STRING_LEN)  # a rejected line may be longer than Jackson's default
-        options = self._jvm_once(("options", limit), lambda jvm: _java_map(jvm, {"maxStringLen": str(limit)}))
-        index = self._jvm_once(("index", ordinal), lambda jvm: (F.col(ordinal).cast("int") + F.lit(1))._jc)
+        options = self._once(("options", limit), lambda: dataframe_calls.java_map({"maxStringLen": str(limit)}))
+        index = self._once(("index", ordinal), lambda: dataframe_calls.jvm_column(F.col(ordinal).cast("int") + F.lit(1)))
         parsed = C.jvm_function("from_json")(C.jvm_function("lit")(text), self._lines_type, options)
         return C.jvm_function("try_element_at")(parsed, index)
 

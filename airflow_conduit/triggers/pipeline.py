@@ -31,6 +31,7 @@ from airflow_conduit.compat import StrEnum
 from airflow_conduit.hooks.backends.watch import STATUS_FAILURES_TOLERATED, RunWatcher, report_summary  # noqa: F401 - report_summary: importable here too
 from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
 from airflow_conduit.recovery.clock import parse_iso
+from airflow_conduit.runs.handles import JobHandle
 from airflow_conduit.runs.store import record_stopped
 
 KILL_GRACE_SECONDS = 20.0  # below the triggerer's on_kill bound ([triggerer] on_kill_timeout, 30 s)
@@ -94,7 +95,8 @@ class CancelVerdict(StrEnum):
 class SparkPipelineTrigger(BaseTrigger):
     """Wait for a pipeline job to finish and yield one event: its status, structured error and counts.
 
-    :param handle: the job handle (ids and paths: run id, state dir, pid or driver id, report path)
+    :param handle: the job (ids and paths: run id, state dir, pid or driver id, report path), or its dict form
+        (``JobHandle.to_dict()``, as ``serialize`` writes it; a handle of an earlier version is read too)
     :param poll_interval: seconds between two looks at the job
     :param report_progress: also yield (once) a ``running`` event as soon as the job has written a record
         end to end; the operator uses it to mark a recovering pipeline as recovered
@@ -102,10 +104,10 @@ class SparkPipelineTrigger(BaseTrigger):
         retries) before the run counts as unobservable: a transient failure the recovery engine handles
     """
 
-    def __init__(self, handle: dict[str, Any], poll_interval: float = 5.0, report_progress: bool = False,
+    def __init__(self, handle: JobHandle | dict[str, Any], poll_interval: float = 5.0, report_progress: bool = False,
                  status_failures_tolerated: int = STATUS_FAILURES_TOLERATED):
         super().__init__()
-        self.handle = handle
+        self.handle = JobHandle.from_dict(handle)
         self.poll_interval = float(poll_interval)
         self.report_progress = bool(report_progress)
         self.status_failures_tolerated = int(status_failures_tolerated)
@@ -113,7 +115,7 @@ class SparkPipelineTrigger(BaseTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"handle": self.handle, "poll_interval": self.poll_interval, "report_progress": self.report_progress,
+            {"handle": self.handle.to_dict(), "poll_interval": self.poll_interval, "report_progress": self.report_progress,
              "status_failures_tolerated": self.status_failures_tolerated},
         )
 
@@ -130,10 +132,10 @@ class SparkPipelineTrigger(BaseTrigger):
         no ``task_instance``) there is no executor to race."""
         if getattr(self, "task_instance", None) is None:
             return
-        wait = settle_wait(self.handle.get("submitted_at"), time.time(), deferral_settle_seconds())
+        wait = settle_wait(self.handle.submitted_at, time.time(), deferral_settle_seconds())
         if wait > 0:
             self.log.info("run %s ended right after its submission: reported in %.1f s, once the worker's deferral "
-                          "has reached the scheduler (apache/airflow#67287)", self.handle["run_id"], wait)
+                          "has reached the scheduler (apache/airflow#67287)", self.handle.run_id, wait)
             await asyncio.sleep(wait)
 
     async def on_kill(self) -> None:
@@ -152,7 +154,7 @@ class SparkPipelineTrigger(BaseTrigger):
         await run_to_completion(self._stop_unless_moved())
 
     async def _stop_unless_moved(self) -> None:
-        run_id = self.handle["run_id"]
+        run_id = self.handle.run_id
         verdict = await self._task_state_after_cancel()
         if verdict is CancelVerdict.MOVED:
             self.log.info("run %s: trigger moved to another triggerer; the job keeps running", run_id)
@@ -167,7 +169,7 @@ class SparkPipelineTrigger(BaseTrigger):
         except asyncio.TimeoutError:
             await asyncio.to_thread(SparkPipelineHook.kill_job, self.handle, False)
         finally:
-            await asyncio.to_thread(record_stopped, self.handle["state_dir"], run_id, "stopped by user (task marked or cleared)")
+            await asyncio.to_thread(record_stopped, self.handle.state_dir, run_id, "stopped by user (task marked or cleared)")
 
     async def _task_state_after_cancel(self) -> "CancelVerdict":
         """``MOVED`` (the task is still deferred), ``UNKNOWN`` (unreadable), or ``USER_STOP`` (the user acted;

@@ -11,7 +11,7 @@ A Variable that exists but cannot be read (API server or secrets backend
 unreachable, no permission) is not ignored: ``RecoveryVariableUnreadable``
 names it. The operator fails the task with it when a pipeline starts, and
 warns and keeps the options it started with when the pipeline is already
-running (docs/operator.md, configuration).
+running (docs/configuration.md).
 """
 
 from __future__ import annotations

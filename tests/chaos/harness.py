@@ -281,7 +281,7 @@ class Harness:
     def line_finisher(self, file: str):
         """A writer still at work on `file`'s last line: a few more bytes every 2 s while the run goes, the line's
         end once they are all out (or the run ended). Each write changes the file, so the product must wait for it
-        to settle rather than read the fragment (docs/pipelines.md, delivering input files)."""
+        to settle rather than read the fragment (docs/sources.md, delivering input files)."""
         rest = self.half[1] + "\n"
         path = self.folder / "in" / file
         state = {"next": time.monotonic() + 2.0}

@@ -12,12 +12,13 @@ import sys
 
 from airflow_conduit.cli import run_cmd
 from airflow_conduit.hooks.backends.local import LocalBackend
+from airflow_conduit.runs.handles import JobHandle
 
 AN_HOUR = 3600.0  # the poll interval: a watch that waited for its next poll would not end within the test's deadline
 DEADLINE = 180.0
 
 
-def start_tiny_job(tiny_job: str, state_dir, run_id: str, faults: dict) -> dict:
+def start_tiny_job(tiny_job: str, state_dir, run_id: str, faults: dict) -> JobHandle:
     cmd = [sys.executable, tiny_job, "--spec", "unused.yaml", "--run-id", run_id, "--state-dir", str(state_dir),
            "--faults", json.dumps(faults)]
     return LocalBackend().launch(cmd, run_id, str(state_dir))

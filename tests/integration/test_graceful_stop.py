@@ -52,7 +52,7 @@ def json_lines(folder: Path) -> int:
 
 def report(handle: dict) -> dict:
     try:
-        return json.loads(Path(handle["report_path"]).read_text())
+        return json.loads(Path(handle.report_path).read_text())
     except (OSError, ValueError):
         return {}
 
@@ -78,7 +78,7 @@ def test_a_graceful_stop_ends_the_running_batch_and_the_driver_jvm_with_it(tmp_p
     totals = final["totals"]
     assert json_lines(tmp_path / "out" / "ticks") == totals["written"]["out"] > 0  # nothing written uncounted
     assert json_lines(tmp_path / "out" / "dlq") == totals["dlq"]
-    driver_log = without_cpython_3_13_0_shutdown_noise(Path(handle["log_path"]).read_text(errors="replace"))
+    driver_log = without_cpython_3_13_0_shutdown_noise(Path(handle.log_path).read_text(errors="replace"))
     # a batch that starts after the stop ends the query from foreachBatch: Spark's "terminated with error" is quieted
     assert "terminated with error" not in driver_log and "Traceback" not in driver_log, driver_log[-3000:]
 

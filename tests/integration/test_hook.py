@@ -21,11 +21,12 @@ import pytest
 from airflow_conduit.hooks.backends import lease
 from airflow_conduit.hooks.backends.local import LocalBackend
 from airflow_conduit.hooks.spark_pipeline import SparkConnectionNotFound, SparkPipelineHook
+from airflow_conduit.runs.handles import JobHandle
 
 DEADLINE = 120  # seconds: generous, the machine is shared
 
 
-def tiny(tiny_job: str, state_dir: Path, run_id: str, faults: dict) -> dict:
+def tiny(tiny_job: str, state_dir: Path, run_id: str, faults: dict) -> JobHandle:
     cmd = [sys.executable, tiny_job, "--spec", "unused.yaml", "--run-id", run_id, "--state-dir", str(state_dir),
            "--faults", json.dumps(faults)]
     return LocalBackend().launch(cmd, run_id, str(state_dir))
@@ -46,9 +47,9 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def job_pid(handle: dict) -> int:
+def job_pid(handle: JobHandle) -> int:
     """The wrapper's child: spark-submit in production, the tiny job here."""
-    return wait_for(lambda: (psutil.Process(handle["pid"]).children() or [None])[0], "the job to start").pid
+    return wait_for(lambda: (psutil.Process(handle.pid).children() or [None])[0], "the job to start").pid
 
 
 # -- the connection ------------------------------------------------------------------------------
@@ -150,13 +151,13 @@ def test_two_submissions_at_the_same_moment_one_starts_the_other_is_refused_befo
         thread.start()
     for thread in threads:
         thread.join(timeout=DEADLINE)
-    [winner] = [run for run, outcome in outcomes.items() if isinstance(outcome, dict)]
+    [winner] = [run for run, outcome in outcomes.items() if isinstance(outcome, JobHandle)]
     [loser] = [run for run, outcome in outcomes.items() if isinstance(outcome, lease.LeaseHeld)]
     assert f"leased by run {winner} " in str(outcomes[loser])
     assert not (tmp_path / "runs" / loser / "exit.json").exists()  # nothing of it started, nothing to watch
     handle = outcomes[winner]
     assert LocalBackend().status(handle).state == "running"
-    wait_for(lambda: lease.read_holder(lease.lease_path(tmp_path)).get("pid") == handle["pid"], "the wrapper to hold the lease")
+    wait_for(lambda: lease.read_holder(lease.lease_path(tmp_path)).get("pid") == handle.pid, "the wrapper to hold the lease")
     assert lease.read_holder(lease.lease_path(tmp_path))["run_id"] == winner and lease.is_held(lease.lease_path(tmp_path))
     LocalBackend(graceful_stop_seconds=5).kill(handle)
     wait_for(lambda: not lease.is_held(lease.lease_path(tmp_path)), "the lease to be released")
@@ -166,7 +167,7 @@ def test_killing_the_wrapper_kills_the_driver_and_frees_the_lease(tmp_path, tiny
     handle = tiny(tiny_job, tmp_path, "r1", {"sleep": 300})
     driver = job_pid(handle)
     wait_for(lambda: lease.is_held(lease.lease_path(tmp_path)), "the lease to be taken")
-    os.kill(handle["pid"], signal.SIGKILL)  # kill -9 the wrapper
+    os.kill(handle.pid, signal.SIGKILL)  # kill -9 the wrapper
     wait_for(lambda: not pid_alive(driver), "the driver to die with its wrapper")
     wait_for(lambda: not lease.is_held(lease.lease_path(tmp_path)), "the lease to be released")
     status = LocalBackend().status(handle)
@@ -193,10 +194,10 @@ def test_before_the_next_run_the_previous_one_is_made_gone(tmp_path, tiny_job):
     pidfile = tmp_path / "orphan.pid"
     previous = tiny(tiny_job, tmp_path, "r1", {"sleep": 300, "orphan": str(pidfile)})
     orphan = int(wait_for(lambda: pidfile.exists() and pidfile.read_text(), "the driver's child"))
-    os.kill(previous["pid"], signal.SIGKILL)
+    os.kill(previous.pid, signal.SIGKILL)
     time.sleep(1.0)
     assert pid_alive(orphan)  # reparented away from the dead wrapper: only the run's marker finds it now
-    LocalBackend().ensure_gone(json.loads(json.dumps(previous)))
+    LocalBackend().ensure_gone(JobHandle.from_dict(json.loads(json.dumps(previous.to_dict()))))
     assert not pid_alive(orphan)
     assert not lease.is_held(lease.lease_path(tmp_path))
 
@@ -206,8 +207,8 @@ def test_the_hook_submits_through_spark_submit_and_confirms_the_previous_run_gon
     hook = SparkPipelineHook("conduit_local", backend_options={"application": tiny_job, "py_files": ""})
     first = hook.submit_job("unused.yaml", "s01", str(tmp_path), {"sleep": 600})
     wait_for(lambda: lease.is_held(lease.lease_path(tmp_path)), "spark-submit to hold the lease")
-    processes = wait_for(lambda: lease.run_processes(first["pid"], lease.run_marker(tmp_path, "s01"))[2:] and
-                         lease.run_processes(first["pid"], lease.run_marker(tmp_path, "s01")), "spark-submit and its job")
+    processes = wait_for(lambda: lease.run_processes(first.pid, lease.run_marker(tmp_path, "s01"))[2:] and
+                         lease.run_processes(first.pid, lease.run_marker(tmp_path, "s01")), "spark-submit and its job")
     second = hook.submit_job("unused.yaml", "s02", str(tmp_path), {}, previous=first)
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in processes)
     wait_for(lambda: SparkPipelineHook.get_job_status(second).finished, "the second run to finish", timeout=300)

@@ -26,6 +26,7 @@ from airflow_conduit.hooks.backends.local import LocalBackend, free_port
 from airflow_conduit.hooks.backends.retries import RestRetry
 from airflow_conduit.hooks.backends.standalone import StandaloneBackend
 from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
+from airflow_conduit.runs.handles import JobHandle
 from conftest import run_test_dag
 from scripted_master import ScriptedMaster
 
@@ -53,12 +54,12 @@ def standalone_connection(monkeypatch, conn_id: str, rest_port: int) -> dict:
     return SparkPipelineHook(conn_id).connection_settings
 
 
-def standalone_handle(tmp_path: Path, port: int, rest_retry: RestRetry = QUICK) -> dict:
-    return {"backend": "standalone", "run_id": "s1", "state_dir": str(tmp_path), "report_path": str(tmp_path / "r.json"),
-            "driver_id": "driver-1", "rest_endpoint": f"http://127.0.0.1:{port}", "rest_retry": rest_retry.to_dict()}
+def standalone_handle(tmp_path: Path, port: int, rest_retry: RestRetry = QUICK) -> JobHandle:
+    return JobHandle("standalone", "s1", str(tmp_path), str(tmp_path / "r.json"), driver_id="driver-1",
+                     rest_endpoint=f"http://127.0.0.1:{port}", rest_retry=rest_retry.to_dict())
 
 
-def submit_to(monkeypatch, tmp_path: Path, tiny_job: str, rest_port: int) -> dict:
+def submit_to(monkeypatch, tmp_path: Path, tiny_job: str, rest_port: int) -> JobHandle:
     settings = standalone_connection(monkeypatch, "hook_errors_master", rest_port)
     backend = StandaloneBackend("hook_errors_master", connection=settings, application=tiny_job, py_files="",
                                 rest_retry=QUICK)
@@ -147,9 +148,10 @@ def test_the_hook_records_its_rest_retry_arguments_in_the_handle(tmp_path, tiny_
                              rest_retry_limit=7, rest_retry_delay=0.5, rest_retry_max_delay=4)
     (tmp_path / "p.yaml").write_text("unused: the stand-in job reads no spec\n")
     handle = hook.submit_job(str(tmp_path / "p.yaml"), "s1", str(tmp_path / "state"))
-    assert handle["driver_id"] == "driver-7"
-    assert handle["rest_retry"] == {"limit": 7, "delay": 0.5, "max_delay": 4}
-    assert RestRetry.of_handle({}) == RestRetry(5, 1.0, 10.0)  # a handle stored before carries the defaults
+    assert handle.driver_id == "driver-7"
+    assert handle.rest_retry == {"limit": 7, "delay": 0.5, "max_delay": 4}
+    stored_before = JobHandle.from_dict({k: v for k, v in handle.to_dict().items() if k != "rest_retry"})
+    assert RestRetry.of_handle(stored_before) == RestRetry(5, 1.0, 10.0)  # a handle stored before carries the defaults
 
 
 @pytest.mark.parametrize("arguments, named", [

@@ -121,7 +121,7 @@ def test_a_moved_pipeline_folder_is_a_named_fatal_error_and_the_documented_fix_g
     assert "Spark's checkpoint keeps the old paths" in result.stderr and "moving a pipeline's folder" in result.stderr
     assert lake_ids(moved / "out" / "lake") == sorted(expected["written_ids"])  # nothing read again
 
-    # the fix docs/pipelines.md gives: the checkpoint's source logs name the new place, their checksums go
+    # the fix docs/sources.md gives: the checkpoint's source logs name the new place, their checksums go
     sources = moved / "state" / "checkpoints" / "pipeline" / "sources"
     fix = (f"cd {sources} && find . -name '.*.crc' -delete && grep -rl 'file://{orders.parent}/' . "
            f"| xargs sed -i 's#file://{orders.parent}/#file://{moved.parent}/#g'")

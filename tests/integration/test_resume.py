@@ -33,7 +33,7 @@ def earlier_try(dag_id: str, run_after: datetime, state_dir: Path, session: RunS
             "pipeline_state": session.pipeline_state,
             "owner": {"dag_id": dag_id, "run_id": run_id, "task_id": "pipeline", "map_index": -1},
             "submissions": session.submissions,
-            "current": session.current,
+            "current": session.current.to_dict() if session.current else None,
             "carry": session.carry(),
         }
     )

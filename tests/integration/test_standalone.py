@@ -120,6 +120,7 @@ def test_driver_killed_mid_run_is_restarted_and_outputs_stay_exactly_once(airflo
 
 def test_a_running_driver_is_killed_and_confirmed_gone(standalone_cluster, orders):
     from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
+    from airflow_conduit.runs.handles import JobHandle
 
     spec = orders / "continuous.yaml"
     spec.write_text((orders / "pipeline.yaml").read_text().replace("mode: available-now", "mode: continuous"))
@@ -130,7 +131,7 @@ def test_a_running_driver_is_killed_and_confirmed_gone(standalone_cluster, order
     while SparkPipelineHook.get_job_status(handle).driver_state != "RUNNING":
         assert time.monotonic() < deadline
         time.sleep(1)
-    stored = json.loads(json.dumps(handle))  # as the trigger/on_kill get it back: ids, no connection lookup
+    stored = JobHandle.from_dict(json.loads(json.dumps(handle.to_dict())))  # as the trigger/on_kill get it back: ids, no connection lookup
     # Before a next submission the hook makes sure this driver is gone: REST kill, then the master's word.
     SparkPipelineHook.backend_for_handle(stored).ensure_gone(stored)
     status = SparkPipelineHook.get_job_status(stored)

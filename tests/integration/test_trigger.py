@@ -19,11 +19,12 @@ import pytest
 from airflow_conduit.hooks.backends.local import LocalBackend
 from airflow_conduit.recovery import classify, codes
 from airflow_conduit.recovery.clock import parse_iso
+from airflow_conduit.runs.handles import JobHandle
 from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 from scripted_master import ScriptedMaster
 
 
-def start_tiny_job(tiny_job: str, state_dir: Path, run_id: str, faults: dict) -> dict:
+def start_tiny_job(tiny_job: str, state_dir: Path, run_id: str, faults: dict) -> JobHandle:
     cmd = [sys.executable, tiny_job, "--spec", "unused.yaml", "--run-id", run_id, "--state-dir", str(state_dir),
            "--faults", json.dumps(faults)]
     return LocalBackend().launch(cmd, run_id, str(state_dir))
@@ -39,15 +40,30 @@ async def first_event(trigger: SparkPipelineTrigger, timeout: float = 30):
 
 
 def test_serialize_round_trips_through_the_classpath(tmp_path):
-    handle = {"backend": "local", "run_id": "r1", "report_path": str(tmp_path / "r.json"), "pid": 1}
+    handle = JobHandle("local", "r1", str(tmp_path), str(tmp_path / "r.json"), pid=1)
     trigger = SparkPipelineTrigger(handle, poll_interval=0.5, report_progress=True)
     classpath, kwargs = trigger.serialize()
     json.dumps(kwargs)  # must survive the trigger table
     assert set(kwargs) == {"handle", "poll_interval", "report_progress", "status_failures_tolerated"}  # ids, not the recovery state
+    assert kwargs["handle"] == handle.to_dict()
     module, _, name = classpath.rpartition(".")
     rebuilt = getattr(__import__(module, fromlist=[name]), name)(**kwargs)
-    assert rebuilt.serialize() == (classpath, kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs) and rebuilt.handle == handle
     assert classpath == "airflow_conduit.triggers.pipeline.SparkPipelineTrigger"
+
+
+async def test_a_deferral_serialized_by_an_earlier_version_resumes_watching_its_run(tmp_path, tiny_job):
+    """A triggerer re-creates the trigger from the kwargs an earlier version stored: its handle names the backend
+    ``launcher`` and writes unset keys as null. The rebuilt trigger watches that run to its end."""
+    handle = start_tiny_job(tiny_job, tmp_path, "earlier", {"progress": 2, "sleep": 1})
+    stored = {**{k: v for k, v in handle.to_dict().items() if k != "backend"}, "launcher": "local", "driver_id": None}
+    kwargs = json.loads(json.dumps({"handle": stored, "poll_interval": 0.2, "report_progress": False,
+                                    "status_failures_tolerated": 3}))
+    trigger = SparkPipelineTrigger(**kwargs)
+    assert trigger.handle == handle
+    payload = (await first_event(trigger, timeout=120)).payload
+    assert payload["status"] == "succeeded" and payload["run_id"] == "earlier"
+    assert payload["report"]["totals"]["written"] == {"out": 2}
 
 
 async def test_success_event_carries_the_report_counts(tmp_path, tiny_job):
@@ -94,7 +110,7 @@ async def test_in_a_triggerer_a_run_that_ends_right_after_submission_is_reported
     payload = (await first_event(trigger)).payload
     assert payload["status"] == "failed" and payload["exit_code"] == 75
     assert "run held ended right after its submission" in logged()
-    assert time.time() >= parse_iso(held["submitted_at"]).timestamp() + 3.0
+    assert time.time() >= parse_iso(held.submitted_at).timestamp() + 3.0
 
 
 def test_settle_wait_counts_from_the_submission():
@@ -110,9 +126,9 @@ def test_settle_wait_counts_from_the_submission():
 
 async def test_error_line_on_stderr_is_used_when_the_report_has_none(tmp_path, tiny_job):
     handle = start_tiny_job(tiny_job, tmp_path, "noreport", {"exit": 75})
-    while not Path(handle["exit_path"]).exists():
+    while not Path(handle.exit_path).exists():
         await asyncio.sleep(0.1)
-    os.remove(handle["report_path"])  # as if the job died before its first report
+    os.remove(handle.report_path)  # as if the job died before its first report
     payload = (await first_event(SparkPipelineTrigger(handle, poll_interval=0.2))).payload
     assert payload["report"] is None
     assert payload["error"]["code"] == codes.INJECTED_TRANSIENT
@@ -121,14 +137,14 @@ async def test_error_line_on_stderr_is_used_when_the_report_has_none(tmp_path, t
 async def test_a_driver_killed_by_a_signal_is_recorded_as_killed_by_that_signal(tmp_path, tiny_job):
     handle = start_tiny_job(tiny_job, tmp_path, "killed", {"sleep": 30})
     deadline = time.monotonic() + 120
-    while not Path(handle["report_path"]).exists():  # the job wrote its "running" report (slow on a loaded machine)
+    while not Path(handle.report_path).exists():  # the job wrote its "running" report (slow on a loaded machine)
         assert time.monotonic() < deadline, "the job wrote no report"
         await asyncio.sleep(0.1)
-    os.kill(handle["pid"], 0)
+    os.kill(handle.pid, 0)
     # SIGKILL the job itself (not the wrapper): the wrapper records 137, the report stays "running".
     import psutil
 
-    [job] = psutil.Process(handle["pid"]).children()
+    [job] = psutil.Process(handle.pid).children()
     job.kill()
     payload = (await first_event(SparkPipelineTrigger(handle, poll_interval=0.2))).payload
     assert payload["status"] == "failed" and payload["exit_code"] == 137

@@ -1,4 +1,4 @@
-"""The contract of spark/delta_txn.py with the pinned Delta release: its Scala calls exist and do what the Delta
+"""The contract of spark/jvm/delta_txn.py with the pinned Delta release: its Scala calls exist and do what the Delta
 destination relies on (a real local Delta table; Spark jobs counted, not timed)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_conduit.spark import delta_txn
+from airflow_conduit.spark.jvm import delta_txn
 
 pytestmark = pytest.mark.spark
 
@@ -74,6 +74,22 @@ def test_a_commit_under_the_same_app_id_meanwhile_makes_the_transaction_fail(spa
     with pytest.raises(Exception, match="ConcurrentTransaction|concurrent"):
         delta_txn.Transaction.commit(spark, staged)
     assert spark.read.format("delta").load(path).count() == 40  # the batch once
+
+
+def test_a_transaction_creates_a_missing_table_with_its_first_commit_and_is_delta_table_tells_tables_apart(spark, tmp_path):
+    """``Metadata.apply``'s default arguments by position, ``updateMetadataForNewTable`` and ``DeltaTable.isDeltaTable``."""
+    path = str(tmp_path / "new")
+    assert not delta_txn.is_delta_table(spark, path)
+    rows = _rows(spark, 0, 5)
+    txn = delta_txn.Transaction(spark, path, APP, new_table=delta_txn.nullable(rows.schema))
+    assert txn.last is None
+    assert delta_txn.Transaction.commit(spark, txn.write_files(rows, 0)) == 0
+    assert delta_txn.is_delta_table(spark, path)
+    assert int(delta_txn.latest_snapshot(spark, path).version()) == 0
+    table = spark.read.format("delta").load(path)
+    assert table.count() == 5 and [(f.name, f.dataType, f.nullable) for f in table.schema.fields] == [
+        ("id", T.LongType(), True), ("name", T.StringType(), True)]
+    assert delta_txn.Transaction(spark, path, APP).has(0)
 
 
 def test_matches_needs_the_same_columns_and_types_nullability_aside_and_no_column_delta_fills():

@@ -127,7 +127,7 @@ def test_a_run_of_the_example_makes_each_column_call_in_one_round_trip(spark, tm
 def test_a_function_call_is_one_round_trip_and_ten_columns_of_a_seq_two(spark, monkeypatch):
     from pyspark.sql import functions as F
 
-    from airflow_conduit.spark import pyspark_internals
+    from airflow_conduit.spark.jvm import pyspark_internals
 
     pyspark_internals.look_up_jvm_functions_once()
     F.struct(F.get_json_object(F.col("a"), "$.b"), F.lit(1))  # the members looked up once

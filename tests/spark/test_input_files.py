@@ -1,6 +1,6 @@
 """An input file that changed after it was read is reported, never silent: at the next batch, run or restart.
 
-Spark's file source reads a file once, by name; the runner reports the bytes it did not process (docs/pipelines.md,
+Spark's file source reads a file once, by name; the runner reports the bytes it did not process (docs/sources.md,
 delivering input files). Real runner, real local Spark, real files.
 """
 

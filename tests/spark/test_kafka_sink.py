@@ -231,12 +231,13 @@ def test_a_destination_topic_that_does_not_exist_is_a_fatal_error_naming_it(spar
 
 
 def test_produce_in_driver_sends_a_local_relation_through_spark_kafka_writer_task_without_a_spark_job(spark, kafka):
-    """Contract of the one use of Spark's internal Kafka writer (``kafka_sink.produce_in_driver`` builds
-    ``org.apache.spark.sql.kafka010.KafkaWriteTask`` and collects a local relation's rows with ``executeCollect``):
-    a Spark upgrade that changes either fails here, not in a pipeline."""
+    """Contract of spark/jvm/kafka_producer.py's ``produce_in_driver`` and ``producer_config`` (Spark's internal
+    ``org.apache.spark.sql.kafka010.KafkaWriteTask``, a local relation's rows collected with ``executeCollect``) and of
+    spark/jvm/local_relations.py: a Spark upgrade that changes either fails here, not in a pipeline."""
     from pyspark.sql import types as T
 
-    from airflow_conduit.spark.kafka_sink import in_driver, is_local, produce_in_driver
+    from airflow_conduit.spark.jvm.kafka_producer import produce_in_driver, producer_config
+    from airflow_conduit.spark.jvm.local_relations import in_driver, is_local
 
     topic = kafka.create_topic()
     schema = T.StructType([
@@ -246,11 +247,8 @@ def test_produce_in_driver_sends_a_local_relation_through_spark_kafka_writer_tas
     ])
     rows = [(b"k%d" % i, b"\xff\x00value-%d" % i, [("h", b"\x01%d" % i)]) for i in range(3)]
     records = in_driver(spark.createDataFrame(rows, schema).repartition(2))
-    assert is_local(records)
-    config = spark.sparkContext._jvm.java.util.HashMap()
-    config.put("bootstrap.servers", kafka.bootstrap)
-    for name in ("key.serializer", "value.serializer"):
-        config.put(name, "org.apache.kafka.common.serialization.ByteArraySerializer")
+    assert is_local(records) and not is_local(spark.createDataFrame(rows, schema).repartition(2))
+    config = producer_config(spark, {"kafka.bootstrap.servers": kafka.bootstrap})
 
     group = "produce-in-driver-contract"
     spark.sparkContext.setJobGroup(group, "the contract test's produce")
@@ -265,14 +263,16 @@ def test_produce_in_driver_sends_a_local_relation_through_spark_kafka_writer_tas
 
 
 def test_compiled_records_produce_each_batch_rows_through_projections_compiled_once_and_refuse_other_rows(spark, kafka):
-    """Contract of ``kafka_sink.CompiledRecords`` (the Kafka DLQ's records compiled once per run): a later batch's rows,
+    """Contract of ``kafka_sink.CompiledRecords`` (spark/jvm/kafka_producer.py's ``CompiledProjections``: the Kafka DLQ's
+    records compiled once per run): a later batch's rows,
     a new local relation of the same schema, are produced with the records' values and headers, without a Spark job and
     without the optimizer running over the records' plan; the size guard refuses an oversized record before any is
     produced; rows of another schema or not local are refused (None: the records are then planned as usual)."""
     from pyspark.sql import functions as F
 
-    from airflow_conduit.spark.kafka_sink import (OVER_LIMIT, RECORD_ID, CompiledRecords, in_driver, over_limit, produce_in_driver,
-                                                  size_guard)
+    from airflow_conduit.spark.jvm.kafka_producer import produce_in_driver, producer_config
+    from airflow_conduit.spark.jvm.local_relations import in_driver
+    from airflow_conduit.spark.kafka_sink import OVER_LIMIT, RECORD_ID, CompiledRecords, over_limit, size_guard
 
     def rows_of(batch: int, values: list[str]):
         return in_driver(spark.createDataFrame([(f"r{i}", v, batch) for i, v in enumerate(values)], "rid string, text string, batch long"))
@@ -286,10 +286,7 @@ def test_compiled_records_produce_each_batch_rows_through_projections_compiled_o
     first = rows_of(0, ["a"])
     compiled = CompiledRecords(spark, records_of(first), first)
     topic = kafka.create_topic()
-    config = spark.sparkContext._jvm.java.util.HashMap()
-    config.put("bootstrap.servers", kafka.bootstrap)
-    for name in ("key.serializer", "value.serializer"):
-        config.put(name, "org.apache.kafka.common.serialization.ByteArraySerializer")
+    config = producer_config(spark, {"kafka.bootstrap.servers": kafka.bootstrap})
     rule_executor = getattr(getattr(spark.sparkContext._jvm, "org.apache.spark.sql.catalyst.rules.RuleExecutor$"), "MODULE$")
 
     def rule_runs(produce) -> int:

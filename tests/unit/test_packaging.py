@@ -242,6 +242,6 @@ def test_cycle_and_climb_detection_sees_what_it_is_meant_to_see():
     assert _climbs(graph) == ["airflow_conduit.recovery.c -> airflow_conduit.pipeline.d (recovery is layer 2, pipeline is layer 4)"]
     graph = _import_graph()
     assert "airflow_conduit.recovery.policies" in graph["airflow_conduit.recovery.options"]  # a top-level import
-    assert "airflow_conduit.runs.supervisor" in graph["airflow_conduit.cli.run_cmd"]  # one inside a function
+    assert "airflow_conduit.runs.service" in graph["airflow_conduit.cli.run_cmd"]  # one inside a function
     assert "airflow_conduit.plugins.app" in graph["airflow_conduit.plugins.conduit_ui"]  # one inside a method
     assert "airflow_conduit.spark.commits" in graph["airflow_conduit.spark.batch_pass"]  # one under TYPE_CHECKING

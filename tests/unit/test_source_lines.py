@@ -105,7 +105,7 @@ def test_a_split_of_a_large_file_counts_its_records_from_its_first_whole_line_an
         wanted = {split: set(range(len(expected) + 2))}
         got = source_lines.read_lines(None, f"file:{path}", LineRules(JSON_BLANK, False), wanted)
         assert {i: v for (s, i), v in got.items()} == expected, (trial, data, split)
-        monkeypatch.setattr(source_lines, "_hadoop_bytes", lambda spark, uri: data)  # another file system: read whole
+        monkeypatch.setattr(source_lines.hadoop_files, "read_whole", lambda spark, uri: data)  # another file system: read whole
         got = source_lines.read_lines(None, "s3a://bucket/big.json", LineRules(JSON_BLANK, False), wanted)
         assert {i: v for (s, i), v in got.items()} == expected, (trial, data, split)
 

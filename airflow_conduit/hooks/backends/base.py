@@ -1,4 +1,4 @@
-"""The backend interface (a strategy of ``SparkPipelineHook``), the job handle and the job status."""
+"""The backend interface (a strategy of ``SparkPipelineHook``) and the job status; the job handle is ``runs.handles.JobHandle``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from airflow_conduit.recovery import codes
 from airflow_conduit.recovery.errors import StructuredError
 from airflow_conduit.recovery.kills import killed_by_signal
+from airflow_conduit.runs.handles import JobHandle
 from airflow_conduit.runs.status import JobState
 
 # Job states as the backends report them (the Spark job's own view is in its run report).
@@ -21,16 +22,6 @@ SUCCEEDED = JobState.SUCCEEDED
 FAILED = JobState.FAILED
 JOB_STATES = (RUNNING, SUCCEEDED, FAILED)
 
-# A job handle is a plain dict of ids and paths (JSON-serialisable: it travels in trigger kwargs and XCom).
-# Keys every backend sets:
-#   launcher     "local" | "standalone" (the backend's kind; the key keeps its name for stored handles)
-#   run_id       the Spark job's --run-id
-#   state_dir    the pipeline's state directory
-#   report_path  STATE_DIR/runs/<run-id>/report.json
-#   log_path     driver log, when this machine can read it (local backend), else None
-#   submitted_at ISO-8601 UTC
-#   spark_ui     URL of the Spark UI (local driver) or of the master's UI (standalone), or None
-JobHandle = dict
 
 
 @dataclass

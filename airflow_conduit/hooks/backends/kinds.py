@@ -10,7 +10,6 @@ from typing import Any
 
 from airflow_conduit.hooks.backends.base import JobBackend, JobHandle
 from airflow_conduit.hooks.backends.retries import RestRetry
-from airflow_conduit.runs.handles import backend_of
 
 BACKEND_KINDS = ("local", "standalone")
 
@@ -32,7 +31,7 @@ def make_backend(kind: str, conn_id: str | None = None, connection: dict | None 
 def backend_for_handle(handle: JobHandle) -> JobBackend:
     """A backend able to poll, stop and confirm the end of an existing job: from the handle alone, no connection
     (a standalone handle carries its REST retry settings)."""
-    return make_backend(backend_of(handle))
+    return make_backend(handle.backend)
 
 
 def submit_run(backend: JobBackend, spec_path: str, run_id: str, state_dir: str, faults: dict | None = None, *,

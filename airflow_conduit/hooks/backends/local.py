@@ -215,20 +215,20 @@ class LocalBackend(JobBackend):
         finally:
             lease.release(lease_fd)  # the wrapper holds it now (or, when it could not start, nobody)
         _children[proc.pid] = proc
-        return {
-            "backend": self.kind,
-            "run_id": run_id,
-            "state_dir": os.path.abspath(state_dir),
-            "report_path": str((folder / "report.json").absolute()),
-            "log_path": str(log_path.absolute()),
-            "exit_path": str(exit_path.absolute()),
-            "lease_path": str(lease_file.absolute()),
-            "pid": proc.pid,
-            "pid_started": _process_start_time(proc.pid),
-            "submitted_at": utc_now_iso(),
-            "spark_ui": spark_ui,
-            "conn_id": self.conn_id,
-        }
+        return JobHandle(
+            backend=self.kind,
+            run_id=run_id,
+            state_dir=os.path.abspath(state_dir),
+            report_path=str((folder / "report.json").absolute()),
+            log_path=str(log_path.absolute()),
+            exit_path=str(exit_path.absolute()),
+            lease_path=str(lease_file.absolute()),
+            pid=proc.pid,
+            pid_started=_process_start_time(proc.pid),
+            submitted_at=utc_now_iso(),
+            spark_ui=spark_ui,
+            conn_id=self.conn_id,
+        )
 
     # -- status ----------------------------------------------------------------------------------
 
@@ -236,20 +236,20 @@ class LocalBackend(JobBackend):
         try:
             return self._status(handle)
         except OSError as exc:  # the exit record or the process table unreadable
-            raise _errors().StatusUnavailable(f"run {handle['run_id']}: {type(exc).__name__}: {exc}") from exc
+            raise _errors().StatusUnavailable(f"run {handle.run_id}: {type(exc).__name__}: {exc}") from exc
 
     def _status(self, handle: JobHandle) -> JobStatus:
-        child = _children.get(handle["pid"])
+        child = _children.get(handle.pid)
         if child is not None and child.poll() is not None:
-            _children.pop(handle["pid"], None)
-            _ended_wrappers[handle["pid"]] = child.returncode
-        record = _read_exit(handle["exit_path"])
+            _children.pop(handle.pid, None)
+            _ended_wrappers[handle.pid] = child.returncode
+        record = _read_exit(handle.exit_path)
         if record is None and _alive(handle):
             return JobStatus(RUNNING)
-        record = record or _read_exit(handle["exit_path"])  # it may have exited between the two looks
+        record = record or _read_exit(handle.exit_path)  # it may have exited between the two looks
         if record is None:  # the wrapper records every way spark-submit ends: it was killed itself
             return JobStatus(FAILED, exit_code=None, message="the driver wrapper ended without recording an exit code",
-                             killed=kills.WRAPPER, signal=kills.signal_of_exit_code(_ended_wrappers.get(handle["pid"])))
+                             killed=kills.WRAPPER, signal=kills.signal_of_exit_code(_ended_wrappers.get(handle.pid)))
         code = record.get("exit_code")
         note = record.get("note") or ""
         return JobStatus(SUCCEEDED if code == 0 else FAILED, exit_code=code, message=note, **_killed(code, note))
@@ -258,31 +258,31 @@ class LocalBackend(JobBackend):
 
     def kill(self, handle: JobHandle, graceful: bool = True) -> None:
         """SIGTERM the run's process group (Spark stops gracefully), SIGKILL what is left after the grace period."""
-        pgid, marker = handle["pid"], _marker(handle)
+        pgid, marker = handle.pid, _marker(handle)
         if not lease.run_processes(pgid, marker):
             return
         if graceful:
             _ask_driver_to_stop(pgid, marker)
             deadline = time.monotonic() + self.graceful_stop_seconds
             while time.monotonic() < deadline:
-                if _read_exit(handle["exit_path"]) is not None or not _alive(handle):
+                if _read_exit(handle.exit_path) is not None or not _alive(handle):
                     break
                 time.sleep(0.5)
         lease.kill_run(pgid, marker)
-        if _read_exit(handle["exit_path"]) is None:
-            detached.write_exit_file(handle["exit_path"], 128 + signal.SIGKILL, note="killed by the launcher")
+        if _read_exit(handle.exit_path) is None:
+            detached.write_exit_file(handle.exit_path, 128 + signal.SIGKILL, note="killed by the launcher")
         child = _children.pop(pgid, None)
         if child is not None:
             child.wait(timeout=10)
 
     def ensure_gone(self, handle: JobHandle) -> None:
         """Kill whatever is left of the run (wrapper, spark-submit, Python driver) and wait for the lease."""
-        if not lease.kill_run(handle["pid"], _marker(handle), timeout=GONE_WAIT_SECONDS):
-            raise _errors().PreviousRunAlive(f"run {handle['run_id']} still has processes after SIGKILL; not submitting another")
-        child = _children.pop(handle["pid"], None)
+        if not lease.kill_run(handle.pid, _marker(handle), timeout=GONE_WAIT_SECONDS):
+            raise _errors().PreviousRunAlive(f"run {handle.run_id} still has processes after SIGKILL; not submitting another")
+        child = _children.pop(handle.pid, None)
         if child is not None:
             child.wait(timeout=10)
-        lease_file = handle.get("lease_path")
+        lease_file = handle.lease_path
         if lease_file and not lease.wait_released(lease_file, GONE_WAIT_SECONDS):
             raise _errors().PreviousRunAlive(lease.held_message(lease_file))
 
@@ -310,7 +310,7 @@ def _errors():
 
 
 def _marker(handle: JobHandle) -> str:
-    return lease.run_marker(handle["state_dir"], handle["run_id"])
+    return lease.run_marker(handle.state_dir, handle.run_id)
 
 
 def _read_exit(path: str) -> dict | None:
@@ -334,8 +334,8 @@ def _alive(handle: JobHandle) -> bool:
     import psutil
 
     try:
-        proc = psutil.Process(handle["pid"])
-        if handle.get("pid_started") is not None and abs(proc.create_time() - handle["pid_started"]) > 1.0:
+        proc = psutil.Process(handle.pid)
+        if handle.pid_started is not None and abs(proc.create_time() - handle.pid_started) > 1.0:
             return False  # the pid was reused by another process
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:

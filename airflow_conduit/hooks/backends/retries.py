@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import tenacity
 
+from airflow_conduit.runs.handles import JobHandle
+
 REST_RETRY_LIMIT = 5  # attempts per REST call
 REST_RETRY_DELAY = 1.0  # seconds before the second attempt, doubling after each one ...
 REST_RETRY_MAX_DELAY = 10.0  # ... up to this many seconds
@@ -48,6 +50,6 @@ class RestRetry:
         return asdict(self)
 
     @classmethod
-    def of_handle(cls, handle: dict[str, Any]) -> RestRetry:
+    def of_handle(cls, handle: JobHandle) -> RestRetry:
         """The retry settings a job was submitted with (the defaults for a handle that carries none)."""
-        return cls(**(handle.get("rest_retry") or {}))
+        return cls(**(handle.rest_retry or {}))

@@ -194,20 +194,20 @@ class StandaloneBackend(JobBackend):
         )
         if not answer.get("success") or not answer.get("submissionId"):
             raise RestSubmissionError(f"master {self.rest_endpoint} refused the submission: {answer.get('message') or answer}")
-        return {
-            "backend": self.kind,
-            "run_id": run_id,
-            "state_dir": os.path.abspath(state_dir),
-            "report_path": str((folder / "report.json").absolute()),
-            "log_path": None,  # the driver log stays in the worker's work dir
-            "driver_id": answer["submissionId"],
-            "rest_endpoint": self.rest_endpoint,
-            "master": self.master,
-            "submitted_at": utc_now_iso(),
-            "spark_ui": self.master_ui,
-            "conn_id": self.conn_id,
-            "rest_retry": self.rest_retry.to_dict(),
-        }
+        return JobHandle(
+            backend=self.kind,
+            run_id=run_id,
+            state_dir=os.path.abspath(state_dir),
+            report_path=str((folder / "report.json").absolute()),
+            log_path=None,  # the driver log stays in the worker's work dir
+            driver_id=answer["submissionId"],
+            rest_endpoint=self.rest_endpoint,
+            master=self.master,
+            submitted_at=utc_now_iso(),
+            spark_ui=self.master_ui,
+            conn_id=self.conn_id,
+            rest_retry=self.rest_retry.to_dict(),
+        )
 
     # -- status ----------------------------------------------------------------------------------
 
@@ -231,11 +231,11 @@ class StandaloneBackend(JobBackend):
 
     def kill(self, handle: JobHandle, graceful: bool = True) -> None:
         """Ask the master to kill the driver (the worker stops the driver process; there is no softer way)."""
-        url = f"{handle['rest_endpoint']}/v1/submissions/kill/{handle['driver_id']}"
+        url = f"{handle.rest_endpoint}/v1/submissions/kill/{handle.driver_id}"
         try:
             tenacity.Retrying(**RestRetry.of_handle(handle).tenacity_args(_retryable))(_post, url, None)
         except httpx.HTTPError as exc:
-            raise BackendUnreachable(f"driver {handle['driver_id']} not killed: {type(exc).__name__}: {exc}") from exc
+            raise BackendUnreachable(f"driver {handle.driver_id} not killed: {type(exc).__name__}: {exc}") from exc
 
     def ensure_gone(self, handle: JobHandle) -> None:
         """The previous driver is finished on the master, or killed there and seen finished."""
@@ -250,15 +250,15 @@ class StandaloneBackend(JobBackend):
                     killed = True
             except ConduitControlPlaneError as exc:
                 raise PreviousRunAlive(
-                    f"cannot confirm that driver {handle['driver_id']} (run {handle['run_id']}) is gone: {exc}"
+                    f"cannot confirm that driver {handle.driver_id} (run {handle.run_id}) is gone: {exc}"
                 ) from exc
             if time.monotonic() > deadline:
-                raise PreviousRunAlive(f"driver {handle['driver_id']} (run {handle['run_id']}) still runs after a kill")
+                raise PreviousRunAlive(f"driver {handle.driver_id} (run {handle.run_id}) still runs after a kill")
             time.sleep(1.0)
 
 
 def _status_unavailable(handle: JobHandle, exc: BaseException) -> StatusUnavailable:
-    return StatusUnavailable(f"driver {handle['driver_id']} (run {handle['run_id']}): {type(exc).__name__}: {exc}")
+    return StatusUnavailable(f"driver {handle.driver_id} (run {handle.run_id}): {type(exc).__name__}: {exc}")
 
 
 def _get(url: str) -> dict[str, Any]:
@@ -276,7 +276,7 @@ def _checked_json(response: httpx.Response) -> dict[str, Any]:
 
 
 def _status_url(handle: JobHandle) -> str:
-    return f"{handle['rest_endpoint']}/v1/submissions/status/{handle['driver_id']}"
+    return f"{handle.rest_endpoint}/v1/submissions/status/{handle.driver_id}"
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:

@@ -123,7 +123,7 @@ class RunWatcher:
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         """The watch's one event (a ``WatchEvent`` as a dict), or, with ``report_progress``, first a ``running`` one."""
-        run_id = self.handle["run_id"]
+        run_id = self.handle.run_id
         last_line = None
         failures = 0
         while True:
@@ -135,13 +135,13 @@ class RunWatcher:
                 self.log.warning("%s: status unavailable (%d of %d tolerated): %s", run_id, failures,
                                  self.status_failures_tolerated, exc)
                 if failures > self.status_failures_tolerated:
-                    report = await asyncio.to_thread(_read_report, self.handle["report_path"])
+                    report = await asyncio.to_thread(_read_report, self.handle.report_path)
                     status = JobStatus(FAILED, message=str(exc))
                     yield self._event(WatchStatus.FAILED, status, report, error=unobservable_error(run_id, exc, failures))
                     return
                 await asyncio.sleep(self.poll_interval)
                 continue
-            report = await asyncio.to_thread(_read_report, self.handle["report_path"])
+            report = await asyncio.to_thread(_read_report, self.handle.report_path)
             if report is not None and report.last_progress_at:
                 line = progress_line(report)
                 if line != last_line:
@@ -158,7 +158,7 @@ class RunWatcher:
 
     def _event(self, state: WatchStatus, status: JobStatus, report: RunReport | None, **more: Any) -> dict[str, Any]:
         """The watch event (``runs.events.WatchEvent``), as the plain dict a trigger event carries."""
-        event = WatchEvent(state, self.handle["run_id"], handle=self.handle, exit_code=status.exit_code,
+        event = WatchEvent(state, self.handle.run_id, handle=self.handle, exit_code=status.exit_code,
                            driver_state=status.driver_state, message=status.message or "",
                            report=report_summary(report), **more)
         return event.to_dict()
@@ -175,12 +175,12 @@ class RunWatcher:
             return self._event(WatchStatus.STOPPED, status, report)
         if status.state != FAILED:
             status = JobStatus(FAILED, status.exit_code, status.driver_state, status.message)
-        log_text = await asyncio.to_thread(tail_text, self.handle.get("log_path"))
-        log_path = self.handle.get("log_path")
+        log_text = await asyncio.to_thread(tail_text, self.handle.log_path)
+        log_path = self.handle.log_path
         if status.exit_code == codes.SPARK_EXIT_OOM:  # the cause, whatever the Python driver saw of the dying JVM
             error = out_of_memory_error(log_text)
         else:
             error = structured_failure(status, report.error if report else None, log_text,
                                        run_folder=os.path.dirname(log_path) if log_path else None)
-        self.log.info("%s failed: exit=%s driver_state=%s", self.handle["run_id"], status.exit_code, status.driver_state)
+        self.log.info("%s failed: exit=%s driver_state=%s", self.handle.run_id, status.exit_code, status.driver_state)
         return self._event(WatchStatus.FAILED, status, report, error=error, stderr_tail=log_text[-LOG_TAIL_CHARS:])

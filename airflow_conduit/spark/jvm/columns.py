@@ -11,8 +11,8 @@ Touches: PySpark's ``DataFrame._jdf`` (the JVM ``Dataset``), ``Column._jc`` (the
 ``SparkContext._active_spark_context`` and its ``_jvm``, ``SparkSession._jsparkSession``; Spark's
 ``PythonUtils.toSeq`` (``private[spark]`` in Scala, public in bytecode), ``functions`` (the Scala object's static
 forwarders), ``Dataset.select(Seq<Column>)``, ``selectExpr(Seq<String>)``, ``withColumns(Seq<String>, Seq<Column>)``,
-``where(Column)``, ``withColumn`` and ``SessionState.sqlParser().parseExpression``; ``frame`` makes PySpark's classic
-``DataFrame`` of a JVM ``Dataset`` (``pyspark.sql.classic.dataframe.DataFrame(jdf, session)``). On a Spark or PySpark upgrade check those
+``where(Column)`` and ``SessionState.sqlParser().parseExpression`` (``frame``, ``jvm_column`` and
+``with_jvm_column`` are ``dataframe_calls``'). On a Spark or PySpark upgrade check those
 signatures (a classic, not Spark Connect, session). Pinned by tests/spark/test_jvm_columns.py.
 """
 
@@ -23,24 +23,11 @@ from typing import Any
 from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from airflow_conduit.spark.jvm.dataframe_calls import frame, jvm_column, with_jvm_column
 from airflow_conduit.spark.jvm.refs import jvm_member
 
-
-def frame(jdf: Any, like: DataFrame) -> DataFrame:
-    """A DataFrame of the JVM ``Dataset`` ``jdf``, in ``like``'s session (PySpark's classic ``DataFrame``)."""
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-    return ClassicDataFrame(jdf, like.sparkSession)
-
-
-def jvm_column(column: Column) -> Any:
-    """The JVM column of ``column``, kept for the run (what ``where`` takes)."""
-    return column._jc
-
-
-def with_jvm_column(df: DataFrame, name: str, jcolumn: Any) -> DataFrame:
-    """``df.withColumn(name, <the JVM column jcolumn>)`` in one round trip (a column built by ``jvm_function``)."""
-    return frame(df._jdf.withColumn(name, jcolumn), df)
+__all__ = ["JvmColumns", "frame", "function_member", "jvm_column", "jvm_function", "jvm_seq", "jvm_strings",
+           "parse_expression", "select", "select_expr", "where", "with_columns", "with_jvm_column"]
 
 
 def _context():
@@ -132,7 +119,7 @@ def with_columns(df: DataFrame, columns: JvmColumns) -> DataFrame:
 
 def where(df: DataFrame, condition: Any) -> DataFrame:
     """``df.where(condition)`` in one round trip, ``condition`` being a JVM column kept for the run
-    (``jvm_column``)."""
+    (``dataframe_calls.jvm_column``)."""
     return frame(df._jdf.where(condition), df)
 
 

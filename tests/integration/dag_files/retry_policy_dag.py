@@ -1,4 +1,4 @@
-"""A plain SparkSubmitOperator with SparkErrorRetryPolicy (docs/operator.md): the test sets its parameters
+"""A plain SparkSubmitOperator with SparkErrorRetryPolicy (docs/operators.md): the test sets its parameters
 through the CONDUIT_RETRY_POLICY_DAG environment variable (JSON: dag_id, application, application_args)."""
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import pytest
 from airflow_conduit.names import STORE_KEY, XCOM_AUDIT, XCOM_STATE
 from airflow_conduit.recovery import FakeClock, RecoveryOptions
 from airflow_conduit.runs.events import WatchEvent
+from airflow_conduit.runs.handles import JobHandle
 from airflow_conduit.runs.state_dir import StateDir
 from airflow_conduit.runs.store import RunStore, record_stopped
 from airflow_conduit.runs.supervisor import RunSupervisor
@@ -77,7 +78,7 @@ def test_record_stopped_wins_over_the_task_store_when_the_stopped_run_is_current
     tasks = TaskStateStore()
     store = RunStore(str(tmp_path), TASK, task_store=tasks)
     sup = supervisor()
-    sup.current = {"run_id": "p-s01"}
+    sup.current = JobHandle("local", "p-s01", str(tmp_path), str(tmp_path / "runs" / "p-s01" / "report.json"), pid=42)
     store.save(sup)
     record_stopped(str(tmp_path), "p-s99", "stopped by user")  # not the current run: nothing happens
     assert StateDir(tmp_path).pipeline_state() == "running"

@@ -9,12 +9,17 @@ import pytest
 
 from airflow_conduit.recovery import Action, FakeClock, PipelineState, RecoveryOptions
 from airflow_conduit.runs.events import WatchEvent
+from airflow_conduit.runs.handles import JobHandle
 from airflow_conduit.runs.status import WatchStatus
 from airflow_conduit.runs.supervisor import RunSupervisor, unique_run_prefix
 
 
+def job(run_id: str) -> JobHandle:
+    return JobHandle("local", run_id, "/state", f"/state/runs/{run_id}/report.json", pid=4242)
+
+
 def failed_event(run_id: str, error: dict) -> WatchEvent:
-    return WatchEvent(WatchStatus.FAILED, run_id, handle={"run_id": run_id}, error=error, exit_code=75)
+    return WatchEvent(WatchStatus.FAILED, run_id, handle=job(run_id), error=error, exit_code=75)
 
 
 def report(written: int, stop_reason: str | None = None) -> dict:
@@ -35,12 +40,12 @@ class Backend:
         self.outcomes = list(outcomes)
         self.submitted: list[str] = []
 
-    def __call__(self, run_id: str) -> dict:
+    def __call__(self, run_id: str) -> JobHandle:
         self.submitted.append(run_id)
         outcome = self.outcomes.pop(0)
         if isinstance(outcome, BaseException):
             raise outcome
-        return {"run_id": run_id, "backend": "local", "pid": 4242}
+        return job(run_id)
 
 
 def test_a_transient_failure_restarts_and_says_so_once():
@@ -71,7 +76,7 @@ def test_degraded_message_names_the_cause_not_the_last_stack_frame():
         "\tat org.apache.spark.deploy.SparkSubmit.main(SparkSubmit.scala)\n"
     )
     supervisor = RunSupervisor(RecoveryOptions(), clock=FakeClock())
-    step = supervisor.on_event(WatchEvent(WatchStatus.FAILED, "r-s01", handle={"run_id": "r-s01"}, stderr_tail=log, exit_code=1))
+    step = supervisor.on_event(WatchEvent(WatchStatus.FAILED, "r-s01", handle=job("r-s01"), stderr_tail=log, exit_code=1))
     assert step.action is Action.DEGRADE
     text = supervisor.degraded_message(step)
     assert "error: org.apache.spark.SparkException: Master must either be yarn" in text
@@ -97,21 +102,21 @@ def test_submit_watch_fail_restart_recover_succeed_with_a_fake_clock():
     backend = Backend("ok", "ok")
 
     step = supervisor.submit(backend, (LeaseHeld,))
-    assert step.action is Action.WATCH and step.handle["run_id"] == "p-s01" and supervisor.current == step.handle
+    assert step.action is Action.WATCH and step.handle.run_id == "p-s01" and supervisor.current == step.handle
     assert step.lines == ["submitted: run p-s01 (local backend, pid 4242)"]
 
     step = supervisor.on_event(failed_event("p-s01", TRANSIENT))
-    assert step.action is Action.RESTART and step.delay_seconds == 10 and step.handle == {"run_id": "p-s01"}
+    assert step.action is Action.RESTART and step.delay_seconds == 10 and step.handle == job("p-s01")
     assert supervisor.current is None and supervisor.pipeline_state is PipelineState.RECOVERING
 
     clock.advance(timedelta(seconds=10))
     supervisor.restarted()
     step = supervisor.submit(backend, (LeaseHeld,), previous=step.handle)
-    assert step.handle["run_id"] == "p-s02" and supervisor.awaiting_first_record
+    assert step.handle.run_id == "p-s02" and supervisor.awaiting_first_record
 
     step = supervisor.on_event(WatchEvent(WatchStatus.RUNNING, "p-s02", handle=step.handle, report=report(5)))
     assert step.action is Action.WATCH and step.lines[0].startswith("recovered: run p-s02 wrote its first records")
-    assert supervisor.current["run_id"] == "p-s02" and not supervisor.awaiting_first_record
+    assert supervisor.current.run_id == "p-s02" and not supervisor.awaiting_first_record
 
     step = supervisor.on_event(WatchEvent(WatchStatus.SUCCEEDED, "p-s02", handle=supervisor.current, report=report(9)))
     assert step.action is Action.DONE and supervisor.pipeline_state is PipelineState.STOPPED
@@ -123,7 +128,7 @@ def test_submit_watch_fail_restart_recover_succeed_with_a_fake_clock():
 
 def test_a_stopped_run_is_done_and_not_a_failure():
     supervisor = RunSupervisor(RecoveryOptions(), clock=FakeClock())
-    step = supervisor.on_event(WatchEvent(WatchStatus.STOPPED, "r-s01", handle={"run_id": "r-s01"},
+    step = supervisor.on_event(WatchEvent(WatchStatus.STOPPED, "r-s01", handle=job("r-s01"),
                                           report=report(3, stop_reason="signal SIGTERM")))
     assert step.action is Action.DONE and step.lines[0].startswith("stopped: run r-s01 (signal SIGTERM)")
     assert supervisor.pipeline_state is PipelineState.STOPPED and supervisor.engine.state.total_failures == 0
@@ -134,7 +139,7 @@ def test_a_stopped_run_is_done_and_not_a_failure():
 def test_a_refused_submission_is_a_transient_infrastructure_failure(refusal, by_lease):
     """The same answer for both drivers: the engine restarts it (or degrades when the budget is spent)."""
     supervisor = RunSupervisor(RecoveryOptions(max_retries=1), run_prefix="p", clock=FakeClock())
-    previous = {"run_id": "p-s00", "backend": "local"}
+    previous = job("p-s00")
     step = supervisor.submit(Backend(refusal), (LeaseHeld, OSError), (LeaseHeld,), previous=previous)
     assert step.action is Action.RESTART and step.refusal is refusal and step.refused_by_lease is by_lease
     assert step.handle is previous  # the job the next submission must see gone is still the previous one

@@ -16,8 +16,16 @@ through ``Snapshot.transactions``, which rebuilds the table's whole state with S
 
 Only for a table whose schema the records have exactly (``matches``); a missing table is created by the first
 batch's commit (``new_table``: its metadata in that commit): creating a Delta DLQ table, adding columns (``merge-schema``) and tables with generated, identity or default columns go through the
-DataFrameWriter, which knows how. This module is the only user of Delta's Scala API; its contract (the calls
-it makes exist in the Delta release the project pins) is tested in tests/spark/test_delta_txn.py.
+DataFrameWriter, which knows how.
+
+Touches: Delta's internal Scala API (``DeltaLog.forTable / update / startTransaction``, ``Snapshot.checksumOpt``
+and its ``setTransactions``, ``OptimisticTransaction.txnVersion / readTxn / writeFiles / commit /
+updateMetadataForNewTable``, the case classes ``actions.Metadata`` (its ``apply`` and default arguments by
+position), ``actions.SetTransaction`` and ``DeltaOperations.Write`` (nine arguments)), Delta's public
+``DeltaTable.isDeltaTable``, and PySpark's ``_jvm``, ``_jsparkSession`` and ``DataFrame._jdf``. On a Delta upgrade
+check each of those signatures (a case class that gains a field moves the positional arguments). This module is
+the only user of Delta's Scala API; its contract (the calls it makes exist in the Delta release the project pins)
+is tested in tests/spark/test_delta_txn.py.
 """
 
 from __future__ import annotations
@@ -38,6 +46,12 @@ _FILLED_BY_DELTA = ("delta.generationExpression", "delta.identity.start", "CURRE
 def delta_log(spark: SparkSession, location: str):
     """The table's ``DeltaLog`` (Delta caches one per path)."""
     return jvm_ref(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, location)
+
+
+def is_delta_table(spark: SparkSession, location: str) -> bool:
+    """Whether ``location`` holds a Delta table (Delta's ``DeltaTable.isDeltaTable``)."""
+    jvm = spark.sparkContext._jvm
+    return bool(jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, location))
 
 
 def latest_snapshot(spark: SparkSession, location: str):

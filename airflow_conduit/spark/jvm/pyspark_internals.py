@@ -1,4 +1,9 @@
-"""Where the runner reaches into PySpark's and Py4J's private API, in one place.
+"""Where the runner reaches into PySpark's and Py4J's private API to save round trips and imports.
+
+Touches: Py4J's ``protocol.INPUT_CONVERTER`` list and PySpark's ``NumpyScalarConverter`` / ``NumpyArrayConverter``
+in it (by class name); ``pyspark.sql.functions.builtin._get_jvm_function``; ``pyspark.sql.classic.column._to_seq``
+and ``pyspark.sql.classic.dataframe._to_seq``. On a PySpark upgrade check that those names still exist with the
+same signatures (``_get_jvm_function(name, sc)``, ``_to_seq(sc, cols, converter=None)``).
 
 Each change keeps PySpark's own calls and results and only removes round trips or imports a run does not
 need. They are pinned by contract tests, so that a PySpark upgrade that renames what they touch fails
