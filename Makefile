@@ -19,10 +19,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := .venv-system-deps
-# Spark's Kafka and Delta connectors: pinned in the package's airflow_conduit/spark/connectors/<name>/pom.xml
-# (the installed package reads the same poms); a Kafka broker for the tests in jars/broker/pom.xml (the
-# broker's Kafka is not Spark's). Each set's jars go to jars/<name>/lib.
-CONNECTOR_SETS := kafka delta
+# Spark's Kafka and Delta connectors and OpenLineage's Spark listener (on a run's driver only when lineage is on:
+# docs/lineage.md): pinned in the package's airflow_conduit/spark/connectors/<name>/pom.xml (the installed package
+# reads the same poms); a Kafka broker for the tests in jars/broker/pom.xml (the broker's Kafka is not Spark's).
+# Each set's jars go to jars/<name>/lib.
+CONNECTOR_SETS := kafka delta openlineage
 JAR_SETS := $(CONNECTOR_SETS) broker
 pom_of = $(if $(filter $(1),$(CONNECTOR_SETS)),airflow_conduit/spark/connectors/$(1)/pom.xml,jars/$(1)/pom.xml)
 JAR_STAMPS := $(foreach set,$(JAR_SETS),jars/$(set)/lib/.fetched)
@@ -31,6 +32,9 @@ CLASS_ARCHIVE := $(VENV)/share/airflow-conduit/spark-classes.jsa
 # Each other Python's venv, and the wheel's: made once, remade when pyproject.toml or its constraints change.
 PYTHON_STAMPS := $(foreach v,$(OTHER_PYTHONS),.venv-$(v)/.installed)
 WHEEL_VENV := .venv-wheel-$(WHEEL_PYTHON)
+# The sdist and the wheel (make dist) are made of these; the stamp is older than one of them when they must be rebuilt.
+DIST_SOURCES := pyproject.toml README.md $(shell find airflow_conduit -type f -not -path '*/__pycache__/*' 2>/dev/null)
+DIST_STAMP := dist/.built
 # What each other Python runs besides tests/unit: a Spark pipeline with a DLQ, a reference DAG under dag.test().
 # One test covers both: the orders reference DAG (dag.test()) submits its pipeline to spark-submit, whose
 # Python driver is that Python's, and checks the lake and the DLQ.
@@ -102,53 +106,77 @@ $(CLASS_ARCHIVE): $(STAMP)
 
 install: $(STAMP) system-deps jars $(CLASS_ARCHIVE)
 
+# The layers one after another, the unit layer first (a failure stops `make test` there). The layers after it run
+# on two pytest workers (pytest-xdist): most of their time is spent waiting on processes (spark-submit, Airflow,
+# brokers, backoff delays), and a test file goes whole to one worker (--dist loadfile), so its module fixtures (a
+# standalone cluster, two pipeline runs) run once. Each worker has its own SparkSession, broker, database, temp
+# folders and block of ports (tests/ports.py). The chaos seeds share nothing: one test at a time to each worker.
+# The deployment layer is one module (one deployment): one process.
+WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q
+XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+
 test: install
-	$(BIN)/python -m pytest -q tests/unit
-	$(BIN)/python -m pytest -q tests/spark
-	$(BIN)/python -m pytest -q tests/integration
-	$(BIN)/python -m pytest -q tests/chaos
-	$(BIN)/python -m pytest -q tests/deployment
-	$(MAKE) test-pythons test-wheel
+	$(PYTEST) $(XDIST) tests/unit
+	$(PYTEST) $(XDIST) tests/spark
+	$(PYTEST) $(XDIST) tests/integration
+	$(PYTEST) -n $(WORKERS) --dist load --maxschedchunk 1 tests/chaos
+	$(PYTEST) tests/deployment
+	$(MAKE) -j 2 --output-sync=target test-pythons test-wheel
 
 test-unit: install
-	$(BIN)/python -m pytest -q tests/unit
+	$(PYTEST) $(XDIST) tests/unit
 
 test-spark: install
-	$(BIN)/python -m pytest -q tests/spark
+	$(PYTEST) $(XDIST) tests/spark
 
 test-integration: install
-	$(BIN)/python -m pytest -q tests/integration
+	$(PYTEST) $(XDIST) tests/integration
 
 test-deployment: install
-	$(BIN)/python -m pytest -q tests/deployment
+	$(PYTEST) tests/deployment
 
-# The unit layer, a Spark pipeline with a DLQ and a reference DAG on each of OTHER_PYTHONS.
+# The unit layer and a Spark pipeline with a DLQ and a reference DAG on each of OTHER_PYTHONS, the Pythons side by
+# side (each its own AIRFLOW_HOME, temp folders and block of ports; its output shown when it ends).
 test-pythons: install $(PYTHON_STAMPS)
-	@set -e; for v in $(OTHER_PYTHONS); do \
-	  echo "Python $$v: tests/unit, then $(PYTHON_CHECKS)"; \
+	@set -e; block=2; pids=(); for v in $(OTHER_PYTHONS); do \
 	  ( export PATH=$(CURDIR)/.venv-$$v/bin:$$PATH PYSPARK_PYTHON=$(CURDIR)/.venv-$$v/bin/python \
-	      PYSPARK_DRIVER_PYTHON=$(CURDIR)/.venv-$$v/bin/python; \
+	      PYSPARK_DRIVER_PYTHON=$(CURDIR)/.venv-$$v/bin/python CONDUIT_TEST_PORT_BLOCK=$$block; \
 	    .venv-$$v/bin/python -m pytest -q -p no:cacheprovider tests/unit && \
-	    .venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_CHECKS) ); \
-	done
+	    .venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_CHECKS) \
+	  ) > .venv-$$v/test.log 2>&1 & pids+=($$!); block=$$((block + 1)); \
+	done; \
+	failed=""; i=0; for v in $(OTHER_PYTHONS); do \
+	  status=0; wait $${pids[$$i]} || status=$$?; i=$$((i + 1)); \
+	  echo "== Python $$v: tests/unit, then $(PYTHON_CHECKS): $$([ $$status = 0 ] && echo passed || echo FAILED)"; \
+	  tail -n $$([ $$status = 0 ] && echo 2 || echo 200) .venv-$$v/test.log; \
+	  [ $$status = 0 ] || failed="$$failed $$v"; \
+	done; \
+	[ -z "$$failed" ] || { echo "failed on Python$$failed (each one's output: .venv-<python>/test.log)"; exit 1; }
 
 # The built wheel in a clean venv of WHEEL_PYTHON (its dependencies installed once per constraints; the
-# wheel itself at every run), driven from tests/release by the main venv.
-$(WHEEL_VENV)/.installed: pyproject.toml $(call constraints_of,$(WHEEL_PYTHON)) | dist
+# wheel itself whenever it was rebuilt), driven from tests/release by the main venv.
+$(WHEEL_VENV)/.installed: pyproject.toml $(call constraints_of,$(WHEEL_PYTHON)) | $(DIST_STAMP)
 	rm -rf $(WHEEL_VENV)
 	$(call make_venv,$(WHEEL_VENV),$(WHEEL_PYTHON))
 	$(WHEEL_VENV)/bin/pip install -q dist/*.whl -c $(call constraints_of,$(WHEEL_PYTHON))
 	touch $@
 
-test-wheel: install dist $(WHEEL_VENV)/.installed
+$(WHEEL_VENV)/.wheel: $(DIST_STAMP) $(WHEEL_VENV)/.installed
 	$(WHEEL_VENV)/bin/pip install -q --no-deps --force-reinstall dist/*.whl
+	touch $@
+
+test-wheel: install $(WHEEL_VENV)/.wheel
 	AIRFLOW_CONDUIT_WHEEL_VENV=$(CURDIR)/$(WHEEL_VENV) $(BIN)/python -m pytest -q -p no:cacheprovider tests/release
 
-# The sdist and the wheel, checked as PyPI would (twine check).
-dist: $(STAMP)
+# The sdist and the wheel, checked as PyPI would (twine check); built again when a file they are made of changed.
+dist: $(DIST_STAMP)
+
+$(DIST_STAMP): $(DIST_SOURCES) | $(STAMP)
 	rm -rf dist
 	$(BIN)/python -m build -q --outdir dist . >/dev/null
 	$(BIN)/python -m twine check --strict dist/*
+	touch $@
 
 # Regenerate constraints/constraints-<python>.txt: a fresh resolution of `.[test]` on each Python, with
 # pyspark on pyspark-client's version (both write the pyspark/ folder).

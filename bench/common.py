@@ -164,7 +164,7 @@ def iso_epoch(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()  # Python 3.10 reads no "Z"
 
 
-def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java_options: str = "", connectors=frozenset(),
+def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, connectors=frozenset(),
                   conf: Mapping[str, Any] | None = None):
     """A local[2] session with the runner's settings (spark/session.py); ``jit`` False leaves out the JVM options the
     launchers pass (spark/jvm/options.py); ``conf``: settings the JVM reads once, at its start."""
@@ -172,15 +172,13 @@ def spark_session(app: str, driver_memory: str = "2g", *, jit: bool = True, java
     os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} {settings}pyspark-shell"
     from pyspark.sql import SparkSession
 
-    from airflow_conduit.spark.jvm.options import with_jit_options
     from airflow_conduit.spark.session import SESSION_SETTINGS, build_session
 
-    if jit and not java_options:
+    if jit:
         spark = build_session(app, master="local[2]", connectors=connectors)
-    else:  # build_session's settings with other JVM options
-        conf = {**SESSION_SETTINGS, "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false",
-                **({"spark.driver.extraJavaOptions": java_options} if java_options else {})}
-        spark = SparkSession.builder.appName(app).master("local[2]").config(map=with_jit_options(conf) if jit else conf).getOrCreate()
+    else:  # build_session's settings without the launchers' JVM options
+        conf = {**SESSION_SETTINGS, "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false"}
+        spark = SparkSession.builder.appName(app).master("local[2]").config(map=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -212,46 +210,6 @@ def cpu_clock(spark) -> Callable[[], float]:
 def stat_seconds(stat: str) -> float:
     """User and system CPU seconds in a ``/proc/.../stat`` line (its 14th and 15th fields)."""
     return sum(int(x) for x in stat.rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK")
-
-
-THREAD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (  # a JVM thread's group: its name (15 characters in /proc) starts so
-    ("tasks", ("Executor task",)),
-    ("jit", ("C1 CompilerThre", "C2 CompilerThre")),
-    ("gc", ("GC Thread", "G1 ")),
-)
-
-
-def thread_group(name: str) -> str:
-    """The THREAD_GROUPS group of a JVM thread's name, else ``driver`` (planning, scheduling, commits, Py4J)."""
-    return next((group for group, prefixes in THREAD_GROUPS if name.startswith(prefixes)), "driver")
-
-
-def thread_cpu_clock(pid: int) -> Callable[[], dict[str, Any]]:
-    """A reading of the CPU seconds so far of the JVM ``pid``'s threads (from /proc), of the whole JVM, and of this
-    Python process; ``thread_cpu_used`` turns two readings into seconds per THREAD_GROUPS group. Java Flight Recorder
-    samples Java code only: the JIT compilers and the garbage collector are seen here."""
-
-    def clock() -> dict[str, Any]:
-        threads = {}
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                stat = (task / "stat").read_text()
-                threads[task.name] = (thread_group(stat[stat.index("(") + 1: stat.rindex(")")]), stat_seconds(stat))
-        return {"threads": threads, "jvm": stat_seconds(Path(f"/proc/{pid}/stat").read_text()), "python": sum(os.times()[:2])}
-
-    return clock
-
-
-def thread_cpu_used(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, float]:
-    """Seconds per group between two readings of ``thread_cpu_clock``, thread by thread (an executor's idle threads
-    end after a minute: their time so far must not leave their group). A thread that ended between the readings
-    leaves only the JVM's total: what it used then is counted as ``driver``, with the JVM's other threads."""
-    used = {group: 0.0 for group, _ in THREAD_GROUPS}
-    used["driver"] = 0.0
-    for tid, (group, seconds) in after["threads"].items():
-        used[group] += seconds - before["threads"].get(tid, (group, 0.0))[1]
-    used["driver"] += (after["jvm"] - before["jvm"]) - sum(used.values())
-    return {**used, "python": after["python"] - before["python"]}
 
 
 def measure_ways(spark, work: Path, data: Path, todo: Mapping[str, Callable], reps: int, warmup: int = 1,

@@ -19,9 +19,9 @@ SPEC = pipeline_yaml("bench-recovery", [step("gen", "generator", fields={"id": "
 DAG_FILE = """
 from datetime import datetime, timezone
 from airflow.sdk import DAG
-from bench.recovery_reaction import TimedOperator
+from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
 with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False) as dag:
-    TimedOperator(**{kwargs!r})
+    RecoveringSparkPipelineOperator(**{kwargs!r})
 """
 
 
@@ -30,59 +30,18 @@ def mark(name: str, **data: Any) -> None:
         fh.write(json.dumps({"event": name, "t": time.time(), **data}, default=str) + "\n")
 
 
-def __getattr__(name: str):
-    """TimedOperator and TimedTrigger, built on first use (they import airflow), importable by their class path."""
-    if name not in ("TimedOperator", "TimedTrigger"):
-        raise AttributeError(name)
-    globals().update(timed_classes())
-    return globals()[name]
-
-
-def timed_classes() -> dict[str, type]:
-    """The operator and its trigger with a timestamp at each step of a restart; behaviour unchanged."""
+def install_timed_hook() -> None:
+    """The operator's hook with a timestamp at each submission (the next run's start); behaviour unchanged."""
+    import airflow_conduit.operators.pipeline as operators
     from airflow_conduit.hooks.spark_pipeline import SparkPipelineHook
-    from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator
-    from airflow_conduit.triggers.pipeline import SparkPipelineTrigger
 
     class TimedHook(SparkPipelineHook):
-        @classmethod
-        async def aget_job_status(cls, handle):
-            mark("poll", run_id=handle.run_id)
-            return await super().aget_job_status(handle)
-
         def submit_job(self, *args, **kwargs):
             handle = super().submit_job(*args, **kwargs)
             mark("submit", run_id=handle.run_id, submitted_at=handle.submitted_at)
             return handle
 
-    class TimedTrigger(SparkPipelineTrigger):
-        async def run(self):
-            async for event in super().run():
-                mark("trigger_event", run_id=self.handle.run_id)
-                yield event
-
-    class TimedOperator(RecoveringSparkPipelineOperator):
-        def execute_complete(self, context, event=None, **kwargs):
-            mark("execute_complete", run_id=(event or {}).get("run_id"))
-            return super().execute_complete(context, event, **kwargs)
-
-        def resubmit(self, context, event=None, previous=None, **kwargs):
-            mark("resubmit")
-            return super().resubmit(context, event, previous=previous, **kwargs)
-
-        def defer(self, *, trigger, method_name, kwargs=None, timeout=None):
-            moment = getattr(trigger, "moment", None)
-            if type(trigger) is SparkPipelineTrigger:
-                trigger = TimedTrigger(**trigger.serialize()[1])
-            mark("defer", method=method_name, moment=moment.timestamp() if moment is not None else None)
-            return super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
-
-    import airflow_conduit.operators.pipeline as operators
-    import airflow_conduit.triggers.pipeline as triggers
-    operators.SparkPipelineHook = triggers.SparkPipelineHook = TimedHook  # submissions and polls, in this benchmark's process only
-    for cls in (TimedOperator, TimedTrigger):
-        cls.__qualname__ = cls.__name__
-    return {"TimedOperator": TimedOperator, "TimedTrigger": TimedTrigger}
+    operators.SparkPipelineHook = TimedHook  # in this benchmark's process only
 
 
 def run_dag(work: Path, poll: float, restarts: int, delay: float) -> dict[str, Any]:
@@ -103,24 +62,14 @@ def run_dag(work: Path, poll: float, restarts: int, delay: float) -> dict[str, A
     return {"marks": marks, "exits": exits, "state": str(getattr(dagrun, "state", None))}
 
 
-def cycles(raw: dict[str, Any]) -> list[dict[str, float]]:
-    """One breakdown per restart: the failed run's driver exit -> the next submission (its handle's submitted_at)."""
-    marks, out = raw["marks"], []
-    submits = [m for m in marks if m["event"] == "submit"]
+def cycles(raw: dict[str, Any], delay: float) -> list[dict[str, float]]:
+    """One figure per restart: the failed run's driver exit -> the next submission (its handle's submitted_at)."""
+    submits, out = [m for m in raw["marks"] if m["event"] == "submit"], []
     for failed, following in zip(submits, submits[1:]):
-        exit_t, submitted, first = raw["exits"].get(failed["run_id"]), iso_epoch(following["submitted_at"]), {}
-        for m in marks:  # the first of each step after the exit; of the defers, the one that waits to resubmit
-            if (exit_t or 0) <= m["t"] <= following["t"] and m.get("run_id") in (None, failed["run_id"]) \
-                    and m.get("method", "resubmit") == "resubmit":
-                first.setdefault(m["event"], m)
-        if exit_t is None or not {"poll", "trigger_event", "execute_complete", "defer", "resubmit"} <= set(first):
-            continue
-        t = {event: m["t"] for event, m in first.items()}
-        delay, total = first["defer"]["moment"] - t["defer"], submitted - exit_t
-        out.append({"configured_delay": delay, "detection": t["trigger_event"] - exit_t, "poll_wait": t["poll"] - exit_t,
-                    "poll_reads": t["trigger_event"] - t["poll"], "resume": t["execute_complete"] - t["trigger_event"],
-                    "decide": t["defer"] - t["execute_complete"], "timer_overshoot": t["resubmit"] - t["defer"] - delay,
-                    "submit": submitted - t["resubmit"], "total": total, "overhead": total - delay})
+        exit_t = raw["exits"].get(failed["run_id"])
+        if exit_t is not None:
+            total = iso_epoch(following["submitted_at"]) - exit_t
+            out.append({"configured_delay": delay, "total": total, "overhead": total - delay})
     return out
 
 
@@ -128,11 +77,12 @@ def measure(args) -> dict[str, Any]:
     by_poll = {}
     with workdir("recovery") as work:
         setup_environment(work)
+        install_timed_hook()
         sys.path.insert(0, str(work / "dags"))
         subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True, capture_output=True)
         for poll in [float(p) for p in args.polls.split(",")]:
             raw = run_dag(work, poll, args.restarts, args.delay)
-            measured = cycles(raw)
+            measured = cycles(raw, args.delay)
             log(f"poll {poll:g} s: {len(measured)} of {args.restarts} restarts measured; dag run {raw['state']}")
             if not measured:
                 raise SystemExit(f"no restart measured: events {[m['event'] for m in raw['marks']]}")
@@ -141,15 +91,14 @@ def measure(args) -> dict[str, Any]:
     return {"by_poll": by_poll}
 
 
-COMPONENTS = {"detection": "detection", "poll_wait": "… waiting for the next poll", "poll_reads": "… the poll's reads and event",
-              "resume": "resume", "decide": "decide", "timer_overshoot": "timer overshoot", "submit": "submit",
-              "overhead": "**overhead** (total minus delay)", "configured_delay": "configured delay", "total": "total, driver exit → next submission"}
+FIGURES = {"overhead": "**overhead** (total minus delay)", "configured_delay": "configured delay",
+           "total": "total, driver exit → next submission"}
 
 
 def tables(r: dict[str, Any]) -> list[str]:
     polls = sorted(r["by_poll"].values(), key=lambda p: float(p["poll"]))
-    header = ["component", *[f"poll {p['poll']:g} s ({len(p['cycles'])} restarts, run ended `{p['dagrun_state']}`)" for p in polls]]
-    return [table(header, [[label, *[spread(p["summary"].get(key), 3, " s") for p in polls]] for key, label in COMPONENTS.items()])]
+    header = ["figure", *[f"poll {p['poll']:g} s ({len(p['cycles'])} restarts, run ended `{p['dagrun_state']}`)" for p in polls]]
+    return [table(header, [[label, *[spread(p["summary"].get(key), 3, " s") for p in polls]] for key, label in FIGURES.items()])]
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ from typing import Any
 from bench.common import REPO, RESULTS_DIR, RUN_KEYS, table
 from bench.targets import TARGETS
 
-BENCHMARKS = ("error_handling", "wide_schema", "bookkeeping_cost", "recovery_reaction", "restart_cost", "deferral_scale", "soak",
-              "small_run", "expectations_cost", "kafka_delta")
+BENCHMARKS = ("error_handling", "wide_schema", "recovery_reaction", "restart_cost", "deferral_scale", "soak",
+              "small_run", "expectations_cost", "kafka_delta", "lineage_volume")
 DOCS = REPO / "docs"
 BEGIN, END = "<!-- summary: rendered by python -m bench.run_all --report-only -->", "<!-- end of summary -->"
 

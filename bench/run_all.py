@@ -21,13 +21,13 @@ from bench.report import BENCHMARKS, Refused, render
 QUICK = {
     "error_handling": "--records 50000 --per-file 10000 --tuned-files-per-batch 2 --reps 2 --driver-memory 1g --small-files 4 --small-per-file 2000",
     "wide_schema": "--widths 25,100 --jvm-defaults-at 0 --field-values 400000 --reps 2 --driver-memory 1g",
-    "bookkeeping_cost": "--records 50000 --per-file 10000 --reps 2 --driver-memory 1g",
     "expectations_cost": "--records 20000 --per-file 10000 --pairs 2",
     "soak": "--batches 20 --warmup 5 --samples 3",
     "small_run": "--runs 1",
     "restart_cost": "--kills 2 --records 60000",
     "recovery_reaction": "--polls 1 --restarts 2",
     "deferral_scale": "--ns 10,50 --reps 2 --poll 2 --workers 2",
+    "lineage_volume": "--batches 100 --per-batch 100 --reps 1 --warmup 0",
     "kafka_delta": "--records 20000 --small-records 20000 --reps 1 --warmup-pairs 0 --latency-rate 20 --latency-seconds 15 --latency-warmup 5",
 }
 

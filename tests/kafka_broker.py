@@ -4,13 +4,21 @@ The broker is the examples' (``examples/local_kafka.py``, which ``make kafka-up`
 ``make install`` puts in ``jars/broker/lib`` (never Spark's: Spark 4.2's Kafka client is 3.9.x, the broker
 4.x), on loopback, free ports, a small heap, its own log folder; stopped at the end. ``auto.create.topics.enable``
 is off, so a test creates its topics and an unknown topic is an error, as on a production cluster. The clients
-there are confluent-kafka's (librdkafka), independent of Spark's.
+there are confluent-kafka's (librdkafka), independent of Spark's. Its ports are the test process's own
+(tests/ports.py), so that two xdist workers' brokers never ask for the same one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from ports import free_port
 
 _EXAMPLES = str(Path(__file__).resolve().parents[1] / "examples")
 if _EXAMPLES not in sys.path:
@@ -21,9 +29,31 @@ from local_kafka import (  # noqa: E402 - the examples' folder is not a package
     HEAP,
     READY_LINE,
     START_DEADLINE_SECONDS,
-    KafkaBroker,
     installed,
-    kafka_broker,
 )
+from local_kafka import KafkaBroker as _ExampleBroker  # noqa: E402
+
+
+@dataclass
+class KafkaBroker(_ExampleBroker):
+    """The examples' broker on ports of this test process's own block (tests/ports.py)."""
+
+    port: int = field(default_factory=free_port)
+    controller_port: int = field(default_factory=free_port)
+
+
+@contextlib.contextmanager
+def kafka_broker(**extra_properties: str) -> Iterator[KafkaBroker]:
+    """A formatted, started broker in a temp folder; stopped (and the folder removed) at the end."""
+    workdir = Path(tempfile.mkdtemp(prefix="conduit-kafka-"))
+    broker = KafkaBroker(workdir=workdir, extra_properties=dict(extra_properties))
+    try:
+        broker.format()
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
 
 __all__ = ["BROKER_LIB", "HEAP", "READY_LINE", "START_DEADLINE_SECONDS", "KafkaBroker", "installed", "kafka_broker"]

@@ -104,7 +104,7 @@ def run_packages(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    jars = subparsers.add_parser("jars", help="the Kafka and Delta connector jars, for machines without internet")
+    jars = subparsers.add_parser("jars", help="the Kafka and Delta connector jars and OpenLineage's Spark listener, for machines without internet")
     commands = jars.add_subparsers(dest="jars_command", required=True, metavar="SUBCOMMAND")
     fetch_parser = commands.add_parser(
         "fetch", help="download the pinned connector jars into DIR/<connector>/lib (then set "

@@ -32,6 +32,7 @@ from airflow_conduit.hooks.errors import KafkaConnectionError, SparkConnectionNo
 from airflow_conduit.hooks.refusals import LEASE_REFUSALS, SUBMISSION_FAILURES
 from airflow_conduit.hooks.spark_pipeline import BACKEND_KINDS, SparkPipelineHook
 from airflow_conduit.names import XCOM_DLQ
+from airflow_conduit.operators.lineage import PipelineLineageMixin
 from airflow_conduit.operators.links import DeadLetterQueueLink, SparkUILink
 from airflow_conduit.pipeline.locations import dlq_location
 from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
@@ -44,7 +45,7 @@ from airflow_conduit.runs.store import RunStore, record_stopped
 from airflow_conduit.triggers.pipeline import STATUS_FAILURES_TOLERATED, BackoffTrigger, SparkPipelineTrigger
 from airflow_conduit.utils.recovery_config import RecoveryVariableUnreadable, resolve_recovery_options
 
-class RecoveringSparkPipelineOperator(BaseOperator):
+class RecoveringSparkPipelineOperator(PipelineLineageMixin, BaseOperator):
     """Run a pipeline spec on Spark; restart it with backoff on transient errors, degrade on fatal ones.
 
     :param spec: path of a pipeline YAML file, or the YAML text itself (inline; written to the state dir)
@@ -187,8 +188,9 @@ class RecoveringSparkPipelineOperator(BaseOperator):
     def get_hook(self) -> SparkPipelineHook:
         """The hook of this task's connection; a connection that does not exist or cannot be read fails the task."""
         options = dict(self.backend_options)
-        if self.spark_conf:
-            options["conf"] = self.spark_conf
+        conf = self.lineage_spark_conf(self.spark_conf)  # OpenLineage's listener when lineage is on (docs/lineage.md)
+        if conf:
+            options["conf"] = conf
         hook = SparkPipelineHook(self.conn_id, backend=self.backend, backend_options=options, **self.rest_retry_arguments)
         try:
             hook.check_connection()

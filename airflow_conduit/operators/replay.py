@@ -52,6 +52,7 @@ class DeadLetterQueueReplayOperator(RecoveringSparkPipelineOperator):
 
     template_fields: Sequence[str] = (*RecoveringSparkPipelineOperator.template_fields, *FILTER_ARGUMENTS, "dry_run", "force")
     ui_color = "#fdf1dc"
+    lineage_reads_dlq = True  # its lineage input is the DLQ (operators/lineage.py)
 
     def __init__(
         self,

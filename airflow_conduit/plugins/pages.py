@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 from urllib.parse import quote, urlencode
@@ -53,6 +54,18 @@ pre.log { background: var(--soft); border: 1px solid var(--line); padding: 10px;
 .note { border-left: 4px solid #d97706; padding: 6px 10px; background: rgba(217,119,6,.08); margin: 10px 0; }
 .alert { border-left: 4px solid #b91c1c; padding: 6px 10px; background: rgba(220,38,38,.08); margin: 10px 0; }
 svg text { fill: var(--fg); font-size: 11px; }
+button { font: inherit; padding: 3px 10px; border-radius: 6px; border: 1px solid var(--line); background: var(--soft); color: var(--fg); cursor: pointer; }
+button:disabled { opacity: .5; cursor: not-allowed; } button.primary { background: #2563eb; color: #fff; border-color: #2563eb; }
+button.danger { background: #b91c1c; color: #fff; border-color: #b91c1c; }
+.dlq-filters { display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margin: 6px 0; } .dlq-filters label { font-size: 12px; color: var(--muted); display: flex; flex-direction: column; }
+.dlq-filters select, .dlq-filters input { font: inherit; max-width: 260px; }
+tr.dlq-record { cursor: pointer; } tr.dlq-record:hover td, tr.dlq-record.chosen td { background: rgba(37,99,235,.08); }
+.record-detail { border: 1px solid var(--line); border-radius: 8px; padding: 8px 12px; margin: 8px 0; background: var(--soft); }
+.record-detail pre { white-space: pre-wrap; word-break: break-all; max-height: 240px; overflow: auto; margin: 4px 0; }
+.record-detail dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 4px 0; } .record-detail dt { color: var(--muted); font-size: 12px; }
+.panel { border: 1px solid var(--line); border-radius: 8px; padding: 8px 12px; margin: 10px 0; }
+.ok { color: #15803d; } .bad { color: #b91c1c; } .pager { display: flex; gap: 10px; align-items: center; margin: 6px 0; }
+td.lag-cell { font-variant-numeric: tabular-nums; } .kafka-lag table { width: auto; } .kafka-lag td, .kafka-lag th { padding: 3px 14px; }
 """
 
 
@@ -75,12 +88,22 @@ def badge(state: str) -> str:
     return f'<span class="badge state-{_e(state)}" style="background:{color}">{_e(state)}</span>'
 
 
-def layout(title: str, body: str) -> str:
+def layout(title: str, body: str, script: str | None = None) -> str:
+    tag = f'<script src="{_e(script)}" defer></script>' if script else ""
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style>{tag}</head>'
         f"<body>{body}</body></html>"
     )
+
+
+@dataclass
+class Actions:
+    """What the user may do on a pipeline (decided by Airflow's auth manager; Airflow's REST API checks again)."""
+
+    replay_dag: dict[str, Any] | None = None  # {"dag_id", "task_id", "params"}: where a replay is started
+    can_trigger: bool = False
+    can_stop: bool = False
 
 
 class Links:
@@ -113,6 +136,20 @@ class Links:
 
     def airflow_dag(self, dag_id: str) -> str:
         return f"{self.base}/dags/{quote(dag_id, safe='')}"
+
+    def api(self, name: str, task: Any) -> str:
+        """The plugin's JSON for one task instance (``dlq``, ``replay-preview``, ``lag``)."""
+        return f"{self.app}/api/{name}?{self._ti_query(task)}"
+
+    @property
+    def rest(self) -> str:
+        """Airflow's public REST API, where the page's actions go (with the user's session)."""
+        return f"{self.base}/api/v2"
+
+    def rest_ti(self, task: Any) -> str:
+        path = (f"{self.rest}/dags/{quote(task.dag_id, safe='')}/dagRuns/{quote(task.run_id, safe='')}"
+                f"/taskInstances/{quote(task.task_id, safe='')}")
+        return path + (f"/{task.map_index}" if task.map_index >= 0 else "")
 
 
 def _task_title(task: Any) -> str:
@@ -393,7 +430,8 @@ def dlq_section(page: PipelinePage, links: Links | None = None) -> str:
     return "".join(out)
 
 
-def pipeline_view(page: PipelinePage, links: Links, redact: Callable[[Any], str]) -> str:
+def pipeline_view(page: PipelinePage, links: Links, redact: Callable[[Any], str], *, actions: Actions | None = None,
+                  kafka: bool = False) -> str:
     task = page.task
     live = ""
     spark_ui = web_url(task.job.get("spark_ui"))
@@ -410,7 +448,7 @@ def pipeline_view(page: PipelinePage, links: Links, redact: Callable[[Any], str]
         f'<h1>{_e(_task_title(task))} {badge(page.state)}</h1>'
         f'<div class="muted">Airflow run <code>{_e(task.run_id)}</code> · task state {_e(task.ti_state)} · try {_e(task.try_number)}'
         f' · state dir <code>{_e(str(task.state_dir) if task.state_dir else "unknown")}</code>{live}</div>'
-        f"{alert}{_budget_cards(page)}"
+        f"{alert}{stop_section(task, actions, links) if actions is not None else ''}{_budget_cards(page)}"
         f"<h2>Recovery timeline</h2>{timeline_svg(page)}{_event_list(page, redact)}"
         f"<h2>Runs</h2>{_runs_table(page, links, redact)}"
         f"{replays_section(page)}"
@@ -419,7 +457,10 @@ def pipeline_view(page: PipelinePage, links: Links, redact: Callable[[Any], str]
         f"<h2>Error counters (KIP-298)</h2>{_counters_table(page)}"
         f"<h2>Dead letter queue</h2>{dlq_section(page, links)}"
     )
-    return layout(f"Pipeline {task.task_id}", body)
+    if actions is not None:
+        lag = f"<h2>Kafka lag</h2>{lag_panel(task, links)}" if kafka else ""
+        body += f"{lag}<h2>Dead letter queue browser</h2>{dlq_browser(task, links, actions)}"
+    return layout(f"Pipeline {task.task_id}", body, script=links.app + "/conduit.js" if actions is not None else None)
 
 
 def dlq_page(page: PipelinePage, links: Links) -> str:
@@ -446,10 +487,81 @@ def log_page(task: Any, run: RunView, text: str, truncated: bool, live_ui: str |
     return layout(f"Driver log {run.run_id}", body)
 
 
+# -- actions: the DLQ browser, the replay, the stop, the Kafka lag (filled in by conduit.js) ------------------
+
+LIVE_TI_STATES = ("running", "deferred", "up_for_reschedule", "queued", "scheduled")
+
+
+def _attrs(**values: Any) -> str:
+    return " ".join(f'data-{k.replace("_", "-")}="{_e(v)}"' for k, v in values.items() if v is not None)
+
+
+def dlq_browser(task: Any, links: Links, actions: Actions, *, hidden: bool = False) -> str:
+    """The DLQ browser and the replay: filters, a page of records, one record's detail, preview and Start."""
+    if actions.replay_dag is None:
+        why = "this DAG has no DLQ replay task (DeadLetterQueueReplayOperator) to start"
+    elif not actions.can_trigger:
+        why = f"you may not trigger DAG {actions.replay_dag['dag_id']}"
+    else:
+        why = ""
+    attrs = _attrs(dlq=links.api("dlq", task), preview=links.api("replay-preview", task), rest=links.rest,
+                   can_trigger="1" if actions.can_trigger and actions.replay_dag else "0", why_not=why,
+                   title=_task_title(task))
+    start_title = f' title="{_e(why)}"' if why else ""
+    return (
+        f'<section class="panel dlq-browser" id="dlq-browser" {attrs}{" hidden" if hidden else ""}>'
+        f'<div class="muted" id="dlq-for">{_e(_task_title(task))}</div>'
+        '<form class="dlq-filters" id="dlq-filters">'
+        '<label>stage<select name="stage"><option value="">any</option></select></label>'
+        '<label>component<select name="component"><option value="">any</option></select></label>'
+        '<label>error class<select name="error_class"><option value="">any</option></select></label>'
+        '<label>since (UTC)<input name="since" size="22" placeholder="2026-01-01T00:00:00Z"></label>'
+        '<label>until (UTC)<input name="until" size="22" placeholder="2026-01-02T00:00:00Z"></label>'
+        '<button type="submit" id="dlq-apply">Apply</button></form>'
+        '<p id="dlq-status" class="muted">Loading the dead letter queue…</p>'
+        '<table id="dlq-records"></table>'
+        '<div class="pager"><button type="button" id="dlq-prev" disabled>← newer</button><span id="dlq-range"></span>'
+        '<button type="button" id="dlq-next" disabled>older →</button></div>'
+        '<div id="dlq-detail"></div>'
+        '<h3>Replay</h3><div class="replay">'
+        '<button type="button" id="replay-preview">Preview replay</button> '
+        '<label class="muted"><input type="checkbox" id="replay-force"> force (records whose spec is unchanged too)</label> '
+        f'<button type="button" class="primary" id="replay-start" disabled{start_title}>Start replay</button>'
+        f'<p class="muted" id="replay-why-not">{_e(why)}</p>'
+        '<div id="replay-preview-result"></div><div id="replay-progress"></div></div>'
+        '<h3>Replays</h3><div id="replay-history" class="muted">—</div>'
+        "</section>"
+    )
+
+
+def stop_section(task: Any, actions: Actions, links: Links) -> str:
+    """The graceful stop (the task marked success: the running batch completes, the state becomes stopped),
+    behind a confirmation in the page; '' when the task is not live."""
+    if str(task.ti_state) not in LIVE_TI_STATES:
+        return ""
+    why = "" if actions.can_stop else f"you may not change task instances of DAG {task.dag_id}"
+    attrs = _attrs(ti=links.rest_ti(task), can_stop="1" if actions.can_stop else "0")
+    disabled = "" if actions.can_stop else f' disabled title="{_e(why)}"'
+    return (
+        f'<div class="panel" id="stop" {attrs}><button type="button" class="danger" id="stop-ask"{disabled}>Stop pipeline…</button> '
+        f'<span class="muted">{_e(why)}</span>'
+        '<div id="stop-confirm" hidden><p>Stop this pipeline gracefully? The running batch completes, then the driver '
+        'stops and the pipeline is <b>stopped</b> (the task is marked success). Start it again by clearing the task.</p>'
+        '<button type="button" class="danger" id="stop-yes">Stop now</button> <button type="button" id="stop-no">Cancel</button></div>'
+        '<p id="stop-result"></p></div>'
+    )
+
+
+def lag_panel(task: Any, links: Links) -> str:
+    return (f'<div class="kafka-lag" {_attrs(lag=links.api("lag", task))}><p class="muted lag-status">Reading the Kafka '
+            "offsets…</p></div>")
+
+
 # -- overview --------------------------------------------------------------------------------------
 
 
-def overview_table(rows: list[OverviewRow], links: Links, now: datetime) -> str:
+def overview_table(rows: list[OverviewRow], links: Links, now: datetime, rights: dict | None = None,
+                   kafka: set | None = None) -> str:
     if not rows:
         return '<p class="muted" id="no-pipelines">No pipeline has run in a DAG you can see.</p>'
     order = {"degraded": 0, "recovering": 1, "running": 2, "stopped": 3}
@@ -473,17 +585,36 @@ def overview_table(rows: list[OverviewRow], links: Links, now: datetime) -> str:
             f'<td><a href="{_e(links.airflow_dag(t.dag_id))}" target="_top">{_e(t.dag_id)}</a></td>'
             f'<td><a href="{_e(links.airflow_ti(t))}" target="_top">{_e(t.task_id)}{_e(f" [{t.map_index}]" if t.map_index >= 0 else "")}</a></td>'
             f"<td>{badge(r.state)}</td><td>{err}</td><td class=\"n\">{r.dlq_24h}</td><td>{batch}</td>"
-            f'<td class="muted">{_e(t.run_id)}<br>{_e(age_text(r.updated, now))}</td></tr>'
+            f'<td class="muted">{_e(t.run_id)}<br>{_e(age_text(r.updated, now))}</td>'
+            + (_row_actions(t, links, rights.get(id(t)) or Actions(), id(t) in (kafka or set())) if rights is not None else "")
+            + "</tr>"
         )
-    head = "<tr><th>DAG</th><th>task</th><th>state</th><th>last error</th><th class=n>DLQ 24 h</th><th>last successful batch</th><th>last run</th></tr>"
+        if rights is not None and id(t) in (kafka or set()):
+            out.append(f'<tr class="lag-row" data-dag="{_e(t.dag_id)}"><td></td><td colspan="8">{lag_panel(t, links)}</td></tr>')
+    actions_head = "<th>act</th>" if rights is not None else ""
+    head = ("<tr><th>DAG</th><th>task</th><th>state</th><th>last error</th><th class=n>DLQ 24 h</th><th>last successful "
+            f"batch</th><th>last run</th>{actions_head}</tr>")
     return f'<table id="pipelines">{head}{"".join(out)}</table>'
 
 
-def overview_page(rows: list[OverviewRow], links: Links, now: datetime, title: str = "Pipelines") -> str:
+def _row_actions(task: Any, links: Links, actions: Actions, kafka: bool) -> str:
+    why = ("" if actions.can_trigger else "this DAG has no DLQ replay task" if actions.replay_dag is None
+           else f"you may not trigger DAG {task.dag_id}")
+    attrs = _attrs(dlq=links.api("dlq", task), preview=links.api("replay-preview", task),
+                   can_trigger="1" if actions.can_trigger else "0", why_not=why, title=_task_title(task))
+    return f'<td><button type="button" class="open-dlq" {attrs}>DLQ</button></td>'
+
+
+def overview_page(rows: list[OverviewRow], links: Links, now: datetime, title: str = "Pipelines", *,
+                  rights: dict | None = None, kafka: set | None = None) -> str:
     degraded = sum(1 for r in rows if r.state == PipelineState.DEGRADED)
     note = f'<div class="alert" id="degraded-count">{degraded} degraded pipeline{"s" if degraded != 1 else ""}: restart needs a person.</div>' if degraded else ""
-    body = f"<h1>{_e(title)}</h1>{note}{overview_table(rows, links, now)}"
-    return layout(title, body)
+    body = f"<h1>{_e(title)}</h1>{note}{overview_table(rows, links, now, rights, kafka)}"
+    if rights is None or not rows:
+        return layout(title, body)
+    browser = dlq_browser(rows[0].task, links, Actions(), hidden=True)
+    body += f'<h2 id="dlq-heading" hidden>Dead letter queue</h2>{browser}'
+    return layout(title, body, script=links.app + "/conduit.js")
 
 
 def dumps(value: Any) -> str:

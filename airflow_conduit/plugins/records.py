@@ -263,10 +263,10 @@ def redactor_for(session: Session, task: PipelineTask) -> Redactor:
     return Redactor(values)
 
 
-def _spec_secret_values(task: PipelineTask) -> list[str]:
-    """The real values of the spec's secrets (best effort: the spec file may be gone or changed since)."""
+def spec_of(task: PipelineTask) -> Any | None:
+    """The pipeline's spec as it is now (the file the task ran, or the inline spec written in its state dir);
+    None when it is gone or no longer loads."""
     from airflow_conduit.pipeline import load_pipeline
-    from airflow_conduit.pipeline.secrets import secret_values
 
     spec = task.rendered.get("spec")
     candidates = []
@@ -277,7 +277,42 @@ def _spec_secret_values(task: PipelineTask) -> list[str]:
     for path in candidates:
         if path.is_absolute() and path.is_file():
             try:
-                return list(secret_values(load_pipeline(str(path))))
-            except Exception:  # a spec that no longer loads has nothing to add
+                return load_pipeline(str(path))
+            except Exception:  # a spec that no longer loads: try the next one
                 continue
-    return []
+    return None
+
+
+def _spec_secret_values(task: PipelineTask) -> list[str]:
+    """The real values of the spec's secrets (best effort: the spec file may be gone or changed since)."""
+    from airflow_conduit.pipeline.secrets import secret_values
+
+    spec = spec_of(task)
+    return list(secret_values(spec)) if spec is not None else []
+
+
+def connection_dict(conn_id: str) -> dict[str, Any] | None:
+    """An Airflow connection as a Kafka plugin reads it (hooks/kafka_connections.resolve); None when undefined."""
+    from airflow.exceptions import AirflowNotFoundException
+
+    try:
+        conn = Connection.get_connection_from_secrets(conn_id)
+    except AirflowNotFoundException:
+        return None
+    return {"conn_type": conn.conn_type, "host": conn.host, "port": conn.port, "login": conn.login,
+            "password": conn.password, "extra": conn.extra_dejson}
+
+
+def replay_dag(session: Session, task: PipelineTask) -> dict[str, Any] | None:
+    """The DAG a replay of this pipeline is started with: the pipeline's own DAG when it holds a
+    ``DeadLetterQueueReplayOperator`` task (as the reference DAG ``conduit_orders_dlq_replay``); its params
+    say which keys a trigger's conf may carry."""
+    from airflow.models.serialized_dag import SerializedDagModel
+
+    dag = SerializedDagModel.get_dag(task.dag_id, session=session)
+    if dag is None:
+        return None
+    replay_tasks = [t.task_id for t in dag.tasks if getattr(t, "task_type", "") == "DeadLetterQueueReplayOperator"]
+    if not replay_tasks:
+        return None
+    return {"dag_id": task.dag_id, "task_id": replay_tasks[0], "params": sorted(dict(dag.params or {}))}

@@ -122,6 +122,15 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def is_live(task: Any) -> bool:
+    """The task is running or deferred and its current run's report says starting or running."""
+    if task.ti_state not in LIVE_TI_STATES:
+        return False
+    runs = runs_of(task.state_dir, task.run_prefixes)
+    current = next((r for r in runs if r.run_id == task.job.get("run_id")), runs[-1] if runs else None)
+    return current is not None and current.status in (RunStatus.STARTING, RunStatus.RUNNING)
+
+
 def pipeline_page(task: Any, redactor: Redactor, *, now: datetime | None = None, dlq_samples: int = 3) -> PipelinePage:
     now = now or _now()
     runs = runs_of(task.state_dir, task.run_prefixes)

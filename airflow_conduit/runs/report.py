@@ -168,6 +168,18 @@ class RunReport:
                 total["passed"] += int(rule["passed"])
                 total["failed"] += int(rule["failed"])
 
+    def add_dlq_kinds(self, kinds: dict[str, dict[str, dict[str, int]]]) -> None:
+        """The DLQ records of the batch just added per source, stage and error class (source -> stage -> class -> n),
+        also in totals (``dlq_kinds``: lineage's DLQ facet, docs/lineage.md)."""
+        if self.batches:
+            self.batches[-1]["dlq_kinds"] = kinds
+        totals = self.totals.setdefault("dlq_kinds", {})
+        for source, stages in kinds.items():
+            for stage, classes in stages.items():
+                per_stage = totals.setdefault(source, {}).setdefault(stage, {})
+                for error_class, n in classes.items():
+                    per_stage[error_class] = per_stage.get(error_class, 0) + int(n)
+
     def add_counters(self, **increments: int) -> None:
         """Add to KIP-298 counters; keyword names use underscores (total_record_failures=1)."""
         for key, value in increments.items():

@@ -37,6 +37,11 @@ from airflow_conduit.spark.parsing import PENDING_REASON
 from airflow_conduit.spark.run_plan import FrameKey, PassShape, RunPlan, ShapeColumns
 from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
 
+# A nacked record's fields the report counts it by (``PassResult.dlq_kinds``), and the class a rejected JSON line
+# whose reason is worked out after the pass is counted under.
+DLQ_KINDS = ("source_id", "stage", "exception_class")
+PENDING_KIND = "airflow_conduit.spark.RejectedJsonLine"
+
 if TYPE_CHECKING:
     from airflow_conduit.spark.commits import CommitLog
     from airflow_conduit.spark.fates import Fates
@@ -99,6 +104,7 @@ class PassResult:
     generator_done: bool = False
     expectations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # processor -> rule -> counts
     expectation_failed: Exception | None = None  # a fail rule failed in this batch (raised once it is committed)
+    dlq_kinds: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # source -> stage -> class -> nacked
 
 
 # -- the ports: what a pass does outside Spark, each as narrow as its use (Conduit's pkg/lifecycle services) --------
@@ -360,6 +366,8 @@ class BatchPass:
             read += ("exception_class",)
         if shape.dlq and self._dlq_on_driver():  # the whole entries, to write the DLQ from the driver
             read += tuple(f for f in ENTRY_FIELDS if f not in read and (f != ORIGINAL or self._originals_with_counts()))
+        if shape.dlq:  # what the nacked records are, for the report (lineage's DLQ facet)
+            read += tuple(f for f in DLQ_KINDS if f not in read)
         # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
         return ObservedMetrics(p.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
                                selects=p.columns.observed_selects, wait_seconds=self.spec.batch_deadline_seconds)
@@ -374,6 +382,8 @@ class BatchPass:
             result.expectation_failed = expectations.first_failure(rules, metrics, self.batch_id)
         self.ports.stage.at("dlq", DEAD_LETTER_QUEUE_ID, self.plan.dlq.plugin)
         result.crossed, result.replayed, self._window = self._advance_window(metrics, counts, saved_window)
+        if counts["nacked"]:
+            result.dlq_kinds = self._dlq_kinds(metrics, counts["nacked"])
         if dlq_needed:
             result.dlq_written = self._write_dlq(metrics, counts["nacked"])
         else:
@@ -443,6 +453,26 @@ class BatchPass:
         self.ports.commits.mark(p.dlq, self.batch_id, nacked)
         self.ports.crash.after_commit(DEAD_LETTER_QUEUE_ID, self.batch_id)
         return nacked - (p.dlq.found_from_earlier_attempts() if nacked else 0)  # what this run produced
+
+    def _dlq_kinds(self, metrics: ObservedMetrics, nacked: int) -> dict[str, dict[str, dict[str, int]]]:
+        """The batch's nacked records counted per source, stage and error class: from the entries that came with
+        the counts, or (over the number the pass gathers, or a batch whose DLQ an earlier attempt committed) one more
+        Spark job over just them. A JSON line whose reason is worked out after the pass counts as ``PENDING_KIND``."""
+        skipped = self._skipped_lines
+        passed = nacked - len(skipped)
+        at = [ENTRY_FIELDS.index(key) for key in DLQ_KINDS]
+        counted: list[tuple[tuple, int]] = [(tuple(entry[i] for i in at), 1) for entry in skipped]
+        if passed and "dlq" in metrics.heavy and metrics.size("dlq") == passed:
+            counted += [(key, 1) for key in metrics.fields("dlq", DLQ_KINDS)]
+        elif passed:
+            rows = self.status.where(F.col(NACKED)).select(*self.dlq_entry).groupBy(*DLQ_KINDS).count().collect()
+            counted += [(tuple(row[:3]), int(row[3])) for row in rows]
+        kinds: dict[str, dict[str, dict[str, int]]] = {}
+        for (source_id, stage, error_class), n in counted:
+            error_class = PENDING_KIND if error_class == PENDING_REASON else str(error_class)
+            per_stage = kinds.setdefault(str(source_id), {}).setdefault(str(stage), {})
+            per_stage[error_class] = per_stage.get(error_class, 0) + n
+        return kinds
 
     def _dlq_on_driver(self) -> bool:
         """Whether the DLQ may be written from the driver (``Destination.write_rows``): a local json or parquet file

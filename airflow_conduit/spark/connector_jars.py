@@ -41,10 +41,12 @@ PROBE_TIMEOUT_SECONDS = 10.0
 # Settings with which the user chose where Spark's Ivy resolves from: then this module does not probe.
 RESOLVER_SETTINGS = ("spark.jars.repositories", "spark.jars.ivySettings")
 
-# Connector -> the artifact whose presence in ``spark.jars.packages`` means the user supplies it.
+# Connector -> the artifact whose presence in ``spark.jars.packages`` means the user supplies it. ``openlineage``
+# (OpenLineage's Spark listener) is no spec's plugin: a run gets it when lineage is on (lineage/spark_listener.py).
 CONNECTOR_ARTIFACTS = {
     "kafka": "spark-sql-kafka-0-10",
     "delta": "delta-spark",
+    "openlineage": "openlineage-spark",
 }
 # Session settings a connector needs besides its jars.
 CONNECTOR_SETTINGS: dict[str, dict[str, str]] = {

@@ -62,6 +62,7 @@ from airflow_conduit.spark.batch_intents import BatchIntents
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.checkpoint_paths import check_sources
 from airflow_conduit.spark.commits import CommitLog
+from airflow_conduit.spark.progress import ProgressRecorder
 from airflow_conduit.spark.destinations import Destination, make_destination
 from airflow_conduit.spark.analysed_plan import AnalysedPlan
 from airflow_conduit.spark.jvm.plans import empty_batch_of
@@ -569,7 +570,7 @@ class PipelineRunner:
         already = list(result.already)
         self._record_batch(batch_id, counts, result.written, at=at, already=already, replayed=result.replayed,
                            retries=ctx.retries, dlq_written=result.dlq_written or 0, expectations=result.expectations,
-                           earlier_attempt_wrote=result.earlier_attempt_wrote)
+                           earlier_attempt_wrote=result.earlier_attempt_wrote, dlq_kinds=result.dlq_kinds)
         log.info(
             "batch %s: read %s, written %s, filtered %s, dlq %s in %.1fs%s", batch_id, counts["read"], result.written,
             counts["filtered"], counts["nacked"], time.monotonic() - started,
@@ -644,6 +645,7 @@ class PipelineRunner:
         dlq_written: int = 0,
         expectations: dict[str, Any] | None = None,
         earlier_attempt_wrote: dict[str, int] | None = None,
+        dlq_kinds: dict[str, dict[str, dict[str, int]]] | None = None,
     ) -> None:
         """Add the batch to the run report (counts, KIP-298 counters, expectation counts) and rewrite it."""
         at = at or utc_now_iso()
@@ -652,6 +654,8 @@ class PipelineRunner:
         entry = self.report.batches[-1]
         if expectations:
             self.report.add_expectations(expectations)
+        if dlq_kinds:
+            self.report.add_dlq_kinds(dlq_kinds)
         if already:
             entry["already_committed"] = already
         if earlier_attempt_wrote:  # written by a killed attempt that recorded nothing: not this run's
@@ -750,9 +754,12 @@ class PipelineRunner:
             raise RunFailed(error) from exc
         self.report.status = RunStatus.RUNNING
         self._save_report(durable=False)  # as a batch's: the run's start and end are fsync'd
+        progress = ProgressRecorder(self.report_file.parent)  # rows/s and Kafka lag for the UI (spark/progress.py)
         try:
             while True:
+                progress.record(query)
                 if query.awaitTermination(0.5):
+                    progress.record(query)
                     break
                 if self._topic_failed.is_set():  # a source topic deleted or recreated under the query
                     query.stop()

@@ -281,11 +281,9 @@ BROWSER_DEADLINE_MS = 180_000
 
 
 def _free_port() -> int:
-    import socket
+    from ports import free_port  # this test process's own block (tests/ports.py)
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()
 
 
 @pytest.fixture

@@ -104,3 +104,46 @@ def first_pass_plan(spark, spec: PipelineSpec, state_dir: Path):
         mp.setattr(batch_pass, "observe", keeping)
         code, report = execute(spark, spec, state_dir=state_dir, run_id="r1")
     return (plans[0] if plans else None), code, report
+
+
+def dlq_replay_cli(spark, spec, state, *extra: str):
+    """``airflow-conduit dlq replay SPEC --state-dir STATE ...`` by the CLI's own ``main`` in this process, on the
+    tests' shared session instead of a JVM of its own: its exit code, stdout and stderr as a finished process's.
+
+    Everything the command does runs (the spec and option checks, the driver lease, the replay, the summary lines);
+    only the session it starts is the shared one, which it does not stop. What a process of its own adds (its JVM
+    starting, a SIGKILL, the lease let go as the process ends) is for the tests that run the command so."""
+    import contextlib
+    import io
+    import logging
+    import subprocess
+
+    import pytest
+
+    from airflow_conduit.cli.main import main
+    from airflow_conduit.hooks.backends import lease
+    from airflow_conduit.spark import session as session_module
+
+    argv = ["dlq", "replay", str(spec), "--state-dir", str(state), *extra]
+    held, acquire = [], lease.acquire
+    handlers = list(logging.getLogger().handlers)
+    out, err = io.StringIO(), io.StringIO()
+
+    def acquiring(*args, **kwargs):
+        fd = acquire(*args, **kwargs)
+        held.append(fd)
+        return fd
+
+    try:
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            patch.setattr(lease, "acquire", acquiring)
+            patch.setattr(session_module, "build_session", lambda *args, **kwargs: spark)
+            patch.setattr(spark, "stop", lambda: None)
+            code = main(argv)
+    finally:
+        for fd in held:  # what the process's end would do
+            lease.release(fd)
+        for handler in logging.getLogger().handlers[len(handlers):]:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    return subprocess.CompletedProcess(["airflow-conduit", *argv], code, out.getvalue(), err.getvalue())

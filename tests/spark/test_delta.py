@@ -24,7 +24,7 @@ from airflow_conduit.spark.faults import SimulatedCrash
 from airflow_conduit.spark.packaging import entrypoint_path
 from airflow_conduit.spark.replay import replay
 from airflow_conduit.spark.runner import execute
-from spark_helpers import file_source, good, pipeline, write_lines
+from spark_helpers import dlq_replay_cli, file_source, good, pipeline, write_lines
 
 pytestmark = pytest.mark.spark
 
@@ -377,6 +377,8 @@ pipeline:
 """)
 
     def cli(*extra):
+        if not extra:  # the resume: in this process, on the shared session (spark_helpers.dlq_replay_cli)
+            return dlq_replay_cli(spark, spec, state)
         args = [sys.executable, "-m", "airflow_conduit.cli.main", "dlq", "replay", str(spec), "--state-dir", str(state), *extra]
         return subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=900)
 

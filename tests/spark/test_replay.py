@@ -16,7 +16,7 @@ import pytest
 from airflow_conduit.spark import faults as faults_mod
 from airflow_conduit.spark.replay import ReplayFilter, replay
 from airflow_conduit.spark.runner import execute
-from spark_helpers import dlq_file, file_dest, file_source, pipeline, read_json_rows, write_lines
+from spark_helpers import dlq_file, dlq_replay_cli, file_dest, file_source, pipeline, read_json_rows, write_lines
 
 pytestmark = pytest.mark.spark
 
@@ -86,13 +86,24 @@ def test_replay_after_a_schema_fix_moves_records_to_the_lake_exactly_once(spark,
 
 
 def _cli(spec, state, *extra):
+    """The command in a process of its own when a fault kills it (SIGKILL), else in this process on the shared
+    session (spark_helpers.dlq_replay_cli: the same command, no JVM start of its own)."""
     import subprocess
     import sys
 
+    if "--faults" not in extra:
+        return dlq_replay_cli(_session(), spec, state, *extra)
     return subprocess.run(
         [sys.executable, "-m", "airflow_conduit.cli.main", "dlq", "replay", str(spec), "--state-dir", str(state), *extra],
         capture_output=True, text=True, timeout=900,
     )
+
+
+def _session():
+    """The shared session (tests/spark/conftest.py's ``spark``, which every test here holds)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
 def _dlq_of_two_records_and_the_fixed_spec(tmp_path):

@@ -150,6 +150,8 @@ def test_the_pinned_coordinates_are_read_from_the_poms_the_package_ships():
     assert kafka[0].version == version("pyspark")  # Spark's connector of the Spark the package runs on
     assert [c.artifact for c in pinned_packages("delta")][0].startswith("delta-spark_4.2_")
     assert "kafka-clients" in kept_artifacts("kafka") and "delta-storage" in kept_artifacts("delta")
+    assert [c.artifact for c in pinned_packages("openlineage")] == ["openlineage-spark_2.13"]  # lineage's listener
+    assert kept_artifacts("openlineage") == ("openlineage-spark_2.13",)  # a shaded jar: nothing else
 
 
 def test_pyspark_and_pyspark_client_are_the_same_version():
@@ -163,7 +165,7 @@ def test_no_connector_version_is_written_outside_its_pom():
     makefile = (REPO / "Makefile").read_text()
     assert "airflow_conduit/spark/connectors/$(1)/pom.xml" in makefile
     assert not list((REPO / "jars").glob("kafka/pom.xml")) and not list((REPO / "jars").glob("delta/pom.xml"))
-    for connector in ("kafka", "delta"):
+    for connector in ("kafka", "delta", "openlineage"):
         for c in pinned_packages(connector):
             pattern = re.compile(rf"{re.escape(c.artifact)}:\d")
             for path in [*REPO.glob("airflow_conduit/**/*.py"), *REPO.glob("docs/*.md"), *REPO.glob("bench/*.py"),
@@ -175,11 +177,12 @@ def test_make_install_fetched_the_pinned_jars_into_their_own_folders():
     """The folders `make install` fills in a checkout: Spark's connectors apart from the broker (different Kafka
     versions), only the artifacts the poms keep."""
     root = REPO / "jars"
-    names = {c: sorted(p.name for p in (root / c / "lib").glob("*.jar")) for c in ("kafka", "delta", "broker")}
+    names = {c: sorted(p.name for p in (root / c / "lib").glob("*.jar")) for c in ("kafka", "delta", "broker", "openlineage")}
     assert f"{pinned_packages('kafka')[0].jar_name()}" in names["kafka"]
     assert any(n.startswith("kafka-clients-3.") for n in names["kafka"])
     assert f"{pinned_packages('delta')[0].jar_name()}" in names["delta"]
     assert any(n.startswith("kafka_2.13-4.") for n in names["broker"])
+    assert names["openlineage"] == [pinned_packages("openlineage")[0].jar_name()]
     assert not any(n.startswith("kafka_2.13") for n in names["kafka"] + names["delta"])
     for connector in ("kafka", "delta"):
         assert {n.rsplit("-", 1)[0] for n in names[connector]} <= set(kept_artifacts(connector))

@@ -85,6 +85,26 @@ def test_pure_layers_import_neither_airflow_nor_pyspark():
     assert result.returncode == 0, result.stderr
 
 
+def test_lineage_names_and_counts_import_neither_airflow_nor_openlineage():
+    """``lineage.datasets`` maps a spec and run reports to dataset names and counts without Airflow, OpenLineage or
+    Spark; the package works without the OpenLineage provider (the operators import ``lineage.facets`` only when
+    the provider's listener asks for facets)."""
+    modules = ["airflow_conduit.lineage", "airflow_conduit.lineage.datasets"]
+    result = _import_with_blocked(modules, ["airflow", "pyspark", "openlineage"])
+    assert result.returncode == 0, result.stderr
+
+
+def test_operators_import_without_the_openlineage_provider():
+    script = ("import sys\nfor name in ['openlineage', 'openlineage.client', 'airflow.providers.openlineage.conf', 'airflow.providers.openlineage.utils', 'airflow.providers.openlineage.extractors']: sys.modules[name] = None\n"
+              "from airflow_conduit.operators.pipeline import RecoveringSparkPipelineOperator\n"
+              "from airflow_conduit.lineage.spark_listener import lineage_enabled\n"
+              "assert not lineage_enabled()\n"
+              "op = RecoveringSparkPipelineOperator(task_id='t', spec='s.yaml', state_dir='/tmp/s', spark_conf={'a': 'b'})\n"
+              "assert op.lineage_spark_conf(op.spark_conf) is op.spark_conf\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
 def test_spark_layer_imports_no_airflow():
     modules = _modules_under("spark")
     result = _import_with_blocked(modules, ["airflow"])
@@ -121,6 +141,7 @@ LAYERS = (
     ("pipeline",),
     ("spark",),
     ("hooks", "utils"),
+    ("lineage",),
     ("triggers", "plugins"),
     ("operators", "sensors"),
     ("cli",),
