@@ -21,9 +21,10 @@ leaf replaced. ``AnalysedPlan`` keeps a frame's analysed nodes above a leaf and 
   length: a task initialises its own copy).
 
 Otherwise (and on any error) ``over`` returns None and the caller builds the plan as usual. The checks run once per
-plan, at its first reuse. This uses Spark's developer-facing plan API through Py4J (``Dataset.logicalPlan``,
-``QueryExecution.analyzed``, ``TreeNode.withNewChildren``, ``QueryPlan.deterministic``, ``LogicalPlan.setAnalyzed``,
-``classic.Dataset.ofRows``); its contract is tested in tests/spark/test_analysed_plan.py.
+plan, at its first reuse. The plans are Spark's developer API, read and rebuilt through Py4J (``spark/jvm/plans.py``
+reaches them: ``Dataset.logicalPlan``, ``QueryExecution.analyzed``, ``classic.Dataset.ofRows``; their nodes' own
+methods are called here: ``TreeNode.withNewChildren``, ``QueryPlan.deterministic``, ``LogicalPlan.setAnalyzed``); its
+contract is tested in tests/spark/test_analysed_plan.py.
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ from __future__ import annotations
 import logging
 import threading
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
-from airflow_conduit.spark import columns as C
-from airflow_conduit.spark.jvm_refs import jvm_member
+from airflow_conduit.spark.jvm import plans
+from airflow_conduit.spark.jvm.plans import empty_batch_of
+
+__all__ = ["AnalysedPlan", "Refused", "STATELESS_NONDETERMINISTIC", "empty_batch_of"]
 
 log = logging.getLogger(__name__)
 
@@ -56,19 +59,16 @@ class AnalysedPlan:
     def __init__(self, frame: DataFrame, leaf: DataFrame, *, check_ahead: bool = True):
         """``check_ahead``: check the plan on a thread of its own from now (its JVM round trips then overlap the batch's
         Spark jobs instead of adding to the next batch's); else at its first reuse."""
-        self.leaf = leaf._jdf.logicalPlan()
-        self.root = frame._jdf.queryExecution().analyzed()
+        self.leaf = plans.logical_plan(leaf)
+        self.root = plans.analysed(frame)
         self._shape = _UNCHECKED  # (node, [children's shapes]) down to the leaf (None), once checked; None if refused
         self.refused: str | None = None
         self._checking: threading.Thread | None = None
         # Py4J members looked up once per SparkContext: each step of a lookup is a JVM round trip
         sc = frame.sparkSession.sparkContext
-        self._nil = jvm_member(sc, "scala.Nil", lambda jvm: getattr(getattr(jvm, "scala.collection.immutable.Nil$"), "MODULE$"))
-        self._of_rows = jvm_member(sc, "classic.Dataset.ofRows", lambda jvm: getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows)
-        self._local_relation = jvm_member(sc, "LocalRelation", lambda jvm: getattr(
-            getattr(jvm, "org.apache.spark.sql.catalyst.plans.logical.LocalRelation$"), "MODULE$"))
-        self._nondeterministic_class = jvm_member(
-            sc, "Nondeterministic", lambda jvm: jvm.java.lang.Class.forName(_EXPRESSIONS + "Nondeterministic"))
+        self._nil = plans.scala_nil(sc)
+        self._local_relation = plans.local_relation(sc)
+        self._nondeterministic_class = plans.nondeterministic_class(sc)
         if check_ahead:
             self._checking = threading.Thread(target=self._check, name="conduit-plan-check", daemon=True)
             self._checking.start()
@@ -76,7 +76,7 @@ class AnalysedPlan:
     def over(self, leaf: DataFrame) -> DataFrame | None:
         """The kept plan over ``leaf``'s, analysed (no analyzer run), or None when it may not be (see the module
         docstring; then build it as usual)."""
-        new_leaf = leaf._jdf.logicalPlan()
+        new_leaf = plans.logical_plan(leaf)
         if not self.leaf.sameOutput(new_leaf):
             return None
         if self._checking is not None:
@@ -91,7 +91,7 @@ class AnalysedPlan:
         # frame it observes and completed only by an action run in that session (foreachBatch hands each batch over
         # in the stream's own session; a plan built ahead, or over the driver's session, would run elsewhere and its
         # observation would never be filled)
-        return C.frame(self._of_rows(leaf.sparkSession._jsparkSession, node), leaf)
+        return plans.frame_of(node, leaf)
 
     def _rebuilt(self, shape, leaf):
         """The kept nodes over ``leaf``. A node of one child is copied with it (``withNewChildInternal``, one round
@@ -173,25 +173,3 @@ class AnalysedPlan:
             if found is not None:
                 return found
         return None
-
-
-def empty_batch_of(spark: SparkSession, stream: DataFrame) -> DataFrame:
-    """An empty batch of ``stream`` as ``foreachBatch`` hands one over: a ``LogicalRDD`` with the stream's own output
-    attributes (Spark keeps them for every batch of the query), over an RDD without partitions.
-
-    With the same attributes, a plan analysed over it is put over the first batch's rows (``AnalysedPlan.over``)
-    instead of being analysed again while the executors wait. Spark's developer API (``LogicalRDD``'s constructor,
-    as ``ForeachBatchSink`` builds the batch), through Py4J: its contract is tested in tests/spark/test_first_batch.py.
-    Its rows are Spark's ``EmptyRDD``: a frame of the stream's schema made to get them would be optimised, planned and
-    compiled, a projection per field, while the first batch waits for the plan built on the stand-in.
-    """
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-    jvm = spark.sparkContext._jvm
-    rows = spark.sparkContext._jsc.emptyRDD().rdd()  # no rows, no partitions: nothing to plan or compile for it
-    logical_rdd = getattr(jvm, "org.apache.spark.sql.execution.LogicalRDD")
-    none = jvm.scala.Option.empty()
-    node = logical_rdd(stream._jdf.queryExecution().analyzed().output(), rows, getattr(logical_rdd, "$lessinit$greater$default$3")(),
-                       getattr(logical_rdd, "$lessinit$greater$default$4")(), False, none, spark._jsparkSession, none, none)
-    of_rows = getattr(jvm, "org.apache.spark.sql.classic.Dataset").ofRows
-    return ClassicDataFrame(of_rows(spark._jsparkSession, node), spark)

@@ -29,13 +29,13 @@ from pyspark.sql import functions as F
 from airflow_conduit.pipeline.model import DEAD_LETTER_QUEUE_ID
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import expectations, source_lines
-from airflow_conduit.spark.analysed_plan import AnalysedPlan
 from airflow_conduit.spark.destinations import Destination
-from airflow_conduit.spark.dlq import BATCH_COLUMN_TYPES, DLQ_COLUMNS, ENTRY_FIELDS, ORIGINAL, dlq_entry
+from airflow_conduit.spark.dlq import BATCH_COLUMN_TYPES, DLQ_COLUMNS, ENTRY_FIELDS, ORIGINAL
 from airflow_conduit.spark.fates import FILTERED_ALL, NACKED, Branch, written
 from airflow_conduit.spark.observed import ObservedMetrics, observe
 from airflow_conduit.spark.parsing import PENDING_REASON
-from airflow_conduit.spark.sources import FILE, PARTITION_SHIFT, POSITION_MASK, SPLIT
+from airflow_conduit.spark.run_plan import FrameKey, PassShape, RunPlan, ShapeColumns
+from airflow_conduit.spark.sources import PARTITION_SHIFT, POSITION_MASK
 
 # A nacked record's fields the report counts it by (``PassResult.dlq_kinds``), and the class a rejected JSON line
 # whose reason is worked out after the pass is counted under.
@@ -43,17 +43,9 @@ DLQ_KINDS = ("source_id", "stage", "exception_class")
 PENDING_KIND = "airflow_conduit.spark.RejectedJsonLine"
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from airflow_conduit.pipeline.model import PipelineSpec
-    from airflow_conduit.runs.report import RunReport
-    from airflow_conduit.spark.batch_intents import BatchIntents
     from airflow_conduit.spark.commits import CommitLog
-    from airflow_conduit.spark.dlq import PendingReasons
     from airflow_conduit.spark.fates import Fates
-    from airflow_conduit.spark.sources import SourcePlan
-    from airflow_conduit.spark.stage import StageTracker
-    from airflow_conduit.spark.window import WindowStore
+    from airflow_conduit.spark.window import NackWindow
 
 DLQ_COLLECT_LIMIT = 50_000  # nacked records per batch gathered in the first pass (bounded driver memory)
 PARTITION_BINS = 10_000  # histogram_numeric is exact up to this many distinct partitions
@@ -115,66 +107,115 @@ class PassResult:
     dlq_kinds: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # source -> stage -> class -> nacked
 
 
-class BatchContext(Protocol):
-    """What a batch pass uses of the run it belongs to (``runner.PipelineRunner`` passes itself).
+# -- the ports: what a pass does outside Spark, each as narrow as its use (Conduit's pkg/lifecycle services) --------
 
-    The pass moves ``stage`` as it writes, so that a failure is reported where it happened.
-    """
 
-    spark: "SparkSession"
-    spec: "PipelineSpec"
+class Commits(Protocol):
+    """Exactly once is about commits: whether a destination (or the DLQ) has the batch already, and its commit once
+    written. A destination that answers for its own commits (a Delta table's log) is asked; the others have markers."""
+
+    def committed(self, dest: Destination, batch_id: int) -> bool: ...
+
+    def mark(self, dest: Destination, batch_id: int, rows: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class MarkedCommits:
+    """A run's ``Commits``: a destination's own answer (a Delta table's log), else its commit marker (``CommitLog``)."""
+
+    log: "CommitLog"
     run_id: str
-    plans: "list[SourcePlan]"
-    keep_originals: bool
-    rules: list  # the expect processors' rules (spark/expectations.py)
-    destinations: "list[Destination]"
-    dlq: "Destination"
-    commits: "CommitLog"
-    windows: "WindowStore"
-    intents: "BatchIntents"
-    report: "RunReport"
-    stage: "StageTracker"
-    crash_hook: Callable[[str, int], None]  # called after each commit (fault injection in tests)
-    crash_before_commit: Callable[[str, int], None]  # called after each write, before its commit (the same)
-    fates: "Fates"  # the fate columns and each destination's select list, built once per run
-    pass_columns: dict  # what every pass builds the same (columns, JVM lists), built by the first (BatchPass._once)
 
-    @property
-    def dlq_may_hold_pending_reasons(self) -> bool: ...
+    def committed(self, dest: Destination, batch_id: int) -> bool:
+        answer = dest.committed(batch_id)
+        return self.log.get(dest.id, batch_id) is not None if answer is None else answer
 
-    def committed(self, dest: "Destination", batch_id: int) -> bool: ...  # in the target already (marker or its own log)
+    def mark(self, dest: Destination, batch_id: int, rows: int) -> None:
+        """The commit marker, for a destination that cannot answer for its own commits."""
+        if not dest.answers_commits:
+            self.log.mark(dest.id, batch_id, rows=rows, run_id=self.run_id)
 
-    def mark_committed(self, dest: "Destination", batch_id: int, rows: int) -> None: ...
 
-    @property
-    def pending_reasons(self) -> "PendingReasons": ...
+class NackWindows(Protocol):
+    """The nack window across batches (``window.WindowStore``): the window before a batch, the one an earlier attempt
+    of the batch saved (its verdict stands), and the window saved once every write of the batch is committed."""
+
+    def get(self, batch_id: int) -> dict[str, Any] | None: ...
+
+    def before(self, batch_id: int, size: int, threshold: int) -> "NackWindow": ...
+
+    def save(self, batch_id: int, window: "NackWindow", crossed_at: int | None) -> None: ...
+
+
+class Intents(Protocol):
+    """The spec a batch began under, recorded before its first commit (``batch_intents.BatchIntents``): a half-committed
+    batch is finished under it."""
+
+    def begin(self, batch_id: int, committed: list[str]) -> None: ...
+
+
+class Stage(Protocol):
+    """Where the pass is (``stage.StageTracker``): a failure is classified and reported where it happened."""
+
+    def at(self, stage: str, component_id: str | None = None, component_type: str | None = None) -> None: ...
+
+    def reset(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CrashPoints:
+    """Fault injection (``faults.crash_point``: tests, the chaos harness) after a write before its commit, and after
+    its commit: where a killed driver leaves a batch half done."""
+
+    before_commit: Callable[[str, int], None]
+    after_commit: Callable[[str, int], None]
+
+
+@dataclass(frozen=True)
+class PassPorts:
+    """Everything a pass reaches outside its plan and Spark: its commits, the nack window, the batch's intent, the stage
+    tracker, the crash points and the run report's count of DLQ records that failed to be produced."""
+
+    commits: Commits
+    windows: NackWindows
+    intents: Intents
+    stage: Stage
+    crash: CrashPoints
+    dlq_produce_failed: Callable[[int], None]  # records of the batch the DLQ failed to take (KIP-298's counter)
+
+
+@dataclass(frozen=True)
+class PlannedBatch:
+    """One batch, planned (``runner``): its records with their fates (no Spark job run yet), each destination's branch,
+    its number (a DLQ replay's is negative), when its records failed, and the DLQ entries of its lines too long to
+    read (``oversized_lines``: no pass sees them)."""
+
+    status: DataFrame
+    branches: list[Branch]
+    batch_id: int
+    at: str
+    skipped_lines: tuple = ()
 
 
 class BatchPass:
-    def __init__(self, runner: BatchContext, status: DataFrame, branches: list[Branch], batch_id: int, at: str):
-        self.runner = runner
-        self.status = status
-        self.branches = branches
-        self.batch_id = batch_id
-        self.at = at
-        self.spec = runner.spec
-        carried = self._once(("dlq_carried",), lambda: runner.dlq.carried_in_entry(status.columns))
-        self.dlq_carried = tuple(carried)  # kept in the DLQ's rows after its own columns (a Kafka DLQ's original record)
-        self.dlq_entry = self._once(("dlq_entry",), lambda: [
-            *dlq_entry(self.spec, runner.plans, keep_originals=runner.keep_originals),
-            *[column.alias(name) for name, column in carried.items()]])
+    """Runs one batch (``run``) through the run's plan and its ports; one per batch."""
 
-    def _once(self, key: tuple, build: Callable[[], Any]) -> Any:
-        """What every batch of the run builds the same, built by the first (each Column call is a JVM round trip)."""
-        cache = self.runner.pass_columns
-        if key not in cache:
-            cache[key] = build()
-        return cache[key]
+    def __init__(self, plan: RunPlan, ports: PassPorts):
+        self.plan = plan
+        self.ports = ports
+        self.spec = plan.spec
+
+    def _start(self, batch: PlannedBatch) -> None:
+        self.status = batch.status
+        self.branches = batch.branches
+        self.batch_id = batch.batch_id
+        self.at = batch.at
+        self._skipped_lines = list(batch.skipped_lines)
+        self.dlq_entry, self.dlq_carried = self.plan.dlq_entry(batch.status)
 
     def _in_tasks_per_core(self, status: DataFrame) -> DataFrame:
         """``in_tasks_per_core``, the core count read once per run, over only the columns read above it."""
-        cores = self._once(("cores",), lambda: status.sparkSession.sparkContext.defaultParallelism)
-        return self._crossing(status).coalesce(cores)
+        return self._crossing(status).coalesce(self.plan.cores)
 
     def _crossing(self, status: DataFrame) -> DataFrame:
         """``status`` without the columns only read below the coalesce: the record's error, rejected text, fields as
@@ -182,42 +223,24 @@ class BatchPass:
         code-generated: every column that crosses them is written into the row of every record (the select list
         built once per run per shape, as SQL text: one JVM round trip at any width)."""
         columns = tuple(status.columns)
-        below = self._once(("below",), self._read_below_only)
+        below = self.plan.read_below_only()
         kept = [c for c in columns if c not in below and not c.startswith(C.ORIGINAL)]
         if len(kept) == len(columns):
             return status
-        return C.select_expr(status, self._once(("crossing", columns), lambda: C.jvm_strings([C.quote(c) for c in kept])))
-
-    def _read_below_only(self) -> frozenset[str]:
-        """The internal columns nothing above the coalesce reads (``_crossing``): the observation reads the source
-        and position only for a generator's last offset, the read order only for an expectation's first offender
-        (the DLQ's and the window's come in ``NACKED_SEQ``), a write only where it dedups on it (Kafka)."""
-        r = self.runner
-        below = {C.RAW, C.ERROR, C.FILTERED, C.SOURCE_INDEX, FILE, SPLIT}
-        if not any(plan.records is not None for plan in r.plans):
-            below |= {C.SOURCE_ID, C.POSITION}
-        if not r.rules and not any(dest.wants_record_id for dest in r.destinations):
-            below.add(C.SEQ)
-        return frozenset(below)
+        return C.select_expr(status, self.plan.columns.crossing(columns, lambda: C.jvm_strings([C.quote(c) for c in kept])))
 
     def _over(self, key: tuple, leaf: DataFrame, build: Callable[[DataFrame], DataFrame]) -> DataFrame:
-        """``build(leaf)``, analysed once per run where it can be: an earlier batch's, put over ``leaf`` when ``leaf``
-        is that batch's plan put over this batch (``analysed_plan``: same output attributes); built otherwise."""
-        cache = self.runner.pass_columns
-        kept = cache.get(("analysed", *key))
-        if kept is not None:
-            try:
-                frame = kept.over(leaf)
-            except Exception:  # noqa: BLE001 - reuse is an optimisation: the frame is then built as usual
-                frame = None
-            if frame is not None:
-                return frame
-        frame = build(leaf)
-        try:  # checked ahead once: a plan kept again, after a batch that could not reuse it, is checked at its reuse
-            cache[("analysed", *key)] = AnalysedPlan(frame, leaf, check_ahead=kept is None)
-        except Exception:  # noqa: BLE001 - as above
-            cache.pop(("analysed", *key), None)
-        return frame
+        """``build(leaf)``, analysed once per run where it can be (``run_plan.KeptPlans.frame``); ``key``: which frame."""
+        return self.plan.kept.frame(FrameKey(key[0], tuple(key[1:])), leaf, build)
+
+    def _shape_columns(self, shape: PassShape):
+        """The observation's inputs and aggregates of a pass of ``shape``, built by the first such pass of the run."""
+        def build():
+            observed = self._observed_inputs(shape.dlq, window_needed=shape.window)
+            return ShapeColumns(inputs=C.JvmColumns(list(observed.values()), list(observed)),
+                                 metrics=C.JvmColumns(self._metrics(shape.dlq, window_needed=shape.window)))
+
+        return self.plan.columns.of_shape(shape, build)
 
     # -- what the pass observes -------------------------------------------------------------------------
 
@@ -242,13 +265,9 @@ class BatchPass:
             columns[NACKED_SEQ] = F.when(F.col(NACKED), F.col(C.SEQ))
         if window:
             columns[READ_PARTITION] = _partition_of(F.col(C.SEQ))
-        if self.runner.rules:
-            columns.update(expectations.offender_columns(self.runner.rules, self.runner.plans))
+        if self.plan.rules:
+            columns.update(expectations.offender_columns(list(self.plan.rules), list(self.plan.sources)))
         return columns
-
-    @staticmethod
-    def _jvm_columns(columns: dict[str, Column]) -> C.JvmColumns:
-        return C.JvmColumns(list(columns.values()), list(columns))
 
     def _metrics(self, dlq_needed: bool, *, window_needed: bool) -> list:
         """The observation's aggregates. With one destination its written count is not one of them: every record has
@@ -267,123 +286,134 @@ class BatchPass:
             if not dlq_needed:
                 metrics.append(F.min_by(nacked_seq, nacked_seq, DLQ_COLLECT_LIMIT).alias("seqs"))
             metrics.append(F.histogram_numeric(F.col(READ_PARTITION), F.lit(PARTITION_BINS)).alias("partitions"))
-        if self.runner.rules:
-            metrics += expectations.metrics(self.runner.rules)
-        for plan in self.runner.plans:
-            if plan.records is not None:
-                metrics.append(F.max(F.when(F.col(C.SOURCE_ID) == F.lit(plan.id), F.col(C.POSITION))).alias(f"g{plan.index}"))
+        if self.plan.rules:
+            metrics += expectations.metrics(list(self.plan.rules))
+        for plan in self.plan.generators:
+            metrics.append(F.max(F.when(F.col(C.SOURCE_ID) == F.lit(plan.id), F.col(C.POSITION))).alias(f"g{plan.index}"))
         return metrics
 
     # -- the pass ---------------------------------------------------------------------------------------
 
-    def prepare(self) -> None:
+    def prepare(self, batch: PlannedBatch) -> None:
         """Build what the run's first pass builds, on an empty stand-in of a batch while the query starts: its columns,
         the observation's, the writes' and the DLQ's select lists, and the pass's frames analysed (``_over``), so that
         the first batch puts them over its own rows as any later batch does. Nothing runs, nothing is written, nothing
         is observed. A first pass has no DLQ commit and no saved window yet."""
-        r = self.runner
-        shape = (True, self._window_enabled(True), len(self.branches))
-        inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(True, window_needed=True)))
-        status = self._over(("inputs", *shape), self.status, lambda s: self._in_tasks_per_core(C.with_columns(s, inputs) if inputs else s))
-        metrics = self._once(("metrics", *shape), lambda: C.JvmColumns(self._metrics(True, window_needed=True)))
-        todo = sorted(zip(r.destinations, self.branches), key=lambda pair: not pair[0].carries_a_pass)  # as run orders them
+        self._start(batch)
+        p = self.plan
+        shape = PassShape(True, self._window_enabled(True), len(self.branches))
+        columns = self._shape_columns(shape)
+        status = self._over(("inputs", *shape), self.status,
+                            lambda s: self._in_tasks_per_core(C.with_columns(s, columns.inputs) if columns.inputs else s))
+        todo = sorted(zip(p.destinations, self.branches), key=lambda pair: not pair[0].carries_a_pass)  # as run orders them
         kept = reads_again(todo)
         for position, (dest, branch) in enumerate(todo):
             if position == 0 and dest.carries_a_pass:  # its rows over the observed pass (an observation never used)
-                observed = observe(status, Observation(f"conduit-plan-ahead-{uuid.uuid4().hex}"), metrics)
-                self._over(("rows", dest.id, "observed"), observed, lambda o: rows_for(dest, branch, o, r.fates))
+                observed = observe(status, Observation(f"conduit-plan-ahead-{uuid.uuid4().hex}"), columns.metrics)
+                self._over(("rows", dest.id, "observed"), observed, lambda o: rows_for(dest, branch, o, p.fates))
             else:
                 self._over(("rows", dest.id, kept), status if kept else self.status,
-                           lambda s: rows_for(dest, branch, s if kept else self._in_tasks_per_core(s), r.fates))
-        r.pending_reasons  # noqa: B018 - cached_property: the DLQ rows' columns
+                           lambda s: rows_for(dest, branch, s if kept else self._in_tasks_per_core(s), p.fates))
 
-    def run(self) -> PassResult:
-        r = self.runner
+    def run(self, batch: PlannedBatch) -> PassResult:
+        """The batch's pass, its DLQ and its commits: what is committed already is skipped (exactly once)."""
+        self._start(batch)
+        p, commits = self.plan, self.ports.commits
         b = self.batch_id
-        dlq_needed = not r.committed(r.dlq, b)
-        committed = {d.id for d in r.destinations if r.committed(d, b)}
-        todo = [(d, br) for d, br in zip(r.destinations, self.branches) if d.id not in committed]
+        dlq_needed = not commits.committed(p.dlq, b)
+        committed = {d.id for d in p.destinations if commits.committed(d, b)}
+        todo = [(d, br) for d, br in zip(p.destinations, self.branches) if d.id not in committed]
         # the pass is carried by a write that runs as one action (a log destination iterates lazily)
         todo.sort(key=lambda pair: not pair[0].carries_a_pass)
-        result = PassResult(counts={}, already=[d.id for d in r.destinations if d.id in committed])
+        result = PassResult(counts={}, already=[d.id for d in p.destinations if d.id in committed])
         if b >= 0:  # a pipeline's batch (a DLQ replay's is negative): finished under the spec it started with
-            r.intents.begin(b, ([] if dlq_needed else [DEAD_LETTER_QUEUE_ID]) + result.already)
-        saved_window = r.windows.get(b)  # read once: the window of a batch an earlier attempt finished
-        window_needed = saved_window is None
-        observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
-        shape = (dlq_needed, self._window_enabled(window_needed), len(self.branches))
-        inputs = self._once(("inputs", *shape), lambda: self._jvm_columns(self._observed_inputs(dlq_needed, window_needed=window_needed)))
+            self.ports.intents.begin(b, ([] if dlq_needed else [DEAD_LETTER_QUEUE_ID]) + result.already)
+        saved_window = self.ports.windows.get(b)  # read once: the window of a batch an earlier attempt finished
+        shape = PassShape(dlq_needed, self._window_enabled(saved_window is None), len(self.branches))
+        columns = self._shape_columns(shape)
         # the observation's inputs, then the batch in one task per core above the DLQ entry (see in_tasks_per_core)
         status = self._over(("inputs", *shape), self.status,
-                            lambda s: self._in_tasks_per_core(C.with_columns(s, inputs) if inputs else s))
+                            lambda s: self._in_tasks_per_core(C.with_columns(s, columns.inputs) if columns.inputs else s))
         kept = reads_again(todo)
         if kept:
             status = status.persist()  # filled by the pass, read by the writes after it (then dropped)
         try:
-            return self._run(result, todo, status, observation, dlq_needed, window_needed, saved_window, kept, shape)
+            observation = Observation(f"conduit-batch-{b}-{uuid.uuid4().hex}")
+            metrics = self._observe(status, observation, todo, columns.metrics, shape)
+            self._read_outcome(metrics, result, saved_window, dlq_needed=shape.dlq)
+            self._write_and_commit(todo, status, kept, metrics, result)
         finally:
             if kept:
                 status.unpersist()
+        return result
 
-    def _run(self, result: PassResult, todo, status: DataFrame, observation: Observation, dlq_needed: bool,
-             window_needed: bool, saved_window, kept: bool, shape: tuple) -> PassResult:
-        r = self.runner
-        b = self.batch_id
-        metrics_columns = self._once(("metrics", *shape), lambda: C.JvmColumns(self._metrics(dlq_needed, window_needed=window_needed)))
+    def _observe(self, status: DataFrame, observation: Observation, todo: list, metrics_columns, shape: PassShape):
+        """The pass: the batch observed, executed by the first destination's write when it can carry it (its commit
+        waits for the DLQ's), else by a no-op write; returns what it observed, read in one collect."""
+        p, stage = self.plan, self.ports.stage
         observed = observe(status, observation, metrics_columns)
-        if todo and todo[0][0].carries_a_pass:  # it carries the pass; its commit waits for the DLQ's
+        if todo and todo[0][0].carries_a_pass:
             dest, branch = todo[0]
-            r.stage.at("destination", dest.id, dest.plugin)
-            dest.write_in_pass(self._over(("rows", dest.id, "observed"), observed, lambda o: rows_for(dest, branch, o, r.fates)), b)
+            stage.at("destination", dest.id, dest.plugin)
+            dest.write_in_pass(self._over(("rows", dest.id, "observed"), observed, lambda o: rows_for(dest, branch, o, p.fates)),
+                               self.batch_id)
         else:
-            r.stage.reset()
+            stage.reset()
             observed.write.format("noop").mode("overwrite").save()
-        origins = dlq_needed and (r.source_lines.needed or r.dlq.wants_origins)
-        read = ((*source_lines.KEYS,) if origins else ()) + (("seq",) if shape[1] else ())
-        if dlq_needed and r.dlq_may_hold_pending_reasons:  # whether a reason is pending (_pending)
+        origins = shape.dlq and (p.source_lines.needed or p.dlq.wants_origins)
+        read = ((*source_lines.KEYS,) if origins else ()) + (("seq",) if shape.window else ())
+        if shape.dlq and p.dlq_may_hold_pending_reasons:  # whether a reason is pending (_pending)
             read += ("exception_class",)
-        if dlq_needed and self._dlq_on_driver():  # the whole entries, to write the DLQ from the driver
+        if shape.dlq and self._dlq_on_driver():  # the whole entries, to write the DLQ from the driver
             read += tuple(f for f in ENTRY_FIELDS if f not in read and (f != ORIGINAL or self._originals_with_counts()))
-        if dlq_needed:  # what the nacked records are, for the report (lineage's DLQ facet)
+        if shape.dlq:  # what the nacked records are, for the report (lineage's DLQ facet)
             read += tuple(f for f in DLQ_KINDS if f not in read)
         # the DLQ rows stay in the JVM; the origins and the window's read order come with the counts
-        metrics = ObservedMetrics(r.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
-                                  selects=self._once(("observed",), dict), wait_seconds=self.spec.batch_deadline_seconds)
+        return ObservedMetrics(p.spark, observation, heavy=("dlq",), fields=tuple(("dlq", f) for f in read),
+                               selects=p.columns.observed_selects, wait_seconds=self.spec.batch_deadline_seconds)
+
+    def _read_outcome(self, metrics: ObservedMetrics, result: PassResult, saved_window, *, dlq_needed: bool) -> None:
+        """The batch's counts, expectations and nack window from the observation, then its DLQ written and committed."""
+        rules = list(self.plan.rules)
         result.counts = counts = self._counts(metrics)
         result.generator_done = self._generator_done(metrics)
-        if r.rules:
-            result.expectations = expectations.counts(r.rules, metrics)
-            result.expectation_failed = expectations.first_failure(r.rules, metrics, b)
-
-        r.stage.at("dlq", DEAD_LETTER_QUEUE_ID, r.dlq.plugin)
-        result.crossed, result.replayed, window = self._advance_window(metrics, counts, saved_window)
+        if rules:
+            result.expectations = expectations.counts(rules, metrics)
+            result.expectation_failed = expectations.first_failure(rules, metrics, self.batch_id)
+        self.ports.stage.at("dlq", DEAD_LETTER_QUEUE_ID, self.plan.dlq.plugin)
+        result.crossed, result.replayed, self._window = self._advance_window(metrics, counts, saved_window)
         if counts["nacked"]:
             result.dlq_kinds = self._dlq_kinds(metrics, counts["nacked"])
         if dlq_needed:
             result.dlq_written = self._write_dlq(metrics, counts["nacked"])
         else:
             result.already.append(DEAD_LETTER_QUEUE_ID)
+
+    def _write_and_commit(self, todo: list, status: DataFrame, kept: bool, metrics: ObservedMetrics, result: PassResult) -> None:
+        """Each destination written (the first one's write, in the pass, committed) and committed, after the DLQ; the
+        nack window saved once every write of the batch is committed."""
+        p, ports, b = self.plan, self.ports, self.batch_id
+        counts = result.counts
         written_now: dict[str, int] = {}
         for position, (dest, branch) in enumerate(todo):
-            r.stage.at("destination", dest.id, dest.plugin)
+            ports.stage.at("destination", dest.id, dest.plugin)
             n = counts[f"w{branch.index}"]
             if position == 0 and dest.carries_a_pass:
                 dest.commit(b)  # what its write in the pass wrote (a Delta transaction), now that the DLQ has committed
             elif n:
                 dest.write(self._over(("rows", dest.id, kept), status if kept else self.status,
-                                      lambda s: rows_for(dest, branch, s if kept else self._in_tasks_per_core(s), r.fates)), b)
-            r.crash_before_commit(dest.id, b)
-            r.mark_committed(dest, b, n)  # the batch's rows in the target, whoever wrote them
+                                      lambda s: rows_for(dest, branch, s if kept else self._in_tasks_per_core(s), p.fates)), b)
+            ports.crash.before_commit(dest.id, b)
+            ports.commits.mark(dest, b, n)  # the batch's rows in the target, whoever wrote them
             earlier = dest.found_from_earlier_attempts()
             if earlier:
                 result.earlier_attempt_wrote[dest.id] = earlier
             written_now[dest.id] = n - earlier
-            r.crash_hook(dest.id, b)
-        result.written = {d.id: written_now.get(d.id, 0) for d in r.destinations}
-        r.stage.reset()
-        if window is not None:  # saved only once every write of the batch is committed
-            r.windows.save(b, window, result.crossed)
-        return result
+            ports.crash.after_commit(dest.id, b)
+        result.written = {d.id: written_now.get(d.id, 0) for d in p.destinations}
+        ports.stage.reset()
+        if self._window is not None:  # saved only once every write of the batch is committed
+            ports.windows.save(b, self._window, result.crossed)
 
     def _counts(self, metrics: ObservedMetrics) -> dict[str, int]:
         """The batch's counts: read, nacked, filtered and per destination written (``w<index>``)."""
@@ -400,7 +430,7 @@ class BatchPass:
 
     def _write_dlq(self, metrics: ObservedMetrics, nacked: int) -> int:
         """Write the batch's nacked records to the DLQ and commit it; returns the rows written."""
-        r = self.runner
+        p = self.plan
         skipped = self._skipped_lines
         passed = nacked - len(skipped)
         try:
@@ -408,21 +438,21 @@ class BatchPass:
                 frame = self._dlq_frame(metrics, passed)
                 if skipped:
                     frame = frame.unionByName(self._skipped_lines_frame(metrics), allowMissingColumns=True)
-                    if r.dlq.wants_origins and r.dlq.nacked_origins is not None:  # (source id, file, split, position)
-                        r.dlq.nacked_origins = [*r.dlq.nacked_origins, *((e[0], e[1], e[3], e[2]) for e in skipped)]
-                r.dlq.write(frame, self.batch_id)
+                    if p.dlq.wants_origins and p.dlq.nacked_origins is not None:  # (source id, file, split, position)
+                        p.dlq.nacked_origins = [*p.dlq.nacked_origins, *((e[0], e[1], e[3], e[2]) for e in skipped)]
+                p.dlq.write(frame, self.batch_id)
             elif skipped and not passed:
                 rows = self._skipped_lines_rows()
                 types = self._dlq_types(metrics)
-                if types is None or not r.dlq.write_rows(DLQ_COLUMNS, types, rows, self.batch_id):
-                    r.dlq.write(self._skipped_lines_frame(metrics), self.batch_id)
+                if types is None or not p.dlq.write_rows(DLQ_COLUMNS, types, rows, self.batch_id):
+                    p.dlq.write(self._skipped_lines_frame(metrics), self.batch_id)
         except BaseException:
-            r.report.add_counters(deadletterqueue_produce_failures=nacked)
+            self.ports.dlq_produce_failed(nacked)
             raise
-        r.crash_before_commit(DEAD_LETTER_QUEUE_ID, self.batch_id)
-        r.mark_committed(r.dlq, self.batch_id, nacked)
-        r.crash_hook(DEAD_LETTER_QUEUE_ID, self.batch_id)
-        return nacked - (r.dlq.found_from_earlier_attempts() if nacked else 0)  # what this run produced
+        self.ports.crash.before_commit(DEAD_LETTER_QUEUE_ID, self.batch_id)
+        self.ports.commits.mark(p.dlq, self.batch_id, nacked)
+        self.ports.crash.after_commit(DEAD_LETTER_QUEUE_ID, self.batch_id)
+        return nacked - (p.dlq.found_from_earlier_attempts() if nacked else 0)  # what this run produced
 
     def _dlq_kinds(self, metrics: ObservedMetrics, nacked: int) -> dict[str, dict[str, dict[str, int]]]:
         """The batch's nacked records counted per source, stage and error class: from the entries that came with
@@ -447,31 +477,26 @@ class BatchPass:
     def _dlq_on_driver(self) -> bool:
         """Whether the DLQ may be written from the driver (``Destination.write_rows``): a local json or parquet file
         DLQ (one whose records' origins go to its writer, a Kafka DLQ, is not)."""
-        return self._once(("dlq on driver",), lambda: self.runner.dlq.writes_rows and not self.runner.dlq.wants_origins)
+        return self.plan.dlq_on_driver
 
     def _write_dlq_from_driver(self, metrics: ObservedMetrics, nacked: int) -> bool:
         """Write the DLQ's rows from the entries the observation brought to the driver, without a Spark job, when
         every nacked record is among them and none has a reason still to work out (``PendingReasons``); False
         when it cannot (then ``_dlq_frame`` and a Spark write)."""
-        r = self.runner
+        p = self.plan
         if not self._dlq_on_driver() or metrics.size("dlq") != nacked or self._pending(metrics, nacked):
             return False
         types = self._dlq_types(metrics)
         if types is None:
             return False
-        lines = r.source_lines.lines_of(r.spark, metrics.fields("dlq", source_lines.KEYS)) if r.source_lines.needed else None
+        lines = p.source_lines.lines_of(p.spark, metrics.fields("dlq", source_lines.KEYS)) if p.source_lines.needed else None
         entries = self._driver_entries(metrics, lines)
-        rows = r.pending_reasons.driver_rows(entries, lines, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at)
-        return r.dlq.write_rows(DLQ_COLUMNS, types, rows + self._skipped_lines_rows(), self.batch_id)
-
-    @property
-    def _skipped_lines(self) -> list[tuple]:
-        """The DLQ entries of the batch's lines too long to read (``oversized_lines``): no pass saw them."""
-        return list(getattr(self.runner, "oversized_entries", None) or ()) if self.batch_id >= 0 else []
+        rows = p.pending_reasons.driver_rows(entries, lines, run_id=p.run_id, batch_id=self.batch_id, time_of_error=self.at)
+        return p.dlq.write_rows(DLQ_COLUMNS, types, rows + self._skipped_lines_rows(), self.batch_id)
 
     def _skipped_lines_rows(self) -> list[tuple]:
-        r = self.runner
-        return r.pending_reasons.driver_rows(self._skipped_lines, None, run_id=r.run_id, batch_id=self.batch_id,
+        p = self.plan
+        return p.pending_reasons.driver_rows(self._skipped_lines, None, run_id=p.run_id, batch_id=self.batch_id,
                                              time_of_error=self.at)
 
     def _skipped_lines_frame(self, metrics: ObservedMetrics) -> DataFrame:
@@ -480,13 +505,13 @@ class BatchPass:
             BATCH_COLUMN_TYPES.get(name, "long" if name in ("source_position", "source_split_start") else
                                    "integer" if name == "attempt" else "string") for name in DLQ_COLUMNS)
         schema = ", ".join(f"`{name}` {kind}" for name, kind in zip(DLQ_COLUMNS, types, strict=True))
-        return self.runner.spark.createDataFrame(self._skipped_lines_rows(), schema=schema)
+        return self.plan.spark.createDataFrame(self._skipped_lines_rows(), schema=schema)
 
     def _originals_with_counts(self) -> bool:
         """Whether the entries' record text comes with the counts for the driver's DLQ write: only where a DLQ row's
         ``record`` is it. Without messages it is no row's; a file source's found line replaces it (``source_lines``),
         so there it is read after the pass, and only when a line was not found (its file changed or gone)."""
-        return self.spec.dead_letter_queue.include_messages and not self.runner.source_lines.needed
+        return self.spec.dead_letter_queue.include_messages and not self.plan.source_lines.needed
 
     def _driver_entries(self, metrics: ObservedMetrics, lines: list | None) -> list[tuple]:
         """The gathered entries (``ENTRY_FIELDS``) for ``PendingReasons.driver_rows``; their record text read only where
@@ -503,7 +528,7 @@ class BatchPass:
     def _pending(self, metrics: ObservedMetrics, nacked: int) -> bool:
         """Whether a nacked record's reason is still to be worked out (``PendingReasons``; the pass works out most):
         read from the gathered entries' classes, which come with the counts; assumed when not all were gathered."""
-        if not self.runner.dlq_may_hold_pending_reasons:
+        if not self.plan.dlq_may_hold_pending_reasons:
             return False
         if metrics.size("dlq") != nacked:
             return True
@@ -516,27 +541,27 @@ class BatchPass:
             types = {**{f.name: f.dataType.typeName() for f in element.fields}, **BATCH_COLUMN_TYPES}
             return tuple(types[name] for name in DLQ_COLUMNS) if all(name in types for name in DLQ_COLUMNS) else None
 
-        return self._once(("dlq types",), build)
+        return self.plan.columns.dlq_types(build)
 
     def _dlq_frame(self, metrics: ObservedMetrics, nacked: int) -> DataFrame:
-        r = self.runner
+        p = self.plan
         gathered = metrics.size("dlq") == nacked
-        lines = r.source_lines.needed
+        lines = p.source_lines.needed
         ordinal = source_lines.ORDINAL if gathered and lines else None
-        if gathered and r.dlq.wants_local_rows and not ordinal:  # a local relation: the DLQ reads it without a Spark job
+        if gathered and p.dlq.wants_local_rows and not ordinal:  # a local relation: the DLQ reads it without a Spark job
             entries = metrics.local_elements("dlq")
         elif gathered:  # min_by returns them in read order
             entries = metrics.elements("dlq", ordinal=ordinal)
         else:  # more nacked records than the first pass gathers: a second pass reads just them
             entries = self.status.where(F.col(NACKED)).select(*self.dlq_entry)
         pending = self._pending(metrics, nacked)
-        rows = r.pending_reasons.rows(entries, run_id=r.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending,
+        rows = p.pending_reasons.rows(entries, run_id=p.run_id, batch_id=self.batch_id, time_of_error=self.at, pending=pending,
                                       keep=((ordinal,) if ordinal else ()) + self.dlq_carried)
-        if r.dlq.wants_origins:  # read with the counts: no Spark job (a Kafka DLQ: how many, and a replay's read-back)
-            r.dlq.nacked_origins = self._origins(metrics, entries, gathered)
+        if p.dlq.wants_origins:  # read with the counts: no Spark job (a Kafka DLQ: how many, and a replay's read-back)
+            p.dlq.nacked_origins = self._origins(metrics, entries, gathered)
         if not lines:
             return rows
-        return r.source_lines.apply(r.spark, rows, self._origins(metrics, entries, gathered), ordinal=ordinal)
+        return p.source_lines.apply(p.spark, rows, self._origins(metrics, entries, gathered), ordinal=ordinal)
 
     @staticmethod
     def _origins(metrics: ObservedMetrics, entries: DataFrame, gathered: bool) -> list[tuple]:
@@ -573,7 +598,7 @@ class BatchPass:
         dlq = self.spec.dead_letter_queue
         if saved is not None:
             return saved.get("crossed_at_record"), True, None
-        window = self.runner.windows.before(self.batch_id, dlq.window_size, dlq.window_nack_threshold)
+        window = self.ports.windows.before(self.batch_id, dlq.window_size, dlq.window_nack_threshold)
         indices: list[int] = []
         skipped = len(self._skipped_lines)  # after the pass's records in read order
         if counts["nacked"] and window.size:
@@ -583,7 +608,7 @@ class BatchPass:
         return crossed, False, window
 
     def _generator_done(self, metrics: ObservedMetrics) -> bool:
-        plans = [p for p in self.runner.plans if p.records is not None]
+        plans = self.plan.generators
         if not plans or self.spec.mode != "available-now":
             return False
         return all(metrics.get(f"g{p.index}") is not None and metrics[f"g{p.index}"] >= p.records - 1 for p in plans)

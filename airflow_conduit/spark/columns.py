@@ -16,7 +16,6 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from airflow_conduit.spark.jvm_refs import jvm_member
 
 PREFIX = "__ac_"
 SOURCE_ID = "__ac_source"  # source connector id
@@ -30,10 +29,14 @@ ERROR = "__ac_err"  # NULL or the error struct below
 FILTERED = "__ac_filtered"  # never NULL
 ORIGINAL = "__ac_o"  # prefix of the source fields as read, kept for the DLQ when later stages can fail a record
 
-ERROR_TYPE = (
-    "struct<stage:string,component_id:string,component_type:string,exception_class:string,"
-    "message:string,stacktrace:string,attempt:int>"
+# The error struct's fields, in order: (name, type, whether its value is cast to the type). The one description
+# of the error struct: ``error_struct`` (Column) and ``error_struct_sql`` (SQL text) are both built from it.
+ERROR_FIELDS = (
+    ("stage", "string", False), ("component_id", "string", False), ("component_type", "string", False),
+    ("exception_class", "string", True), ("message", "string", True), ("stacktrace", "string", True),
+    ("attempt", "int", True),
 )
+ERROR_TYPE = "struct<" + ",".join(f"{name}:{kind}" for name, kind, _ in ERROR_FIELDS) + ">"
 
 # Exception class names of the errors the runner detects itself with Spark expressions.
 MALFORMED_RECORD = "airflow_conduit.spark.MalformedRecordError"
@@ -101,16 +104,22 @@ def error_struct(
     stacktrace: Column | None = None,
     attempt: Column | int = 1,
 ) -> Column:
+    """A record's error (``ERROR_FIELDS``); a str or int is a literal."""
+    values = dict(stage=stage, component_id=component_id, component_type=component_type, exception_class=exception_class,
+                  message=message, stacktrace=stacktrace, attempt=attempt)
     lit_or = lambda v: v if isinstance(v, Column) else F.lit(v)  # noqa: E731
-    return F.struct(
-        F.lit(stage).alias("stage"),
-        F.lit(component_id).alias("component_id"),
-        F.lit(component_type).alias("component_type"),
-        lit_or(exception_class).cast("string").alias("exception_class"),
-        lit_or(message).cast("string").alias("message"),
-        (stacktrace if stacktrace is not None else F.lit(None)).cast("string").alias("stacktrace"),
-        lit_or(attempt).cast("int").alias("attempt"),
-    ).cast(ERROR_TYPE)
+    return F.struct(*[(lit_or(values[name]).cast(kind) if cast else lit_or(values[name])).alias(name)
+                      for name, kind, cast in ERROR_FIELDS]).cast(ERROR_TYPE)
+
+
+def error_struct_sql(*, stage: str, component_id: str, component_type: str, exception_class: str, message: str,
+                     stacktrace: str = "NULL", attempt: str = "1") -> str:
+    """``error_struct`` as SQL text (the same expression): ``stage`` and the component are strings, the others SQL."""
+    values = dict(stage=sql_string(stage), component_id=sql_string(component_id), component_type=sql_string(component_type),
+                  exception_class=exception_class, message=message, stacktrace=stacktrace, attempt=attempt)
+    fields = ", ".join((f"CAST({values[name]} AS {kind.upper()})" if cast else values[name]) + f" AS {name}"
+                       for name, kind, cast in ERROR_FIELDS)
+    return f"CAST(struct({fields}) AS {ERROR_TYPE})"
 
 
 def with_error_column(df: DataFrame, error: Column) -> DataFrame:
@@ -130,105 +139,19 @@ def filter_columns(keep: Column) -> "JvmColumns":
     return JvmColumns([F.col(FILTERED) | drop], [FILTERED])
 
 
-# -- select lists handed to the JVM once per run -----------------------------------------------------------
+# -- select lists handed to the JVM once per run (spark/jvm/columns.py) -------------------------------------------
 
+from airflow_conduit.spark.jvm.columns import (  # noqa: E402 - the JVM half of this module's columns
+    JvmColumns,
+    frame,
+    function_member,
+    jvm_function,
+    jvm_seq,
+    jvm_strings,
+    select,
+    select_expr,
+    with_columns,
+)
 
-class JvmColumns:
-    """Columns built once per run and handed to the JVM once, as one ``Seq``.
-
-    PySpark turns a list of columns into a JVM ``Seq`` one element at a time, a Py4J round trip each, on every
-    ``select``, ``withColumns`` or ``observe``; a batch's plan makes several with dozens of columns. With the
-    ``Seq`` kept, each of those is one round trip (``select``, ``with_columns``), whatever the width.
-    ``Column`` objects are unresolved expressions, so one list serves every batch's DataFrame.
-    """
-
-    def __init__(self, columns: list[Column], names: list[str] | None = None):
-        from pyspark import SparkContext
-
-        sc = SparkContext._active_spark_context
-        assert sc is not None and sc._jvm is not None, "JvmColumns needs the driver's SparkContext"
-        self.columns = list(columns)
-        self.names = list(names) if names is not None else None
-        self.seq = jvm_seq(sc, [c._jc for c in self.columns])
-        self.name_seq = jvm_seq(sc, self.names) if self.names is not None else None
-        self.rest = jvm_seq(sc, [c._jc for c in self.columns[1:]])  # for observe(first, rest)
-
-    def __bool__(self) -> bool:
-        return bool(self.columns)
-
-
-_STRINGS_SEPARATOR = "\u0000"  # a character no column name or SQL expression of a select list holds
-
-
-def jvm_strings(strings: list[str]):
-    """A JVM ``Seq`` of ``strings`` in three round trips, whatever their number: joined here and split by the JVM
-    (PySpark converts a list one element per round trip). Built once per run where the strings are (select lists
-    of ``selectExpr``); an empty string or one that holds the separator is converted the usual way."""
-    from pyspark import SparkContext
-
-    sc = SparkContext._active_spark_context
-    assert sc is not None and sc._jvm is not None, "jvm_strings needs the driver's SparkContext"
-    jvm = sc._jvm
-    if not strings or any(not text or _STRINGS_SEPARATOR in text for text in strings):
-        return jvm.PythonUtils.toSeq(list(strings))
-    tokens = jvm.java.util.StringTokenizer(_STRINGS_SEPARATOR.join(strings), _STRINGS_SEPARATOR)
-    return jvm.PythonUtils.toSeq(jvm.java.util.Collections.list(tokens))
-
-
-def select_expr(df: DataFrame, strings) -> DataFrame:
-    """``df.selectExpr(*strings)`` in one round trip, ``strings`` being a ``jvm_strings`` Seq."""
-    return frame(df._jdf.selectExpr(strings), df)
-
-
-def jvm_function(name: str):
-    """Spark's ``functions.<name>`` as a Py4J member, looked up once per SparkContext: calling it is one JVM round
-    trip (``F.<name>(...)`` is three: the class, the method, then the call). For what a batch builds anew."""
-    from pyspark import SparkContext
-
-    sc = SparkContext._active_spark_context
-    assert sc is not None and sc._jvm is not None, "jvm_function needs the driver's SparkContext"
-    return function_member(name, sc)
-
-
-def function_member(name: str, sc):
-    """Spark's ``functions.<name>`` of ``sc``'s JVM, looked up once per SparkContext (``jvm_function``)."""
-    return jvm_member(sc, f"functions.{name}", lambda jvm: getattr(getattr(jvm, "org.apache.spark.sql.functions"), name))
-
-
-_LIST_OF = 10  # the most elements ``java.util.List.of`` takes as separate arguments (one round trip)
-
-
-def jvm_seq(sc, items: list):
-    """A JVM ``Seq`` of ``items`` (JVM objects, strings, numbers) in two round trips per ten items.
-
-    Py4J hands a Python list to the JVM one element per round trip (an ``ArrayList`` and an ``add`` each);
-    ``List.of`` takes up to ten as arguments of one call. A list holding None is converted the usual way
-    (``List.of`` refuses NULL)."""
-    to_seq = jvm_member(sc, "PythonUtils.toSeq", lambda jvm: jvm.PythonUtils.toSeq)
-    items = list(items)
-    if not items or any(item is None for item in items):
-        return to_seq(items)
-    list_of = jvm_member(sc, "List.of", lambda jvm: getattr(jvm.java.util.List, "of"))
-    if len(items) <= _LIST_OF:
-        return to_seq(list_of(*items))
-    joined = jvm_member(sc, "java.util.ArrayList")(len(items))
-    for start in range(0, len(items), _LIST_OF):
-        joined.addAll(list_of(*items[start:start + _LIST_OF]))
-    return to_seq(joined)
-
-
-def frame(jdf, like: DataFrame) -> DataFrame:
-    """A DataFrame of the JVM Dataset ``jdf``, in ``like``'s session."""
-    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
-
-    return ClassicDataFrame(jdf, like.sparkSession)
-
-
-def select(df: DataFrame, columns: JvmColumns) -> DataFrame:
-    """``df.select(*columns.columns)`` in one round trip."""
-    return frame(df._jdf.select(columns.seq), df)
-
-
-def with_columns(df: DataFrame, columns: JvmColumns) -> DataFrame:
-    """``df.withColumns(dict(zip(columns.names, columns.columns)))`` in one round trip."""
-    return frame(df._jdf.withColumns(columns.name_seq, columns.seq), df)
+__all__ = ["JvmColumns", "frame", "function_member", "jvm_function", "jvm_seq", "jvm_strings", "select", "select_expr",
+           "with_columns"]

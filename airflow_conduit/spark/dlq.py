@@ -131,13 +131,13 @@ def _parse_column(plan: SourcePlan, part: str) -> str:
 _PARSE_PARTS = tuple(f.name for f in dataclasses.fields(parsing.RejectedParses))
 
 
-def _parses(plans: list[SourcePlan], text: Column, source_id: Column) -> list[Column]:
+def _parses(plans: list[SourcePlan], text: str, source_id: Column) -> list[Column]:
     """Per JSON source, its pending lines parsed once (as a map) and checked against the size limits, as
     columns of their own projection (see ``parsing.RejectedParses``)."""
     out: list[Column] = []
     for plan in _json_plans(plans):
         mine = source_id == F.lit(plan.id)
-        parses = parsing.RejectedParses.of(text, json_max_string_length(plan.spec))
+        parses = parsing.RejectedParses.of(C.quote(text), json_max_string_length(plan.spec))
         out += [F.when(mine, getattr(parses, part)).alias(_parse_column(plan, part)) for part in _PARSE_PARTS]
     return out
 
@@ -184,7 +184,7 @@ class PendingReasons:
         per_record = dict(self._as_gathered)  # already aliased; only the two reason columns are new
         for name, field in (("exception_class", "exception_class"), ("exception_message", "message")):
             per_record[name] = F.when(pending, reason[field]).otherwise(F.col(name)).alias(name)
-        return pending_text, _parses(self.plans, text, source_id), reason_of, per_record
+        return pending_text, _parses(self.plans, "text", source_id), reason_of, per_record
 
     def rows(
         self, entries: DataFrame, *, run_id: str, batch_id: int, time_of_error: str, pending: bool = True,

@@ -95,13 +95,15 @@ def rules_of(spec: PipelineSpec) -> list[Rule]:
 def parse_problem(spark: SparkSession, condition: str) -> str | None:
     """Why Spark's SQL parser refuses ``condition`` (None: it parses). Only parses: no columns are resolved.
 
-    The one place that uses Spark's parser directly (``sessionState().sqlParser()``, not a public API):
-    pyspark has no public parse-only call, and an analysis would need the columns at that processor.
+    Spark's parser itself (``jvm.columns.parse_expression``, not a public API): pyspark has no public parse-only
+    call, and an analysis would need the columns at that processor.
     """
     from pyspark.errors import ParseException
 
+    from airflow_conduit.spark.jvm.columns import parse_expression
+
     try:
-        spark._jsparkSession.sessionState().sqlParser().parseExpression(parenthesised(condition))
+        parse_expression(spark, parenthesised(condition))
     except ParseException as exc:
         return " ".join(str(exc).split())[:500]
     return None

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from airflow_conduit.pipeline.model import DestinationSpec
 from airflow_conduit.spark import columns as C
+from airflow_conduit.spark.jvm.columns import jvm_column, where
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors
 
 NACKED = "__ac_nacked"
@@ -127,8 +128,8 @@ class Fates:
         if key not in self._rows:  # as SQL text: a few round trips, where Column calls take several per field
             self._rows[key] = C.jvm_strings([*(f"{C.quote(c)} AS {C.quote(name)}" for c, name in branch.fields),
                                              *(C.quote(k) for k in keep)])
-            self._rows[("where", branch.index)] = F.col(written(branch.index))._jc
-        return C.select_expr(C.frame(status._jdf.where(self._rows[("where", branch.index)]), status), self._rows[key])
+            self._rows[("where", branch.index)] = jvm_column(F.col(written(branch.index)))
+        return C.select_expr(where(status, self._rows[("where", branch.index)]), self._rows[key])
 
 
 def _fate_columns(branches: list[Branch]) -> tuple[C.JvmColumns | None, C.JvmColumns]:

@@ -208,38 +208,41 @@ def _no_value_error(fmt: str, where: dict) -> Column:
 def record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> list[Column]:
     """``sources._record_columns`` for a Kafka source: origin, raw value, error, metadata and fields."""
     where = dict(stage="source", component_id=plan.id, component_type=PLUGIN)
+    raw = C.quote(C.RAW)  # the value as SQL text: the parse and error expressions are SQL (parsing.py)
     value = F.col(C.RAW)
     fmt = value_format(plan)
     schema = plan.schema
+    invalid_utf8, utf8_error = F.expr(parsing.is_invalid_utf8(raw)), F.expr(parsing.utf8_error(raw, where))
     if fmt == "json":
-        parsed = parsing.from_json_text(value, schema)
+        parsed_sql = parsing.from_json_text(raw, schema)
+        parsed = F.expr(parsed_sql)
         value_of = lambda name: parsed[name]  # noqa: E731
         # an empty or blank value parses to no struct at all, not to a corrupt record: it is malformed too (as a
         # DLQ replay's payload is, parsed by sources._record_columns), never a record of NULL fields
-        failed = parsed.isNull() | parsed[parsing.CORRUPT].isNotNull()
-        value_error = parsing.json_error(value, value_of, failed, schema, what="record", utf8_checked=True, **where)
+        failed = f"(({parsed_sql} IS NULL) OR ({parsing.field_of(parsed_sql, parsing.CORRUPT)} IS NOT NULL))"
+        value_error = F.expr(parsing.json_error(raw, lambda name: parsing.field_of(parsed_sql, name), failed, schema,
+                                                what="record", utf8_checked=True, **where))
     elif fmt == "csv":
-        parsed = F.from_csv(
-            value, _ddl(parsing.reader_schema(schema)), {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": parsing.CORRUPT}
-        )
+        parsed_sql = parsing.from_csv_text(raw, schema, separator=",")
+        parsed = F.expr(parsed_sql)
         value_of = lambda name: parsed[name]  # noqa: E731
-        failed = parsed[parsing.CORRUPT].isNotNull()
-        value_error = parsing.csv_error(value, value_of, failed, schema, separator=",", **where)
+        failed = f"({parsing.field_of(parsed_sql, parsing.CORRUPT)} IS NOT NULL)"
+        value_error = F.expr(parsing.csv_error(raw, lambda name: parsing.field_of(parsed_sql, name), failed, schema,
+                                               separator=",", **where))
     elif raw_type(plan) == "binary":
         value_of = lambda name: value.cast("binary")  # noqa: E731
         value_error = F.lit(None)
     else:
         value_of = lambda name: value  # noqa: E731
-        value_error = F.when(parsing.is_invalid_utf8(value), parsing._utf8_error(value, where))
+        value_error = F.when(invalid_utf8, utf8_error)
     error = _metadata_error(where)
     if fmt in ("json", "csv"):
-        error = F.when(value.isNull(), _no_value_error(fmt, where)).when(
-            parsing.is_invalid_utf8(value), parsing._utf8_error(value, where)
-        ).otherwise(F.coalesce(error, value_error))
+        error = F.when(value.isNull(), _no_value_error(fmt, where)).when(invalid_utf8, utf8_error).otherwise(
+            F.coalesce(error, value_error))
     else:
         error = F.coalesce(value_error, error)
     binary = fmt == "raw" and raw_type(plan) == "binary"
-    kept = F.base64(value.cast("binary")) if binary else parsing.kept_text(value)
+    kept = F.base64(value.cast("binary")) if binary else F.expr(parsing.kept_text(raw))
     fields = [value_of(f.name).alias(f.name) for f in schema.fields]
     originals = [value_of(f.name).alias(plan.original_column(f.name)) for f in schema.fields] if keep_originals else []
     key = F.col(_KEY_BYTES)
@@ -273,7 +276,3 @@ def record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> li
 def replayed_metadata() -> list[Column]:
     """The metadata columns of a record replayed from the DLQ, which keeps the value only: typed NULLs."""
     return [F.lit(None).cast(dtype).alias(name) for name, dtype in METADATA.items()]
-
-
-def _ddl(schema: T.StructType) -> str:
-    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)

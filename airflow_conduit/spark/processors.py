@@ -114,19 +114,19 @@ def json_decode(df: DataFrame, proc: ProcessorSpec, ctx: ProcessorContext) -> Da
     source = proc.settings["field"]
     target = proc.settings.get("target") or source
     schema = parsing.parse_schema(proc.settings["schema"])
-    text = F.col(C.quote(source)).cast("string") if source in df.columns else F.lit(None).cast("string")
-    parsed = parsing.from_json_text(text, schema)
-    failed = text.isNotNull() & (parsed.isNull() | parsed[parsing.CORRUPT].isNotNull())
-    error = parsing.json_error(
-        text,
-        lambda name: parsed[name],
-        failed,
+    text_sql = f"CAST({C.quote(source)} AS STRING)" if source in df.columns else "CAST(NULL AS STRING)"
+    parsed_sql = parsing.from_json_text(text_sql, schema)
+    error = F.expr(parsing.json_error(
+        text_sql,
+        lambda name: parsing.field_of(parsed_sql, name),
+        parsing.parse_failed(text_sql, parsed_sql),
         schema,
         what=f"field {source!r}",
         stage="processor",
         component_id=proc.id,
         component_type=proc.plugin,
-    )
+    ))
+    text, parsed = F.expr(text_sql), F.expr(parsed_sql)
     df = C.with_error_column(df, F.when(text.isNotNull(), error))
     value = F.when(text.isNotNull(), F.struct(*[parsed[f.name].alias(f.name) for f in schema.fields]))
     return df.withColumn(target, F.when(C.active(), value))

@@ -56,24 +56,25 @@ from airflow_conduit.recovery import kills
 from airflow_conduit.recovery.errors import BatchDeadlineExceeded, NackThresholdExceeded, StructuredError, TransientError
 from airflow_conduit.spark import expectations
 from airflow_conduit.spark import faults as faults_mod
-from airflow_conduit.spark import pyspark_internals
+from airflow_conduit.spark.jvm import driver as driver_jvm
+from airflow_conduit.spark.jvm import pyspark_internals
 from airflow_conduit.spark.batch_intents import BatchIntents
 from airflow_conduit.spark.batch_numbers import BatchNumbers, checkpoint_query_id
 from airflow_conduit.spark.checkpoint_paths import check_sources
 from airflow_conduit.spark.commits import CommitLog
 from airflow_conduit.spark.progress import ProgressRecorder
 from airflow_conduit.spark.destinations import Destination, make_destination
-from airflow_conduit.spark.dlq import PendingReasons
-from airflow_conduit.spark.analysed_plan import AnalysedPlan, empty_batch_of
-from airflow_conduit.spark.batch_pass import BatchPass
-from airflow_conduit.spark.fates import Branch, Fates, with_branches
+from airflow_conduit.spark.analysed_plan import AnalysedPlan
+from airflow_conduit.spark.jvm.plans import empty_batch_of
+from airflow_conduit.spark.batch_pass import BatchPass, CrashPoints, MarkedCommits, PassPorts, PlannedBatch
+from airflow_conduit.spark.fates import Branch, with_branches
 from airflow_conduit.spark.processors import ProcessorContext, apply_processors, can_fail_records
 from airflow_conduit.spark.session import ensure_driver_class
 from airflow_conduit.spark import oversized_lines
 from airflow_conduit.spark.input_files import InputFiles, hadoop_stat, settle_still_written, without_files
 from airflow_conduit.spark.kafka_topics import TopicGuard
-from airflow_conduit.spark.source_lines import SourceLines
-from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, SourceRecords, plan_source, read_stream
+from airflow_conduit.spark.run_plan import PlanAhead, RunPlan
+from airflow_conduit.spark.sources import ONE_FILE_PER_PARTITION, SourcePlan, plan_source, read_stream
 from airflow_conduit.spark.stage import StageTracker
 from airflow_conduit.spark.window import WindowStore
 
@@ -115,11 +116,7 @@ def classify(exc: BaseException, stage: str | None, component_id: str | None, co
 
 def jvm_answers(spark: SparkSession) -> bool:
     """Whether the driver's JVM still answers a Py4J call (it is gone when its process was killed)."""
-    try:
-        spark.sparkContext._jvm.java.lang.System.nanoTime()
-    except Exception:  # noqa: BLE001 - any failure to reach it means it is gone
-        return False
-    return True
+    return driver_jvm.answers(spark)
 
 
 JVM_END_WAIT_SECONDS = 10.0
@@ -134,13 +131,7 @@ class DriverJvmGone(TransientError):
 def jvm_exit_code(spark: SparkSession) -> int | None:
     """The exit code of the driver's JVM when this process started it (a local session) and it ended; else None
     (under spark-submit the JVM is this process's parent: its end is the driver wrapper's to record)."""
-    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
-    if proc is None:
-        return None
-    try:  # it no longer answers: its end is a moment away, if it is not reaped already
-        return proc.wait(timeout=JVM_END_WAIT_SECONDS)
-    except Exception:  # noqa: BLE001 - unknown is an answer (still ending, or not a child)
-        return None
+    return driver_jvm.exit_code(spark, JVM_END_WAIT_SECONDS)
 
 
 def lost_jvm_or(exc: BaseException, spark: SparkSession) -> BaseException:
@@ -187,6 +178,7 @@ class PipelineRunner:
         self.report = RunReport(pipeline_id=spec.id, run_id=run_id, status=RunStatus.STARTING, started_at=utc_now_iso())
         self.report_file = report_path(self.state_dir, run_id)
         self.commits = CommitLog(self.state_dir)
+        self.commit_state = MarkedCommits(self.commits, run_id)  # which destination has which batch (exactly once)
         self.windows = WindowStore(self.state_dir)
         self.intents = BatchIntents(self.state_dir, batch_fingerprint(spec), spec.source_file, run_id)  # the spec of each batch
         self.batch_numbers = BatchNumbers(self.state_dir)  # Spark's batch ids, numbered on across checkpoints
@@ -205,16 +197,11 @@ class PipelineRunner:
         self.dlq: Destination | None = None
         self.keep_originals = False  # keep the fields as read for the DLQ (a later stage can fail a record)
         self.rules = expectations.rules_of(spec)  # the expect processors' rules, counted in every batch
-        self.fates = Fates()  # the fate columns, built at the first batch
-        self.pass_columns: dict = {}  # what every batch pass builds the same, built at the first (batch_pass.BatchPass)
-        self.processor_columns: dict = {}  # what the processors build the same at every batch (ProcessorContext.once)
-        self._kept_plan: tuple | None = None  # an earlier batch's plan, analysed, with its branches and fits (_plan_batch)
-        self._keep_plans = True  # False once a kept plan was refused for what it holds (analysed_plan)
+        self._plan: RunPlan | None = None  # what every batch executes the same, built once per run (run_plan.py)
+        self._ahead = PlanAhead()  # the run's plan, built while the query starts
         self._stream: DataFrame | None = None  # the streaming query's input (its schema is every batch's)
-        self._planning_ahead = threading.Lock()  # held while the first batch's plan is built ahead of it
         self._stream_read = threading.Event()  # set once the query's input is read (or failed to be): the stand-in's schema
         self._query_log_restore: Callable[[], None] | None = None  # the query's own log, quieted for a graceful stop
-        self._plan_ahead_thread: threading.Thread | None = None
         self._batch_started: tuple[int, float] | None = None  # (batch number, time.monotonic()) while a batch runs
         self.topics: TopicGuard | None = None  # the Kafka sources' topic ids (kafka_topics.py), from _setup
         self._topic_watch = None  # the running query's topics, looked at (kafka_topics.TopicWatch)
@@ -290,9 +277,10 @@ class PipelineRunner:
         if last < 0 or numbers.get("query_id") != checkpoint_query_id(self.checkpoint):
             return []  # never ran, or a new checkpoint (a Delta table's log cannot tell its batches then)
         try:
-            known = [d for d in self.destinations if self.committed(d, max(last - 1, 0))]
-            added = [d for d in self.destinations if d not in known and not self.committed(d, last)]
-            done = all(self.committed(d, last) for d in [*known, self.dlq])
+            committed = self.commit_state.committed
+            known = [d for d in self.destinations if committed(d, max(last - 1, 0))]
+            added = [d for d in self.destinations if d not in known and not committed(d, last)]
+            done = all(committed(d, last) for d in [*known, self.dlq])
         except Exception:  # noqa: BLE001 - a notice only: a target that cannot say is found by the batch itself
             log.debug("new destinations not looked for", exc_info=True)
             return []
@@ -342,16 +330,6 @@ class PipelineRunner:
             dest.check_target()
         self.stage.reset()
 
-    def committed(self, dest: Destination, batch_id: int) -> bool:
-        """Whether ``dest`` has batch ``batch_id``: its own answer (a Delta table's log), else its commit marker."""
-        answer = dest.committed(batch_id)
-        return self.commits.get(dest.id, batch_id) is not None if answer is None else answer
-
-    def mark_committed(self, dest: Destination, batch_id: int, rows: int) -> None:
-        """The commit marker, for a destination that cannot answer for its own commits."""
-        if not dest.answers_commits:
-            self.commits.mark(dest.id, batch_id, rows=rows, run_id=self.run_id)
-
     def _fitting_destinations(self) -> list[int]:
         """Indexes of the destinations that fit each record to their target's schema (a record can fail there)."""
         return [i for i, d in enumerate(self.destinations) if hasattr(d, "fit_to_table")]
@@ -367,55 +345,45 @@ class PipelineRunner:
             specs[i] = dataclasses.replace(specs[i], processors=(*specs[i].processors, fit))
         return tuple(specs)
 
-    @functools.cached_property
-    def source_records(self) -> list[SourceRecords]:
-        """Each source's record columns, built at the first batch and kept for the run."""
-        single = len(self.plans) == 1
-        return [SourceRecords(plan, single_source=single, keep_originals=self.keep_originals) for plan in self.plans]
+    def _build_plan(self) -> RunPlan:
+        """The run's plan (``run_plan.RunPlan``), from its sources and destinations as set up."""
+        return RunPlan.build(self.spark, self.spec, run_id=self.run_id, sources=self.plans, destinations=self.destinations,
+                             dlq=self.dlq, keep_originals=self.keep_originals, rules=self.rules)
 
-    @functools.cached_property
-    def pending_reasons(self) -> PendingReasons:
-        """The DLQ's columns, built at the first batch with bad records and kept for the run (its reason
-        columns only once a batch has a reason pending)."""
-        return PendingReasons(self.spec, self.plans)
+    def _run_plan(self) -> RunPlan:
+        """The run's plan: the one built while the query started (waited for), else built now (a failure there is
+        this batch's to report, where it happens)."""
+        if self._plan is None:
+            self._plan = self._ahead.result() or self._build_plan()
+        return self._plan
 
-    def _build_columns_while_the_query_starts(self) -> None:
-        """Build the run's columns and the first batch's plan on a thread of their own, from before the query's
-        input is read (the columns; the plan once it is read, ``_stream_read``) and the query
-        starts (``StreamingQuery.start`` waits for Spark to set the query up) until Spark's stream thread has
+    def _plan_while_the_query_starts(self) -> None:
+        """Build the run's plan, then the first batch's, on a thread of their own (``run_plan.PlanAhead``), from before
+        the query's input is read (the record columns; the batch's plan once it is read, ``_stream_read``) and the
+        query starts (``StreamingQuery.start`` waits for Spark to set the query up) until Spark's stream thread has
         listed the input and written the first offsets: the first batch then finds its columns built (a thousand
-        JVM round trips or so) and its plan's parts analysed, instead of doing it
-        while the executors wait. The plan is built on an empty stand-in of a batch (``_stand_in_batch``): it is
-        never executed (no Spark job) and nothing is written. The first batch waits until this is done (it would
-        build the same); a failure here is left to the batch, which builds it again and reports it where it
-        happens. The lock is taken here, before the query can call its first batch, and let go by the thread."""
-        self._planning_ahead.acquire()
-
-        def build() -> None:
+        JVM round trips or so) and its plan's parts analysed, instead of doing it while the executors wait. The batch
+        plan is built on an empty stand-in of a batch (``_stand_in_batch``): it is never executed (no Spark job) and
+        nothing is written."""
+        def build() -> RunPlan:
             try:
-                self.source_records  # noqa: B018 - cached_property
+                plan = self._build_plan()
                 self._stream_read.wait()
                 stand_in = self._stand_in_batch()
                 if stand_in is not None:
-                    self._plan_ahead(stand_in)
-            except Exception:  # noqa: BLE001 - see the docstring
-                log.debug("the first batch's plan not built ahead of it", exc_info=True)
+                    try:
+                        self._plan_ahead(plan, stand_in)
+                    except Exception:  # noqa: BLE001 - an optimisation: the first batch then analyses its own plan
+                        log.debug("the first batch's plan not built ahead of it", exc_info=True)
+                return plan
             finally:
                 self.stage.reset()
-                self._planning_ahead.release()
 
-        thread = threading.Thread(target=build, name="conduit-plan-ahead", daemon=True)
-        try:
-            thread.start()
-        except BaseException:
-            self._planning_ahead.release()
-            raise
-        self._plan_ahead_thread = thread
+        self._ahead.start(build)
 
     def _planned_ahead(self) -> None:
         """Wait for the plan built ahead to be done: it marks stages, which a failure is classified by."""
-        if self._plan_ahead_thread is not None:
-            self._plan_ahead_thread.join()
+        self._ahead.join()
 
     def _stand_in_batch(self) -> DataFrame | None:
         """An empty batch as ``foreachBatch`` hands it over (rows of an RDD, the stream's columns), or None where
@@ -428,14 +396,22 @@ class PipelineRunner:
             return None
         return empty_batch_of(self.spark, self._stream)
 
-    def _plan_ahead(self, stand_in: DataFrame) -> None:
+    def _plan_ahead(self, plan: RunPlan, stand_in: DataFrame) -> None:
         """The batch plan of ``stand_in``, as ``_process_batch`` builds it (analysed, never executed: no job runs)."""
-        ctx = ProcessorContext(spec=self.spec, built=self.processor_columns)
+        ctx = ProcessorContext(spec=self.spec, built=plan.processor_columns)
         try:
-            status, branches = self._plan_batch(stand_in, ctx)
-            BatchPass(self, status, branches, 0, utc_now_iso()).prepare()
+            status, branches = self._plan_batch_of(plan, stand_in, ctx)
+            BatchPass(plan, self._ports()).prepare(PlannedBatch(status, branches, 0, utc_now_iso()))
         finally:
             ctx.release()
+
+    def _ports(self) -> PassPorts:
+        """What a batch's pass reaches outside its plan (``batch_pass.PassPorts``)."""
+        return PassPorts(
+            commits=self.commit_state, windows=self.windows, intents=self.intents, stage=self.stage,
+            crash=CrashPoints(before_commit=self.crash_before_commit, after_commit=self.crash_hook),
+            dlq_produce_failed=lambda records: self.report.add_counters(deadletterqueue_produce_failures=records),
+        )
 
     @functools.cached_property
     def input_files(self) -> InputFiles:
@@ -474,22 +450,11 @@ class PipelineRunner:
         finally:
             self._input_files_lock.release()
 
-    @functools.cached_property
-    def source_lines(self) -> SourceLines:
-        """Puts each DLQ record's line number and line bytes in its DLQ row, after the pass."""
-        return SourceLines(self.plans, include_messages=self.spec.dead_letter_queue.include_messages)
-
-    @property
-    def dlq_may_hold_pending_reasons(self) -> bool:
-        """A JSON source's rejected lines not ``parsing.decidable_in_the_pass`` get their reason after the pass
-        (``dlq.PendingReasons``)."""
-        return any(plan.parser == "json" for plan in self.plans)
-
     def _has_generator(self) -> bool:
         return any(p.spec.plugin == "generator" for p in self.plans)
 
     def _start_query(self):
-        self._build_columns_while_the_query_starts()  # its columns while the streams are read, its plan once they are
+        self._plan_while_the_query_starts()  # its columns while the streams are read, its batch plan once they are
         try:
             try:
                 streams = [read_stream(self.spark, plan) for plan in self.plans]
@@ -589,13 +554,13 @@ class PipelineRunner:
     def _process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """Batch number ``batch_id`` (numbered on across checkpoints: ``batch_numbers.py``; a replay's is negative)."""
         started = time.monotonic()
-        with self._planning_ahead:  # the first batch waits for its plan built ahead (_build_columns_while_the_query_starts)
-            pass
-        ctx = self._ctx = ProcessorContext(spec=self.spec, built=self.processor_columns)
+        plan = self._run_plan()  # the first batch waits for it (built while the query started)
+        ctx = self._ctx = ProcessorContext(spec=self.spec, built=plan.processor_columns)
         try:
             status, branches = self._plan_batch(batch, ctx)
             at = utc_now_iso()
-            result = BatchPass(self, status, branches, batch_id, at).run()
+            skipped = tuple(self.oversized_entries) if batch_id >= 0 else ()  # no pass sees them: their fate is the DLQ
+            result = BatchPass(plan, self._ports()).run(PlannedBatch(status, branches, batch_id, at, skipped))
         finally:
             ctx.release()
         self.stage.reset()
@@ -621,46 +586,51 @@ class PipelineRunner:
     def _plan_batch(self, batch: DataFrame, ctx: ProcessorContext, *, keep: bool = True) -> tuple[DataFrame, list[Branch]]:
         """The whole batch as one plan (no Spark job, except custom processors): records with their fates. Analysed
         once per run where it can be: the plan ``keep`` kept of an earlier batch is put over this one (``_reused_plan``)."""
-        if keep and self._kept_plan is not None:
-            reused = self._reused_plan(batch)
+        return self._plan_batch_of(self._run_plan(), batch, ctx, keep=keep)
+
+    def _plan_batch_of(self, plan: RunPlan, batch: DataFrame, ctx: ProcessorContext, *,
+                       keep: bool = True) -> tuple[DataFrame, list[Branch]]:
+        kept = plan.kept
+        if keep and kept.batch is not None:
+            reused = self._reused_plan(plan, batch)
             if reused is not None:
                 return reused
-        self._kept_plan = None
-        status, branches = self._build_batch_plan(batch, ctx)
-        if keep and self._keep_plans:
+        kept.batch = None
+        status, branches = self._build_batch_plan(plan, batch, ctx)
+        if keep and not kept.batch_refused:
             try:
                 fits = [(d, d.fit_state()) for d in (self.destinations[i] for i in self._fitting_destinations())]
-                self._kept_plan = (AnalysedPlan(status, batch), branches, fits)
+                kept.batch = (AnalysedPlan(status, batch), branches, fits)
             except Exception:  # noqa: BLE001 - reuse is an optimisation: each batch then builds its plan
                 log.debug("the batch's analysed plan not kept", exc_info=True)
         return status, branches
 
-    def _reused_plan(self, batch: DataFrame) -> tuple[DataFrame, list[Branch]] | None:
+    @staticmethod
+    def _reused_plan(plan: RunPlan, batch: DataFrame) -> tuple[DataFrame, list[Branch]] | None:
         """The kept plan over ``batch`` (``analysed_plan``), when every destination that fits records to its table
         finds the table's schema unchanged; None (build it) otherwise, or on any error."""
-        plan, branches, fits = self._kept_plan
+        analysed, branches, fits = plan.kept.batch
         try:
             if not all(dest.refit_unchanged(state) for dest, state in fits):
                 return None
-            status = plan.over(batch)
+            status = analysed.over(batch)
         except Exception:  # noqa: BLE001 - as above
             log.debug("the batch's analysed plan not reused", exc_info=True)
             return None
-        if plan.refused is not None:  # the plan's own make-up: no later batch's can be reused either
-            self._keep_plans = False
+        if analysed.refused is not None:  # the plan's own make-up: no later batch's can be reused either
+            plan.kept.batch_refused = True
         return None if status is None else (status, branches)
 
-    def _build_batch_plan(self, batch: DataFrame, ctx: ProcessorContext) -> tuple[DataFrame, list[Branch]]:
+    def _build_batch_plan(self, plan: RunPlan, batch: DataFrame, ctx: ProcessorContext) -> tuple[DataFrame, list[Branch]]:
         parts = []
-        for source in self.source_records:
-            plan = source.plan
-            self.stage.at("source", plan.id, plan.spec.plugin)
-            parts.append(apply_processors(source.of(batch), plan.spec.processors, ctx))
+        for source in plan.records:
+            self.stage.at("source", source.plan.id, source.plan.spec.plugin)
+            parts.append(apply_processors(source.of(batch), source.plan.spec.processors, ctx))
         union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
         union = apply_processors(union, self.spec.processors, ctx)
         union, branches = with_branches(union, self._destinations_as_planned(), ctx)
         self.stage.reset()
-        return self.fates.apply(union, branches), branches
+        return plan.fates.apply(union, branches), branches
 
     def _record_batch(
         self,
@@ -873,18 +843,14 @@ def quiet_query_errors(spark: SparkSession, query) -> Callable[[], None] | None:
     if query is None:
         return None
     try:
-        jvm = spark.sparkContext._jvm
-        name = query._jsq.streamingQuery().getClass().getName()
-        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
-        previous = jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel()
-        configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+        put_back = driver_jvm.logger_off(spark, driver_jvm.query_class_name(query))
     except Exception:  # noqa: BLE001 - a log line is not worth failing a graceful stop for
         log.debug("the query's log could not be quieted for the stop", exc_info=True)
         return None
 
     def restore() -> None:
         try:
-            configurator.setLevel(name, previous)
+            put_back()
         except Exception:  # noqa: BLE001 - the JVM may be gone at the end
             log.debug("the query's log level could not be restored", exc_info=True)
 

@@ -25,7 +25,6 @@ its per-record errors set.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from airflow_conduit.pipeline.model import SourceSpec
 from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import kafka_source, oversized_lines, parsing
 from airflow_conduit.spark.analysed_plan import AnalysedPlan
+from airflow_conduit.spark.jvm.columns import with_jvm_column
 
 ONE_FILE_PER_PARTITION = str(1 << 40)  # spark.sql.files.openCostInBytes: no two files share a partition
 FILE = "__ac_file"  # origin columns, only with origin_in_columns
@@ -303,13 +303,18 @@ class SourceRecords:
         # come first (a custom processor caches the batch)
         self._in_one = not (plan.origin_in_columns and plan.parser != "kafka")
         self._columns: C.JvmColumns | None = None
-        self._text = None  # the select list as SQL text (a JSON file source): one JVM round trip at any width
-        if plan.parser == "json":
-            seq_sql = f"monotonically_increasing_id() AS {C.quote(C.SEQ)}" if self._in_one else C.quote(C.SEQ)
-            self._text = C.jvm_strings(_record_columns_sql(plan, keep_originals=keep_originals, seq=seq_sql))
-        else:
+        self._text = None  # the select list as SQL text: one JVM round trip at any width
+        if plan.parser == "kafka":
             seq = _read_order() if self._in_one else F.col(C.SEQ)
-            self._columns = C.JvmColumns(_record_columns(plan, keep_originals=keep_originals, seq=seq))
+            self._columns = C.JvmColumns(kafka_source.record_columns(plan, keep_originals=keep_originals, seq=seq))
+        else:
+            seq_sql = f"monotonically_increasing_id() AS {C.quote(C.SEQ)}" if self._in_one else C.quote(C.SEQ)
+            text = _record_columns(plan, keep_originals=keep_originals, seq=seq_sql)
+            if plan.spec.plugin == kafka_source.PLUGIN:  # a Kafka source's records replayed from the DLQ
+                # its metadata are not kept there (NULL, so processors still resolve)
+                self._columns = C.JvmColumns([*kafka_source.replayed_metadata(), *(F.expr(column) for column in text)])
+            else:
+                self._text = C.jvm_strings(text)
         self._analysed: AnalysedPlan | None = None  # the records' select of an earlier batch, analysed
 
     def of(self, batch: DataFrame) -> DataFrame:
@@ -333,7 +338,7 @@ class SourceRecords:
             return records
         # a custom processor caches the batch: the origin columns are read first, then the records' select
         seq = C.jvm_function("monotonically_increasing_id")()
-        rows = C.frame(rows._jdf.withColumn(C.SEQ, seq), rows)
+        rows = with_jvm_column(rows, C.SEQ, seq)
         rows = rows.select("*", _read_file(plan).alias(FILE), _read_split(plan).alias(SPLIT))
         return self._select(rows)
 
@@ -360,104 +365,54 @@ def is_csv_file(spec: SourceSpec) -> bool:
     return spec.plugin == "file" and _setting(spec, "format", "json") == "csv"
 
 
-def _without_cr(line: Column) -> Column:
-    """A DLQ record's line without the ``\\r`` of a CRLF ending (the DLQ keeps it; the reader did not see it)."""
-    return F.regexp_replace(line, r"\r$", "")
-
-
-def _replayed_csv_line(plan: SourcePlan, raw: Column) -> Column:
-    """A CSV source's DLQ record (its line, byte for byte) parsed as the source's reader parsed it."""
-    schema = parsing.reader_schema(plan.schema)
-    ddl = ", ".join(f"{C.quote(f.name)} {f.dataType.simpleString()}" for f in schema.fields)
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": parsing.CORRUPT, "sep": csv_separator(plan.spec)}
-    return F.from_csv(_without_cr(raw), ddl, options)
-
-
-def _record_columns_sql(plan: SourcePlan, *, keep_originals: bool, seq: str) -> list[str]:
-    """``_record_columns`` of a JSON file source as SQL text, expression for expression (``parsing.json_error_sql``);
-    ``seq`` is its ``SEQ`` column as SQL."""
+def _record_columns(plan: SourcePlan, *, keep_originals: bool, seq: str) -> list[str]:
+    """The select list of ``records`` as SQL text (not a Kafka source's: ``kafka_source.record_columns``); ``seq`` is
+    its ``SEQ`` column (numbered there, or by a projection below)."""
     where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
     raw = C.quote(C.RAW)
-    value_of = lambda name: C.quote(plan.field_column(name))  # noqa: E731
+    if plan.parser == "generator" and is_csv_file(plan.spec):  # a DLQ replay's payloads of a CSV source
+        line = f"regexp_replace({raw}, {C.sql_string(chr(92) + 'r$')}, '')"  # without a CRLF ending's \r (the reader did not see it)
+        separator = csv_separator(plan.spec)
+        parsed = parsing.from_csv_text(line, plan.schema, separator=separator)
+        value_of = lambda name: parsing.field_of(parsed, name)  # noqa: E731
+        error = parsing.csv_error(line, value_of, parsing.parse_failed(raw, parsed), plan.schema, separator=separator, **where)
+    elif plan.parser == "generator":  # also a DLQ replay's payloads, parsed with their source's limit
+        limit = json_max_string_length(plan.spec)
+        parsed = parsing.from_json_text(raw, plan.schema, max_string_length=limit)
+        value_of = lambda name: parsing.field_of(parsed, name)  # noqa: E731
+        error = parsing.json_error(raw, value_of, parsing.parse_failed(raw, parsed), plan.schema, what="record",
+                                   max_string_length=limit, **where)
+    else:
+        value_of = lambda name: C.quote(plan.field_column(name))  # noqa: E731
+        failed = f"({raw} IS NOT NULL)"
+        if plan.parser == "csv":
+            error = parsing.csv_error(raw, value_of, failed, plan.schema, separator=csv_separator(plan.spec), **where)
+        elif plan.parser == "json":
+            error = parsing.json_error(raw, value_of, failed, plan.schema, what="record",
+                                       max_string_length=json_max_string_length(plan.spec), defer_reason=True, **where)
+        else:  # parquet: typed already; only NOT NULL fields can fail
+            error = parsing.json_error("CAST(NULL AS STRING)", value_of, "false", plan.schema, what="record", **where)
     names = [f.name for f in plan.schema.fields]
-    error = parsing.json_error_sql(raw, value_of, f"({raw} IS NOT NULL)", plan.schema, what="record",
-                                   max_string_length=json_max_string_length(plan.spec), **where)
     fields = [f"{value_of(name)} AS {C.quote(name)}" for name in names]
     if plan.origin_in_columns:
         fields += [C.quote(FILE), C.quote(SPLIT)]
     originals = [f"{value_of(name)} AS {C.quote(plan.original_column(name))}" for name in names] if keep_originals else []
-    required_missing = [f"({value_of(f.name)} IS NULL)" for f in plan.schema.fields if not f.nullable]
-    broken = parsing.sql_or(required_missing)
+    # a line that parsed but breaks the schema (a NOT NULL field missing; CSV: a U+FFFD) keeps its fields as
+    # read, for the DLQ. JSON / parquet: a missing field is the only error of a record without a rejected
+    # text, a cheaper test than evaluating the error again.
+    if plan.parser == "csv":
+        broken = f"({error} IS NOT NULL)"
+    else:
+        broken = parsing.sql_or([f"({value_of(f.name)} IS NULL)" for f in plan.schema.fields if not f.nullable])
     as_read = f"CASE WHEN {broken} THEN to_json(struct({', '.join(f'{value_of(n)} AS {C.quote(n)}' for n in names)})) END"
     return [
         C.quote(C.SOURCE_ID),
         C.quote(C.SOURCE_INDEX),
         C.quote(C.POSITION),
         seq,
-        f"coalesce({parsing.kept_text_sql(raw)}, {as_read}) AS {C.quote(C.RAW)}",
+        f"coalesce({parsing.kept_text(raw) if plan.parser == 'json' else raw}, {as_read}) AS {C.quote(C.RAW)}",
         f"{error} AS {C.quote(C.ERROR)}",
         f"false AS {C.quote(C.FILTERED)}",
-        *originals,
-        *fields,
-    ]
-
-
-def _record_columns(plan: SourcePlan, *, keep_originals: bool, seq: Column) -> list[Column]:
-    """The select list of ``records``; ``seq`` is its ``SEQ`` column (numbered there, or by a projection below). A JSON
-    file source's goes as SQL text (``_record_columns_sql``; its JSON branch here is what a test holds that text to)."""
-    if plan.parser == "kafka":
-        return kafka_source.record_columns(plan, keep_originals=keep_originals, seq=seq)
-    where = dict(stage="source", component_id=plan.id, component_type=plan.spec.plugin)
-    raw = F.col(C.RAW)
-    if plan.parser == "generator" and is_csv_file(plan.spec):  # a DLQ replay's payloads of a CSV source
-        parsed = _replayed_csv_line(plan, raw)
-        value_of = lambda name: parsed[name]  # noqa: E731
-        failed = raw.isNotNull() & (parsed.isNull() | parsed[parsing.CORRUPT].isNotNull())
-        error = parsing.csv_error(_without_cr(raw), value_of, failed, plan.schema, separator=csv_separator(plan.spec), **where)
-    elif plan.parser == "generator":  # also a DLQ replay's payloads, parsed with their source's limit
-        limit = json_max_string_length(plan.spec)
-        parsed = parsing.from_json_text(raw, plan.schema, max_string_length=limit)
-        value_of = lambda name: parsed[name]  # noqa: E731
-        failed = raw.isNotNull() & (parsed.isNull() | parsed[parsing.CORRUPT].isNotNull())
-        error = parsing.json_error(raw, value_of, failed, plan.schema, what="record", max_string_length=limit, **where)
-    else:
-        value_of = lambda name: F.col(plan.field_column(name))  # noqa: E731
-        failed = raw.isNotNull()
-        if plan.parser == "csv":
-            error = parsing.csv_error(raw, value_of, failed, plan.schema, separator=csv_separator(plan.spec), **where)
-        elif plan.parser == "json":
-            error = parsing.json_error(
-                raw, value_of, failed, plan.schema, what="record", max_string_length=json_max_string_length(plan.spec),
-                defer_reason=True, **where,
-            )
-        else:  # parquet: typed already; only NOT NULL fields can fail
-            error = parsing.json_error(F.lit(None).cast("string"), value_of, F.lit(False), plan.schema, what="record", **where)
-    fields = [value_of(f.name).alias(f.name) for f in plan.schema.fields]
-    if plan.origin_in_columns:
-        fields += [F.col(FILE), F.col(SPLIT)]
-    originals = [value_of(f.name).alias(plan.original_column(f.name)) for f in plan.schema.fields] if keep_originals else []
-    # a line that parsed but breaks the schema (a NOT NULL field missing; CSV: a U+FFFD) keeps its fields as
-    # read, for the DLQ. JSON / parquet: a missing field is the only error of a record without a rejected
-    # text, a cheaper test than evaluating the error again.
-    required_missing = [value_of(f.name).isNull() for f in plan.schema.fields if not f.nullable]
-    if plan.parser == "csv":
-        broken = error.isNotNull()
-    elif required_missing:
-        broken = functools.reduce(lambda a, b: a | b, required_missing)
-    else:
-        broken = F.lit(False)
-    as_read = F.when(broken, F.to_json(F.struct(*[value_of(f.name).alias(f.name) for f in plan.schema.fields])))
-    # a Kafka source's records replayed from the DLQ: its metadata are not kept there (NULL, so processors still resolve)
-    metadata = kafka_source.replayed_metadata() if plan.spec.plugin == kafka_source.PLUGIN else []
-    return [
-        *metadata,
-        F.col(C.SOURCE_ID),
-        F.col(C.SOURCE_INDEX),
-        F.col(C.POSITION),
-        seq,
-        F.coalesce(parsing.kept_text(raw) if plan.parser == "json" else raw, as_read).alias(C.RAW),
-        error.alias(C.ERROR),
-        F.lit(False).alias(C.FILTERED),
         *originals,
         *fields,
     ]

@@ -241,7 +241,9 @@ def test_a_long_chain_of_processors_plans_and_runs_without_checkpoints(spark, tm
     assert code == 0, report.error
     out = read_json_rows(spark, tmp_path / "out")
     assert [(r["id"], r["amount"], r["d14"]["x"]) for r in out] == [(3, 3 * 1.5 + 15, 1)]
-    assert report.totals == {"read": 4, "filtered": 1, "dlq": 2, "written": {"out": 1}}
+    malformed = "airflow_conduit.spark.MalformedRecordError"
+    assert report.totals == {"read": 4, "filtered": 1, "dlq": 2, "written": {"out": 1},
+                             "dlq_kinds": {"in": {"processor": {malformed: 1}, "source": {malformed: 1}}}}
     dlq = {r["source_position"]: r for r in read_json_rows(spark, tmp_path / "dlq")}
     assert dlq[1]["component_id"] == "decode-0" and dlq[3]["stage"] == "source"
     assert '"name":"n1"' in dlq[1]["record"].replace(" ", "")  # the record as the source read it
@@ -257,7 +259,8 @@ def test_a_log_destination_first_does_not_carry_the_pass_and_counts_stay_right(s
     with caplog.at_level("WARNING", logger="airflow_conduit.spark.log.console"):
         code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
     assert code == 0, report.error
-    assert report.totals == {"read": 3, "filtered": 0, "dlq": 1, "written": {"console": 2, "out": 2}}
+    assert report.totals == {"read": 3, "filtered": 0, "dlq": 1, "written": {"console": 2, "out": 2},
+                             "dlq_kinds": {"in": {"source": {"airflow_conduit.spark.MalformedRecordError": 1}}}}
     assert len([r for r in caplog.records if r.name == "airflow_conduit.spark.log.console"]) == 2
     assert sorted(r["id"] for r in read_json_rows(spark, tmp_path / "out")) == [1, 2]
 

@@ -3,13 +3,16 @@ and the reason a long rejected line gets after the pass is the reason a short on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
 import pytest
 import py4j.clientserver
 
+from airflow_conduit.spark import columns as C
 from airflow_conduit.spark import dlq as dlq_mod
+from airflow_conduit.spark import sources as sources_mod
 from airflow_conduit.spark import runner as runner_mod
 from airflow_conduit.spark.runner import execute
 from airflow_conduit.spark.sources import plan_source
@@ -64,8 +67,8 @@ def test_the_pending_reason_is_built_in_as_many_jvm_round_trips_at_any_width(spa
 
 
 def test_a_long_rejected_line_gets_the_reason_a_short_one_gets(spark, tmp_path):
-    """Each kind of rejected line, short (reason in the pass, Column expressions) and long (reason pending, worked
-    out after the pass from one SQL expression): the DLQ rows' classes and messages are the same. The field names
+    """Each kind of rejected line, short (reason in the pass) and long (reason pending, worked out after the pass),
+    and each replayed from the DLQ: the DLQ rows' classes and messages are the same. The field names
     need quoting (a quote, a backslash): such a schema's reasons are all pending, and they name the fields exactly."""
     schema = "id BIGINT NOT NULL, name STRING NOT NULL, amount DOUBLE, pad STRING"
     kinds = {
@@ -100,6 +103,15 @@ def test_a_long_rejected_line_gets_the_reason_a_short_one_gets(spark, tmp_path):
     assert found[("odd", 1)] == ("MissingFieldError", "record is missing required field(s): it's")
     assert found[("odd", 2)][0] == "WrongTypeError"
     assert found[("odd", 2)][1].startswith("record has field(s) of the wrong type: back\\slash (expected")
+
+    # a DLQ replay parses the same lines again (a generator's records: parsing.json_error without a pending reason)
+    replay = dataclasses.replace(plan_source(spark, spec.sources[0], 0, trigger_seconds=0.0, mode=spec.mode), parser="generator")
+    payloads = spark.createDataFrame([("in", 0, i + 1, line) for i, line in enumerate(lines)],
+                                     f"{C.SOURCE_ID} string, {C.SOURCE_INDEX} int, {C.POSITION} long, {C.RAW} string")
+    replayed = payloads.selectExpr(*sources_mod._record_columns(replay, keep_originals=False, seq=f"0 AS {C.SEQ}"))
+    again = {(r[0], r[1]): (r[2].rsplit(".", 1)[1], r[3]) for r in replayed.selectExpr(
+        C.SOURCE_ID, C.POSITION, f"{C.ERROR}.exception_class", f"{C.ERROR}.message").collect()}
+    assert again == {key: reason for key, reason in found.items() if key[0] == "in"}
 
 
 def test_a_line_with_a_control_character_in_a_string_is_malformed_short_or_long(spark, tmp_path):
@@ -179,8 +191,9 @@ def _error_nodes(spark, fields: int) -> int:
 
     schema = parsing.parse_schema(_schema(fields))
     frame = spark.createDataFrame([], parsing.reader_schema(schema))
-    error = parsing.json_error(F.col(parsing.CORRUPT), lambda name: F.col(name), F.col(parsing.CORRUPT).isNotNull(), schema,
-                               what="record", defer_reason=True, stage="source", component_id="in", component_type="file")
+    text = C.quote(parsing.CORRUPT)
+    error = F.expr(parsing.json_error(text, C.quote, f"({text} IS NOT NULL)", schema, what="record", defer_reason=True,
+                                      stage="source", component_id="in", component_type="file"))
     analysed = frame.select(error.alias("error"))._jdf.queryExecution().analyzed()
     return len(analysed.expressions().head().treeString().splitlines())
 
@@ -228,9 +241,9 @@ def _plan_ahead_round_trips(spark, tmp_path, fields: int, monkeypatch) -> int:
 
     plan_ahead = runner_mod.PipelineRunner._plan_ahead
 
-    def noted_plan_ahead(self, stand_in):
+    def noted_plan_ahead(self, plan, stand_in):
         ahead.append(fields)
-        return plan_ahead(self, stand_in)
+        return plan_ahead(self, plan, stand_in)
 
     with monkeypatch.context() as patch:
         patch.setattr(py4j.clientserver.ClientServerConnection, "send_command", counting)
@@ -251,45 +264,3 @@ def test_the_first_batchs_plan_is_built_ahead_in_as_many_round_trips_at_100_fiel
     narrow = _plan_ahead_round_trips(spark, tmp_path, 10, monkeypatch)
     wide = _plan_ahead_round_trips(spark, tmp_path, 100, monkeypatch)
     assert wide - narrow <= 20, (narrow, wide)
-
-
-@pytest.mark.parametrize("schema", [
-    "id BIGINT NOT NULL, name STRING NOT NULL, ts TIMESTAMP, addr STRUCT<street: STRING, city: STRING>, f00 DOUBLE",
-    "id BIGINT NOT NULL, `it's` STRING NOT NULL, `back\\slash` DOUBLE, `sp ace` INT NOT NULL",
-    "a STRING, b DOUBLE",
-])
-def test_a_json_sources_record_columns_as_sql_text_are_the_column_builders_expressions(spark, schema):
-    """``sources._record_columns_sql`` writes the expressions ``_record_columns`` builds from Column calls: the
-    analysed and optimised plans are the same node for node (so are the names, types, nullability and every error
-    reason), with quoted field names, a string limit that sends lines to the pending reason, the fields as read kept
-    or not, the origin columns read first or not."""
-    import re
-
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    from airflow_conduit.pipeline.model import SourceSpec
-    from airflow_conduit.spark import columns as C
-    from airflow_conduit.spark import parsing
-    from airflow_conduit.spark import sources as S
-
-    def plans(frame) -> tuple[str, str]:
-        execution = frame._jdf.queryExecution()
-        return tuple(re.sub(r"#\d+L?", "#", str(p.toString())) for p in (execution.analyzed(), execution.optimizedPlan()))
-
-    for settings in ({}, {"max-string-length": 500}):
-        spec = SourceSpec(id="in'x", plugin="file", settings={"format": "json", "schema": schema, "path": "/x", **settings})
-        for origin in (False, True):
-            plan = S.SourcePlan(spec, 0, parsing.parse_schema(schema), "json", origin_in_columns=origin)
-            fields = [T.StructField(C.SOURCE_ID, T.StringType()), T.StructField(C.SOURCE_INDEX, T.IntegerType()),
-                      T.StructField(C.POSITION, T.LongType()), T.StructField(C.RAW, T.StringType()),
-                      *(T.StructField(plan.field_column(f.name), f.dataType) for f in plan.schema.fields)]
-            if origin:
-                fields += [T.StructField(S.FILE, T.StringType()), T.StructField(S.SPLIT, T.LongType()), T.StructField(C.SEQ, T.LongType())]
-            batch = spark.createDataFrame([], T.StructType(fields))
-            seq, seq_sql = (F.col(C.SEQ), C.quote(C.SEQ)) if origin else (S._read_order(), f"monotonically_increasing_id() AS {C.quote(C.SEQ)}")
-            for keep in (False, True):
-                built = batch.select(*S._record_columns(plan, keep_originals=keep, seq=seq))
-                text = batch.selectExpr(*S._record_columns_sql(plan, keep_originals=keep, seq=seq_sql))
-                assert text.schema == built.schema
-                assert plans(text) == plans(built), (settings, origin, keep)

@@ -265,4 +265,4 @@ def test_cycle_and_climb_detection_sees_what_it_is_meant_to_see():
     assert "airflow_conduit.recovery.policies" in graph["airflow_conduit.recovery.options"]  # a top-level import
     assert "airflow_conduit.runs.service" in graph["airflow_conduit.cli.run_cmd"]  # one inside a function
     assert "airflow_conduit.plugins.app" in graph["airflow_conduit.plugins.conduit_ui"]  # one inside a method
-    assert "airflow_conduit.spark.stage" in graph["airflow_conduit.spark.batch_pass"]  # one under TYPE_CHECKING
+    assert "airflow_conduit.spark.commits" in graph["airflow_conduit.spark.batch_pass"]  # one under TYPE_CHECKING

@@ -16,14 +16,7 @@ PRIVATE = re.compile(r"(?<![A-Za-z0-9_])_(?:jvm|jdf|jsc|jsparkSession|gateway)(?
 
 # Modules that still use the JVM handles themselves, their uses to be moved into spark/jvm/ as named functions.
 # Each must still have a use (test_each_module_still_to_switch_still_uses_it): a switched module leaves the list.
-STILL_TO_SWITCH = (
-    "spark/analysed_plan.py",
-    "spark/columns.py",
-    "spark/expectations.py",
-    "spark/fates.py",
-    "spark/runner.py",
-    "spark/sources.py",
-)
+STILL_TO_SWITCH: tuple[str, ...] = ()
 
 
 def _uses(path: Path) -> list[str]:
