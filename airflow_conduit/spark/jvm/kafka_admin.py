@@ -22,9 +22,10 @@ from airflow_conduit.spark.jvm.refs import jvm_ref
 def create_admin(spark, properties: dict[str, str]):
     """Kafka's Java ``Admin`` client with ``properties`` (Kafka's own keys), its classes made loadable from
     ``spark.jars`` when needed. The caller closes it."""
-    from airflow_conduit.spark.session import ensure_driver_class
+    from airflow_conduit.spark.jvm.session import ensure_loadable
 
-    ensure_driver_class(spark, "org.apache.kafka.clients.admin.Admin")
+    ensure_loadable(spark, "org.apache.kafka.clients.admin.Admin",
+                    lambda: [jar for jar in (spark.conf.get("spark.jars", "") or "").split(",") if jar])
     jvm = spark.sparkContext._jvm
     props = jvm.java.util.Properties()
     for key, value in properties.items():

@@ -21,7 +21,7 @@ import sys
 
 from py4j import protocol as py4j_protocol
 
-from airflow_conduit.spark.columns import function_member, jvm_seq
+from airflow_conduit.spark.jvm.columns import function_member, jvm_seq
 
 
 class _NumpyOnly:
