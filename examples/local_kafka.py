@@ -168,10 +168,11 @@ class KafkaBroker:
 
 
 @contextlib.contextmanager
-def kafka_broker(**extra_properties: str) -> Iterator[KafkaBroker]:
-    """A formatted, started broker in a temp folder; stopped (and the folder removed) at the end."""
+def kafka_broker(broker_class: type[KafkaBroker] | None = None, **extra_properties: str) -> Iterator[KafkaBroker]:
+    """A formatted, started broker (``broker_class``, e.g. one with other ports) in a temp folder; stopped (and the
+    folder removed) at the end."""
     workdir = Path(tempfile.mkdtemp(prefix="conduit-kafka-"))
-    broker = KafkaBroker(workdir=workdir, extra_properties=dict(extra_properties))
+    broker = (broker_class or KafkaBroker)(workdir=workdir, extra_properties=dict(extra_properties))
     try:
         broker.format()
         broker.start()

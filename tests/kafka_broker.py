@@ -11,10 +11,7 @@ there are confluent-kafka's (librdkafka), independent of Spark's. Its ports are 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +28,7 @@ from local_kafka import (  # noqa: E402 - the examples' folder is not a package
     START_DEADLINE_SECONDS,
     installed,
 )
+from local_kafka import kafka_broker as _example_kafka_broker  # noqa: E402
 from local_kafka import KafkaBroker as _ExampleBroker  # noqa: E402
 
 
@@ -42,18 +40,9 @@ class KafkaBroker(_ExampleBroker):
     controller_port: int = field(default_factory=free_port)
 
 
-@contextlib.contextmanager
-def kafka_broker(**extra_properties: str) -> Iterator[KafkaBroker]:
-    """A formatted, started broker in a temp folder; stopped (and the folder removed) at the end."""
-    workdir = Path(tempfile.mkdtemp(prefix="conduit-kafka-"))
-    broker = KafkaBroker(workdir=workdir, extra_properties=dict(extra_properties))
-    try:
-        broker.format()
-        broker.start()
-        yield broker
-    finally:
-        broker.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+def kafka_broker(**extra_properties: str) -> contextlib.AbstractContextManager[KafkaBroker]:
+    """The examples' broker context on this test process's ports."""
+    return _example_kafka_broker(KafkaBroker, **extra_properties)
 
 
 __all__ = ["BROKER_LIB", "HEAP", "READY_LINE", "START_DEADLINE_SECONDS", "KafkaBroker", "installed", "kafka_broker"]
