@@ -259,7 +259,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="replay dead-lettered records through the pipeline's current spec",
         description="Run the DLQ records of a pipeline through its current spec (after a fix): records that now pass "
         "are written to the destinations exactly once, records that still fail go back to the DLQ with their new "
-        "error and a replay count; replayed records are never replayed twice. File and JDBC DLQs. A replay holds the "
+        "error and a replay count; replayed records are never replayed twice. File, JDBC, Kafka and Delta DLQs; with --quarantine TABLE, the quarantine table of an SDP project. A replay holds the "
         "state dir's driver lease: it does not run beside the pipeline or another replay. Exit codes: 0 done, "
         "1 the replay failed, 2 spec or option refused, 4 another run holds the state dir.",
     )
