@@ -2,15 +2,15 @@
 
 One story on a private copy of examples/sdp, shared by the module's tests in order: a run quarantines three records;
 the flow's parse is fixed; a replay killed after its plan, then one killed after staging, then one that finishes;
-the pipeline's next run appends the record the fix lets through, once; the two that still fail are back in the
-quarantine; replaying again takes nothing and the run after it adds nothing.
+the run that reads it ends right after appending, the next resumes: the record the fix lets through is in the table
+once, the two that still fail are back in the quarantine once each; replaying again takes nothing and the run after it adds nothing.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from sdp_project import project_copy, run_runner, table_rows
+from sdp_project import project_copy, report, run_runner, table_rows
 from spark_helpers import dlq_replay_cli
 
 UNQUOTED = '{id:6,"customer":"fay","amount":4}'  # malformed for the JSON reader's defaults; the fix allows it
@@ -88,9 +88,18 @@ def test_2_a_replay_killed_after_its_plan_then_after_staging_is_finished_by_the_
                                                              "already replayed: 3"), again.stdout
 
 
-def test_3_the_next_run_appends_what_the_fix_lets_through_once_and_quarantines_the_rest_again(story):
-    done = run_runner(story["project"], story["state"], "r2")
-    assert done.returncode == 0, (story["state"] / "runs" / "r2" / "driver.log").read_text()[-3000:]
+def test_3_a_run_that_ends_right_after_appending_them_then_the_next_write_each_replayed_record_once(story):
+    """The run that reads the staged file ends (an injected transient failure, as a crash would) right after `orders`
+    committed the replay's batch; the next run resumes from SDP's checkpoints: the fixed record once, in `orders`,
+    and the two that still fail once each, back in the quarantine."""
+    batches = [b for b in report(story["state"], "r1")["batches"] if b["batch_id"].startswith("orders#")]
+    replay_batch = max(int(b["batch_id"].split("#")[1]) for b in batches) + 1
+    ended = run_runner(story["project"], story["state"], "r2",
+                       faults={"transient_after_batch": {"flow": "orders", "batch": replay_batch}})
+    assert ended.returncode == 75, (story["state"] / "runs" / "r2" / "driver.log").read_text()[-3000:]
+    assert ids(story["root"]) == [1, 2, 3, 6]  # committed before the run ended
+    done = run_runner(story["project"], story["state"], "r2b")
+    assert done.returncode == 0, (story["state"] / "runs" / "r2b" / "driver.log").read_text()[-3000:]
     assert ids(story["root"]) == [1, 2, 3, 6]
     back = [row for row in quarantine(story["root"]) if row["source_file"].endswith("/replay-000001.json")]
     assert sorted((row["record"], row["rule"]) for row in back) == sorted([(TRUNCATED, "malformed_record"),
