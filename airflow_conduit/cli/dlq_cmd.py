@@ -13,6 +13,9 @@ replay it is refused (exit 4, as ``airflow-conduit run``), and the pipeline
 cannot start beside it. Spark's own log goes to
 ``STATE_DIR/runs/<replay run id>/driver.log``; a failure is one named line.
 
+``--quarantine TABLE``: the spec is an SDP project (``spark-pipeline.yml``) and the records are those of
+``TABLE_quarantine`` (``spark/sdp/replay.py``): they are staged, exactly once, for the pipeline's next run.
+
 Exit codes: 0 done, 1 the replay failed (its Spark JVM killed too: the next replay resumes it), 2 the spec or
 an option was refused, 4 another run holds the state dir's lease (nothing started).
 """
@@ -34,6 +37,8 @@ EXIT_LEASE_HELD = 4  # another run holds the state dir's lease (as `airflow-cond
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    if args.quarantine is not None:
+        return run_quarantine_replay(args)
     from airflow_conduit.pipeline import SpecError, load_pipeline
     from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
 
@@ -116,6 +121,66 @@ def run_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+PIPELINE_ONLY = ("stage", "component", "error_class", "rule", "batch_min", "batch_max", "since", "until", "faults")
+
+
+def run_quarantine_replay(args: argparse.Namespace) -> int:
+    """Replay the quarantine table of an SDP project's ``quarantined_table`` (``spark/sdp/replay.py``)."""
+    from airflow_conduit.pipeline.state_dir_check import StateDirError, usable_state_dir
+    from airflow_conduit.spark.sdp.replay import QuarantineReplayError, locate, replay_quarantine, summary, to_json
+
+    given = [f"--{name.replace('_', '-')}" for name in PIPELINE_ONLY if getattr(args, name) not in (None, [], False)]
+    if given:
+        print(f"FAILED: {', '.join(given)}: not an option of a quarantine replay (--quarantine takes --dry-run, "
+              "--force, --master, --json)", file=sys.stderr)
+        return EXIT_REFUSED
+    if not args.quarantine.strip() or args.quarantine.endswith("_quarantine"):
+        print(f"FAILED: --quarantine {args.quarantine!r}: give the table quarantined_table declared (orders, not "
+              "orders_quarantine)", file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        args.state_dir = usable_state_dir(args.state_dir, create=False)
+        locate(args.spec, args.quarantine)
+    except (StateDirError, QuarantineReplayError) as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    from airflow_conduit.hooks.backends import lease
+    from airflow_conduit.runs.report import utc_now_iso
+    from airflow_conduit.runs.supervisor import unique_run_prefix
+    from airflow_conduit.spark.session import build_session
+
+    run_id = unique_run_prefix("quarantine-replay-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
+    try:  # the pipeline's runs hold it too: a replay never stages beside a run reading the inbox's ledger
+        lease.acquire(lease.lease_path(args.state_dir),
+                      {"kind": "quarantine replay", "run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()})
+    except lease.LeaseHeld as exc:
+        print(f"FAILED: dlq replay not started: {exc}", file=sys.stderr)
+        return EXIT_LEASE_HELD
+    log_path = Path(args.state_dir) / "runs" / run_id / "driver.log"
+    _python_log_to(log_path)
+    try:
+        with _spark_output_to(log_path):
+            spark = build_session(f"airflow-conduit-quarantine-replay-{args.quarantine}", master=args.master)
+    except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
+        print(f"FAILED: replay of {args.quarantine}_quarantine: Spark did not start: {_named(exc)}; Spark's log: "
+              f"{log_path}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        result = replay_quarantine(spark, args.spec, args.quarantine, state_dir=args.state_dir, dry_run=args.dry_run,
+                                   force=args.force)
+    except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
+        _keep_traceback(log_path, exc)
+        print(f"FAILED: replay of {args.quarantine}_quarantine: {_named(exc)}; run the replay again to resume it; "
+              f"Spark's log: {log_path}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        _stop(spark, log_path)
+    print(summary(result))
+    if args.json:
+        print(to_json(result))
+    return EXIT_OK
+
+
 def _named(exc: BaseException) -> str:
     """One line for a failed replay: its root cause (a Java error's class and message, not its stack) and code."""
     from airflow_conduit.recovery.classify import structured_error_from_exception
@@ -194,7 +259,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="replay dead-lettered records through the pipeline's current spec",
         description="Run the DLQ records of a pipeline through its current spec (after a fix): records that now pass "
         "are written to the destinations exactly once, records that still fail go back to the DLQ with their new "
-        "error and a replay count; replayed records are never replayed twice. File and JDBC DLQs. A replay holds the "
+        "error and a replay count; replayed records are never replayed twice. File, JDBC, Kafka and Delta DLQs; with --quarantine TABLE, the quarantine table of an SDP project. A replay holds the "
         "state dir's driver lease: it does not run beside the pipeline or another replay. Exit codes: 0 done, "
         "1 the replay failed, 2 spec or option refused, 4 another run holds the state dir.",
     )
@@ -211,6 +276,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-max", type=int, help="only records of pipeline batches <= this id")
     parser.add_argument("--since", help="only records dead-lettered at or after this UTC time (ISO-8601)")
     parser.add_argument("--until", help="only records dead-lettered before this UTC time (ISO-8601)")
+    parser.add_argument("--quarantine", metavar="TABLE", help="replay TABLE_quarantine of an SDP project (the spec is its "
+                        "spark-pipeline.yml): stage its records for the pipeline's next run")
     parser.add_argument("--master", default="local[2]", help="Spark master of the local session (default local[2])")
     parser.add_argument("--json", action="store_true", help="also print the result as one JSON line")
     parser.add_argument("--faults", help="fault injection for tests and demos (JSON, as for the Spark job; \"batch\": K names replay K)")

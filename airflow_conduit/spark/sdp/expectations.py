@@ -15,10 +15,16 @@ The read is a temporary view (``<table>_checked``) with one verdict column per r
 ``<table>`` (the records that pass) and ``<table>_quarantine``. Each flow counts its records with
 ``DataFrame.observe``, which reaches the runner's streaming listener; the run report gets per-rule counts
 (``totals.expectations``), the quarantined records as its DLQ count. Needs pyspark only where it is called.
+
+A ``source`` that takes ``path=`` is replayable (``replay.py``): the view also reads the table's replay inbox
+(``<warehouse>/_conduit_replay/<table>``) with that same source, so replayed records are parsed and checked by the
+flow's current code and reach ``<table>`` or the quarantine through the flows' own checkpoints, exactly once.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -28,6 +34,8 @@ CORRUPT_RECORD = "_corrupt_record"
 MALFORMED_RULE = "malformed_record"  # the implicit quarantine rule of a record the PERMISSIVE read could not parse
 OBSERVATION = "conduit_expectations"  # observation names: conduit_expectations|<kind>|<target>
 QUARANTINE_SUFFIX = "_quarantine"
+REPLAY_FOLDER = "_conduit_replay"  # <warehouse>/_conduit_replay/<table>: the replay inbox of a quarantined table
+WAREHOUSE_CONF = "spark.sql.warehouse.dir"
 QUARANTINE_COLUMNS = ("quarantine_id", "record", "record_bytes", "rule", "rules", "error", "flow", "source_file",
                       "source_topic", "source_partition", "source_offset", "failed_at")
 
@@ -53,6 +61,20 @@ def expect(name: str, condition: str, action: str = "warn") -> Expectation:
 
 def quarantine_table_name(table: str) -> str:
     return f"{table}{QUARANTINE_SUFFIX}"
+
+
+def replay_inbox(warehouse: str, table: str) -> str:
+    """The folder a replay stages a table's quarantined records in (read by the table's checked view)."""
+    return os.path.join(os.path.abspath(str(warehouse).removeprefix("file://").removeprefix("file:")), REPLAY_FOLDER, table)
+
+
+def accepts_path(source: Callable[..., Any]) -> bool:
+    """A source that takes ``path=`` can read the replay inbox with the same parse as its own input."""
+    try:
+        parameters = inspect.signature(source).parameters
+    except (TypeError, ValueError):
+        return False
+    return "path" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
 def permissive(reader: Any, schema: str) -> Any:
@@ -85,7 +107,7 @@ def quarantined_table(name: str, source: Callable[[], Any], expectations: Sequen
     """Declare ``name`` and ``name``_quarantine (streaming tables) fed from ``source()`` through ``expectations``.
 
     ``schema``: the records' columns (DDL), as given to ``permissive``; ``source()`` returns them with
-    ``_corrupt_record``. ``kafka``: the source also has Kafka's ``topic``, ``partition``, ``offset`` and ``value``
+    ``_corrupt_record``; a ``source`` taking ``path=`` makes the table replayable (``replay.py``). ``kafka``: the source also has Kafka's ``topic``, ``partition``, ``offset`` and ``value``
     columns (the quarantine keeps them as context and raw bytes).
     """
     from pyspark import pipelines as dp
@@ -98,9 +120,16 @@ def quarantined_table(name: str, source: Callable[[], Any], expectations: Sequen
     checked_view, quarantine = f"{name}_checked", quarantine_table_name(name)
     verdict = {rule.name: f"__conduit_ok_{index}" for index, rule in enumerate(rules)}
 
+    replayable = not kafka and accepts_path(source)
+
     @dp.temporary_view(name=checked_view)
     def checked():
-        df = source().withColumn("__conduit_parsed", F.col(CORRUPT_RECORD).isNull())
+        df = source()
+        if replayable:  # the inbox exists before the stream starts: a file stream over a missing path fails
+            inbox = replay_inbox(spark_of().conf.get(WAREHOUSE_CONF), name)
+            os.makedirs(inbox, exist_ok=True)
+            df = df.unionByName(source(path=inbox))
+        df = df.withColumn("__conduit_parsed", F.col(CORRUPT_RECORD).isNull())
         for rule in rules:  # a rule is judged only on a parsed record; null counts as failed
             df = df.withColumn(verdict[rule.name], ~F.col("__conduit_parsed") | F.coalesce(F.expr(rule.condition), F.lit(False)))
         return df.withColumn("__conduit_file", F.input_file_name()).withColumn("__conduit_raw", F.col(CORRUPT_RECORD))

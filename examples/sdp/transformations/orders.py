@@ -11,9 +11,9 @@ SCHEMA = "id INT, customer STRING, amount DOUBLE"
 INPUT = os.path.abspath(spark.conf.get("orders.input"))  # noqa: F821 - SDP injects `spark`; imported in the project folder
 
 
-def raw_orders():
+def raw_orders(path=INPUT):  # path=: replayable, a replay's records are read with this same parse (docs/sdp.md)
     reader = spark.readStream.format("json").option("maxFilesPerTrigger", 1)  # noqa: F821
-    return permissive(reader, SCHEMA).load(INPUT)
+    return permissive(reader, SCHEMA).load(path)
 
 
 quarantined_table("orders", raw_orders, [
