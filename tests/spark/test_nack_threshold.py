@@ -52,5 +52,6 @@ def test_default_dlq_settings_stop_at_the_first_nack(spark, tmp_path):
     spec = pipeline("first-nack", [file_source(src)], [file_dest(tmp_path / "out")])  # builtin:log DLQ, window 1/0
     code, report = execute(spark, spec, state_dir=tmp_path / "state", run_id="r1")
     assert code == 70 and report.error["code"] == 2300
-    assert report.totals == {"read": 3, "filtered": 0, "dlq": 1, "written": {"out": 2}}
+    assert report.totals == {"read": 3, "filtered": 0, "dlq": 1, "written": {"out": 2},
+                             "dlq_kinds": {"in": {"source": {"airflow_conduit.spark.MalformedRecordError": 1}}}}
     assert report.counters["total-record-failures"] == 1 and report.counters["last-failure-timestamp"]
