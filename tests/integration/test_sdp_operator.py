@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import load_reference_dag, task_instance, xcoms
+from conftest import load_reference_dag, task_instance, xcoms
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
 from sdp_project import project_copy, table_rows  # noqa: E402
