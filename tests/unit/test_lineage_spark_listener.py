@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 
+import pytest
 from airflow_conduit.lineage.spark_listener import (
     FILTER_SETTINGS,
     LISTENER_OFF,
@@ -15,6 +17,10 @@ from airflow_conduit.lineage.spark_listener import (
     listener_classpath,
     with_listener,
 )
+
+
+needs_provider = pytest.mark.skipif(importlib.util.find_spec("airflow.providers.openlineage") is None,
+                                    reason="lineage is on only with Airflow's OpenLineage provider (the `openlineage` extra)")
 
 
 def test_a_file_transport_becomes_the_listeners_own_file_beside_the_tasks(tmp_path):
@@ -43,6 +49,7 @@ def test_the_listener_is_added_after_the_users_and_the_users_names_are_kept():
     assert with_listener(conf)["spark.extraListeners"] == conf["spark.extraListeners"]  # not twice
 
 
+@needs_provider
 def test_off_means_the_settings_themselves_and_on_without_a_transport_for_spark_too(monkeypatch, tmp_path):
     for name in list(os.environ):
         if name.startswith(("AIRFLOW__OPENLINEAGE__", "OPENLINEAGE")):
@@ -62,6 +69,7 @@ def test_the_filter_settings_use_openlineage_sparks_list_format():
     assert FILTER_SETTINGS["spark.openlineage.filter.rddEventsDisabled"] == "true"
 
 
+@needs_provider
 def test_a_task_that_turns_the_listener_off_gets_none(monkeypatch):
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps({"type": "file", "log_file_path": "/tmp/ol.json"}))
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__SPARK_INJECT_TRANSPORT_INFO", "true")
