@@ -76,39 +76,20 @@ def run_replay(args: argparse.Namespace) -> int:
     except ReplayRequestError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    from airflow_conduit.hooks.backends import lease
-    from airflow_conduit.runs.report import utc_now_iso
-    from airflow_conduit.runs.supervisor import unique_run_prefix
-
-    run_id = unique_run_prefix("dlq-replay-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
-    try:  # held until this process ends (the kernel lets go of it however it ends)
-        lease.acquire(lease.lease_path(args.state_dir),
-                      {"kind": "dlq replay", "run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()})
-    except lease.LeaseHeld as exc:
-        print(f"FAILED: dlq replay not started: {exc}", file=sys.stderr)
-        return EXIT_LEASE_HELD
-    log_path = Path(args.state_dir) / "runs" / run_id / "driver.log"
-    _python_log_to(log_path)
-    try:
-        with _spark_output_to(log_path):  # the JVM keeps the stderr it was started with
-            spark = build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master,
-                                  connectors=connectors_of(spec))
-    except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
-        print(f"FAILED: replay of pipeline {spec.id}: Spark did not start: {_named(exc)}; Spark's log: {log_path}",
-              file=sys.stderr)
-        return EXIT_FAILED
     from airflow_conduit.spark.runner import lost_jvm_or
 
-    try:
-        result = replay(spark, spec, state_dir=args.state_dir, filters=filters, dry_run=args.dry_run, faults=faults,
-                        run_id=run_id, force=args.force)
-    except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
-        _keep_traceback(log_path, exc)
-        print(f"FAILED: replay of pipeline {spec.id}: {_named(lost_jvm_or(exc, spark))}; run the replay again to "
-              f"resume it; Spark's log: {log_path}", file=sys.stderr)
+    held = _hold_lease(args.state_dir, "dlq replay", "dlq-replay-")
+    if held is None:
+        return EXIT_LEASE_HELD
+    run_id, log_path = held
+    result = _in_spark(
+        f"replay of pipeline {spec.id}", log_path,
+        lambda: build_session(f"airflow-conduit-dlq-replay-{spec.id}", master=args.master, connectors=connectors_of(spec)),
+        lambda spark: replay(spark, spec, state_dir=args.state_dir, filters=filters, dry_run=args.dry_run,
+                             faults=faults, run_id=run_id, force=args.force),
+        cause=lost_jvm_or)
+    if result is None:
         return EXIT_FAILED
-    finally:
-        _stop(spark, log_path)
     print(_summary(result))
     if args.dry_run:
         for error, count in sorted(result.errors.items(), key=lambda item: -item[1]):
@@ -144,41 +125,61 @@ def run_quarantine_replay(args: argparse.Namespace) -> int:
     except (StateDirError, QuarantineReplayError) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    from airflow_conduit.hooks.backends import lease
-    from airflow_conduit.runs.report import utc_now_iso
-    from airflow_conduit.runs.supervisor import unique_run_prefix
     from airflow_conduit.spark.session import build_session
 
-    run_id = unique_run_prefix("quarantine-replay-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
-    try:  # the pipeline's runs hold it too: a replay never stages beside a run reading the inbox's ledger
-        lease.acquire(lease.lease_path(args.state_dir),
-                      {"kind": "quarantine replay", "run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()})
-    except lease.LeaseHeld as exc:
-        print(f"FAILED: dlq replay not started: {exc}", file=sys.stderr)
+    held = _hold_lease(args.state_dir, "quarantine replay", "quarantine-replay-")  # the pipeline's runs hold it too
+    if held is None:
         return EXIT_LEASE_HELD
-    log_path = Path(args.state_dir) / "runs" / run_id / "driver.log"
-    _python_log_to(log_path)
-    try:
-        with _spark_output_to(log_path):
-            spark = build_session(f"airflow-conduit-quarantine-replay-{args.quarantine}", master=args.master)
-    except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
-        print(f"FAILED: replay of {args.quarantine}_quarantine: Spark did not start: {_named(exc)}; Spark's log: "
-              f"{log_path}", file=sys.stderr)
+    _, log_path = held
+    result = _in_spark(
+        f"replay of {args.quarantine}_quarantine", log_path,
+        lambda: build_session(f"airflow-conduit-quarantine-replay-{args.quarantine}", master=args.master),
+        lambda spark: replay_quarantine(spark, args.spec, args.quarantine, state_dir=args.state_dir,
+                                        dry_run=args.dry_run, force=args.force))
+    if result is None:
         return EXIT_FAILED
-    try:
-        result = replay_quarantine(spark, args.spec, args.quarantine, state_dir=args.state_dir, dry_run=args.dry_run,
-                                   force=args.force)
-    except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
-        _keep_traceback(log_path, exc)
-        print(f"FAILED: replay of {args.quarantine}_quarantine: {_named(exc)}; run the replay again to resume it; "
-              f"Spark's log: {log_path}", file=sys.stderr)
-        return EXIT_FAILED
-    finally:
-        _stop(spark, log_path)
     print(summary(result))
     if args.json:
         print(to_json(result))
     return EXIT_OK
+
+
+def _hold_lease(state_dir: str, kind: str, prefix: str) -> tuple[str, Path] | None:
+    """A run id and driver log for this replay, with the state dir's lease held until this process ends (the kernel
+    lets go of it however it ends); None, said on stderr, when another driver holds it."""
+    from airflow_conduit.hooks.backends import lease
+    from airflow_conduit.runs.report import utc_now_iso
+    from airflow_conduit.runs.supervisor import unique_run_prefix
+
+    run_id = unique_run_prefix(prefix + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S"))
+    try:
+        lease.acquire(lease.lease_path(state_dir), {"kind": kind, "run_id": run_id, "pid": os.getpid(), "since": utc_now_iso()})
+    except lease.LeaseHeld as exc:
+        print(f"FAILED: dlq replay not started: {exc}", file=sys.stderr)
+        return None
+    log_path = Path(state_dir) / "runs" / run_id / "driver.log"
+    _python_log_to(log_path)
+    return run_id, log_path
+
+
+def _in_spark(what: str, log_path: Path, start, work, cause=lambda exc, spark: exc):
+    """``work(spark)`` on the session ``start()`` makes, its output in ``log_path``, the session stopped after; a
+    failure is one named line on stderr (``cause`` picks the error to name) and None."""
+    try:
+        with _spark_output_to(log_path):  # the JVM keeps the stderr it was started with
+            spark = start()
+    except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
+        print(f"FAILED: {what}: Spark did not start: {_named(exc)}; Spark's log: {log_path}", file=sys.stderr)
+        return None
+    try:
+        return work(spark)
+    except Exception as exc:  # noqa: BLE001 - a named error, never a traceback
+        _keep_traceback(log_path, exc)
+        print(f"FAILED: {what}: {_named(cause(exc, spark))}; run the replay again to resume it; Spark's log: "
+              f"{log_path}", file=sys.stderr)
+        return None
+    finally:
+        _stop(spark, log_path)
 
 
 def _named(exc: BaseException) -> str:
