@@ -50,7 +50,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Chromium for the UI plugin's browser test (headless), Maven to fetch the connector jars.
 APT_PACKAGES := default-jre-headless postgresql libpostgresql-jdbc-java chromium maven
 
-.PHONY: help install jars system-deps python-venvs test test-unit test-spark test-integration test-deployment \
+.PHONY: help install jars system-deps python-venvs test test-unit test-spark test-integration test-chaos test-deployment \
   test-pythons test-wheel dist constraints demo bench clean
 
 help:
@@ -111,7 +111,8 @@ install: $(STAMP) system-deps jars $(CLASS_ARCHIVE)
 # brokers, backoff delays), and a test file goes whole to one worker (--dist loadfile), so its module fixtures (a
 # standalone cluster, two pipeline runs) run once. Each worker has its own SparkSession, broker, database, temp
 # folders and block of ports (tests/ports.py). The chaos seeds share nothing: one test at a time to each worker.
-# The deployment layer is one module (one deployment): one process.
+# The deployment layer is one module (one deployment): one process, mostly waiting on Airflow's processes, so it
+# runs beside the chaos layer (its ports from the block after the chaos workers').
 WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q
 XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
@@ -120,8 +121,7 @@ test: install
 	$(PYTEST) $(XDIST) tests/unit
 	$(PYTEST) $(XDIST) tests/spark
 	$(PYTEST) $(XDIST) tests/integration
-	$(PYTEST) -n $(WORKERS) --dist load --maxschedchunk 1 tests/chaos
-	$(PYTEST) tests/deployment
+	$(MAKE) -j 2 --output-sync=target test-chaos test-deployment
 	$(MAKE) -j 2 --output-sync=target test-pythons test-wheel
 
 test-unit: install
@@ -133,8 +133,11 @@ test-spark: install
 test-integration: install
 	$(PYTEST) $(XDIST) tests/integration
 
+test-chaos: install
+	$(PYTEST) -n $(WORKERS) --dist load --maxschedchunk 1 tests/chaos
+
 test-deployment: install
-	$(PYTEST) tests/deployment
+	CONDUIT_TEST_PORT_BLOCK=$(WORKERS) $(PYTEST) tests/deployment
 
 # The unit layer and a Spark pipeline with a DLQ and a reference DAG on each of OTHER_PYTHONS, the Pythons side by
 # side (each its own AIRFLOW_HOME, temp folders and block of ports; its output shown when it ends).

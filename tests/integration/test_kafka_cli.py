@@ -87,7 +87,7 @@ def test_a_broker_outage_is_recovered_through_the_recovery_engine_and_loses_noth
 servers: {kafka.bootstrap}
 topics: [{topic}]
 schema: "id BIGINT NOT NULL"
-options: {{default.api.timeout.ms: 10000, request.timeout.ms: 5000}}
+options: {{default.api.timeout.ms: 5000, request.timeout.ms: 2500}}
 """)
     cli = Cli(str(spec), "--state-dir", str(tmp_path / "state"), "--min-delay", "1s", "--max-delay", "5s",
               "--poll-interval", "1")
