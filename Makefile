@@ -107,20 +107,24 @@ $(CLASS_ARCHIVE): $(STAMP)
 install: $(STAMP) system-deps jars $(CLASS_ARCHIVE)
 
 # The layers one after another, the unit layer first (a failure stops `make test` there). The layers after it run
-# on two pytest workers (pytest-xdist): most of their time is spent waiting on processes (spark-submit, Airflow,
-# brokers, backoff delays), and a test file goes whole to one worker (--dist loadfile), so its module fixtures (a
+# on two pytest workers (pytest-xdist; three for the integration layer): most of their time is spent waiting on
+# processes (spark-submit, Airflow, brokers, backoff delays), and a test file goes whole to one worker (--dist loadfile), so its module fixtures (a
 # standalone cluster, two pipeline runs) run once. Each worker has its own SparkSession, broker, database, temp
 # folders and block of ports (tests/ports.py). The chaos seeds share nothing: one test at a time to each worker.
 # The deployment layer is one module (one deployment): one process, mostly waiting on Airflow's processes, so it
 # runs beside the chaos layer (its ports from the block after the chaos workers').
 WORKERS ?= 2
+# The integration layer waits more than it computes (backoff delays, Airflow's polling, brokers' timeouts): one
+# more worker fills the CPU there, where it makes the spark layer no faster. WORKERS=1 runs every layer in one.
+INTEGRATION_WORKERS ?= $(if $(filter 1,$(WORKERS)),1,$(shell echo $$(( $(WORKERS) + 1 ))))
 PYTEST := $(BIN)/python -m pytest -q
-XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+xdist = -n $(1) --dist loadfile --no-loadscope-reorder
+XDIST := $(call xdist,$(WORKERS))
 
 test: install
 	$(PYTEST) $(XDIST) tests/unit
 	$(PYTEST) $(XDIST) tests/spark
-	$(PYTEST) $(XDIST) tests/integration
+	$(PYTEST) $(call xdist,$(INTEGRATION_WORKERS)) tests/integration
 	$(MAKE) -j 2 --output-sync=target test-chaos test-deployment
 	$(MAKE) -j 2 --output-sync=target test-pythons test-wheel
 
@@ -131,7 +135,7 @@ test-spark: install
 	$(PYTEST) $(XDIST) tests/spark
 
 test-integration: install
-	$(PYTEST) $(XDIST) tests/integration
+	$(PYTEST) $(call xdist,$(INTEGRATION_WORKERS)) tests/integration
 
 test-chaos: install
 	$(PYTEST) -n $(WORKERS) --dist load --maxschedchunk 1 tests/chaos

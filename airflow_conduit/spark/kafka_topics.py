@@ -330,6 +330,8 @@ class TopicWatch(threading.Thread):
     def run(self) -> None:
         while not self.stopped.wait(WATCH_SECONDS):
             for source in self.guard.sources:
+                if self.stopped.is_set():
+                    return
                 try:
                     now = source.ids()
                 except Exception:  # noqa: BLE001 - see the class docstring

@@ -494,6 +494,8 @@ class PipelineRunner:
     def _topic_explains(self) -> StructuredError | None:
         """The error of a source topic deleted or recreated, which explains a failed query or batch (Spark's own
         error names an unknown topic or a timeout), else None."""
+        if self._topic_watch is not None:
+            self._topic_watch.stop()  # the run is failing: the watch's looks would only queue before this one's
         explained = self.topics.explain() if self.topics else None
         if explained is None:
             return None
