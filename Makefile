@@ -112,7 +112,7 @@ install: $(STAMP) system-deps jars $(CLASS_ARCHIVE)
 # standalone cluster, two pipeline runs) run once. Each worker has its own SparkSession, broker, database, temp
 # folders and block of ports (tests/ports.py). The chaos seeds share nothing: one test at a time to each worker.
 # The deployment layer is one module (one deployment): one process, mostly waiting on Airflow's processes, so it
-# runs beside the chaos layer (its ports from the block after the chaos workers').
+# runs beside the spark layer (its ports from the block after the spark workers').
 WORKERS ?= 2
 # The integration layer waits more than it computes (backoff delays, Airflow's polling, brokers' timeouts): one
 # more worker fills the CPU there, where it makes the spark layer no faster. WORKERS=1 runs every layer in one.
@@ -123,9 +123,9 @@ XDIST := $(call xdist,$(WORKERS))
 
 test: install
 	$(PYTEST) $(XDIST) tests/unit
-	$(PYTEST) $(XDIST) tests/spark
+	$(MAKE) -j 2 --output-sync=target test-spark test-deployment
 	$(PYTEST) $(call xdist,$(INTEGRATION_WORKERS)) tests/integration
-	$(MAKE) -j 2 --output-sync=target test-chaos test-deployment
+	$(PYTEST) -n $(WORKERS) --dist load --maxschedchunk 1 tests/chaos
 	$(MAKE) -j 2 --output-sync=target test-pythons test-wheel
 
 test-unit: install

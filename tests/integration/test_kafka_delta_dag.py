@@ -1,8 +1,8 @@
 """The reference DAG conduit_kafka_orders_to_delta runs the Kafka -> Delta example on the test broker.
 
 dag.test() of dags/conduit_kafka_orders_to_delta.py on a copy of examples/kafka_delta, its broker given by
-KAFKA_BOOTSTRAP_SERVERS as a user sets it: the sample orders are produced to the topic `orders`; the good
-ones must land in the Delta table once each, the bad ones in the topic `orders-dlq` with their bytes and
+KAFKA_BOOTSTRAP_SERVERS as a user sets it, its topics renamed to new ones: the sample orders are produced to the
+input topic; the good ones must land in the Delta table once each, the bad ones in the DLQ topic with their bytes and
 Kafka Connect's headers; a second run reads only what arrived since (offsets in the checkpoint).
 """
 
@@ -40,24 +40,26 @@ def header(message, name: str) -> str | None:
     return values[0].decode() if values and values[0] is not None else None
 
 
-def create_topic(kafka, name: str, partitions: int) -> None:
-    from confluent_kafka import KafkaException
-
-    try:
-        kafka.create_topic(name, partitions=partitions)
-    except KafkaException as exc:  # the session's broker: a rerun in the same session finds it
-        if "TOPIC_ALREADY_EXISTS" not in str(exc):
-            raise
+def example_on_topics_of_its_own(kafka, tmp_path: Path) -> tuple[Path, list[bytes], str, str]:
+    """A copy of examples/kafka_delta reading and dead-lettering new topics of the worker's broker (its test files
+    share it: records another file produced to `orders` would be read here too), the sample orders produced to the
+    input topic's two partitions. Returns the copy, the sample's lines, the input topic and the DLQ topic."""
+    example = tmp_path / "kafka_delta"
+    shutil.copytree(REPO / "examples" / "kafka_delta", example, ignore=shutil.ignore_patterns("out", "state*"))
+    topic, dlq = kafka.create_topic(partitions=2), kafka.create_topic()
+    spec = example / "pipeline.yaml"
+    text = spec.read_text()
+    renamed = text.replace("topics: [orders]", f"topics: [{topic}]").replace("topic: orders-dlq", f"topic: {dlq}")
+    assert topic in renamed and dlq in renamed, "examples/kafka_delta/pipeline.yaml no longer names its topics so"
+    spec.write_text(renamed)
+    lines = (example / "sample" / "orders.jsonl").read_bytes().splitlines()
+    for partition in (0, 1):
+        kafka.produce(topic, lines[partition::2], partition=partition)
+    return example, lines, topic, dlq
 
 
 def test_kafka_to_delta_reference_dag_runs_the_example_on_the_broker(airflow_db, kafka, tmp_path, monkeypatch):
-    example = tmp_path / "kafka_delta"
-    shutil.copytree(REPO / "examples" / "kafka_delta", example, ignore=shutil.ignore_patterns("out", "state*"))
-    create_topic(kafka, "orders", 2)
-    create_topic(kafka, "orders-dlq", 1)
-    lines = (example / "sample" / "orders.jsonl").read_bytes().splitlines()
-    for partition in (0, 1):
-        kafka.produce("orders", lines[partition::2], partition=partition)
+    example, lines, topic, dlq = example_on_topics_of_its_own(kafka, tmp_path)
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrap)
     expected = json.loads((REPO / "examples" / "orders" / "expected.json").read_text())  # the same 15 orders
 
@@ -68,9 +70,9 @@ def test_kafka_to_delta_reference_dag_runs_the_example_on_the_broker(airflow_db,
 
     rows = delta_rows(example / "out" / "orders")
     assert sorted(r["id"] for r in rows) == sorted(expected["written_ids"])
-    assert all(r["kafka_position"].startswith("orders/") for r in rows)  # the Kafka metadata, kept by a processor
+    assert all(r["kafka_position"].startswith(f"{topic}/") for r in rows)  # the Kafka metadata, kept by a processor
     assert {r["id"]: r["currency"] for r in rows}[2] == "EUR"
-    dead = kafka.read_all("orders-dlq")
+    dead = kafka.read_all(dlq)
     assert len(dead) == len(expected["dlq"]) == 7
     assert sorted(m.value() for m in dead) == sorted(lines[i] for i in range(len(lines)) if json_id(lines[i]) not in
                                                      {*expected["written_ids"], *expected["filtered_ids"]})
@@ -78,12 +80,12 @@ def test_kafka_to_delta_reference_dag_runs_the_example_on_the_broker(airflow_db,
     assert all(header(m, "__connect.errors.exception.message") for m in dead)
 
     # The next scheduled run: only what arrived since the last one.
-    kafka.produce("orders", [json.dumps({"id": 100 + i, "customer": f"late{i}", "amount": 1.0}).encode() for i in range(2)])
+    kafka.produce(topic, [json.dumps({"id": 100 + i, "customer": f"late{i}", "amount": 1.0}).encode() for i in range(2)])
     dr = dag.test(run_conf=conf)
     assert dr.state == "success"
     ids = sorted(r["id"] for r in delta_rows(example / "out" / "orders"))
     assert ids == sorted([*expected["written_ids"], 100, 101])
-    assert len(kafka.read_all("orders-dlq")) == 7
+    assert len(kafka.read_all(dlq)) == 7
 
 
 def json_id(line: bytes):

@@ -392,15 +392,9 @@ def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, airflow_proc
     (broker end offsets minus the checkpoint's), per partition; the next run reads them and the lag is zero. The
     run's progress events (spark/progress.py) give the chart's points; its Kafka DLQ is browsed record by record."""
     from conftest import load_reference_dag
-    from test_kafka_delta_dag import create_topic
+    from test_kafka_delta_dag import example_on_topics_of_its_own
 
-    example = tmp_path / "kafka_delta"
-    shutil.copytree(REPO / "examples" / "kafka_delta", example, ignore=shutil.ignore_patterns("out", "state*"))
-    create_topic(kafka, "orders", 2)
-    create_topic(kafka, "orders-dlq", 1)
-    lines = (example / "sample" / "orders.jsonl").read_bytes().splitlines()
-    for partition in (0, 1):
-        kafka.produce("orders", lines[partition::2], partition=partition)
+    example, _, topic, dlq_topic = example_on_topics_of_its_own(kafka, tmp_path)
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrap)
     dag = load_reference_dag("conduit_kafka_orders_to_delta.py")
     conf = {"spec": str(example / "pipeline.yaml"), "state_dir": str(example / "state")}
@@ -410,21 +404,21 @@ def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, airflow_proc
 
     caught_up = client.get("/conduit/api/lag", params=key, headers=auth("watcher")).json()
     assert caught_up["kafka"] and caught_up["mode"] == "between runs", caught_up
-    assert {(p["topic"], p["partition"]) for p in caught_up["partitions"]} == {("orders", 0), ("orders", 1)}
+    assert {(p["topic"], p["partition"]) for p in caught_up["partitions"]} == {(topic, 0), (topic, 1)}
     assert all(p["lag"] == 0 for p in caught_up["partitions"])
     assert caught_up["history"] and all(p["rows_per_second"] is not None for p in caught_up["history"])
     assert kafka.bootstrap not in json.dumps(caught_up)  # no server address, no client setting reaches the page
 
-    kafka.produce("orders", [json.dumps({"id": 200 + i, "customer": f"late{i}", "amount": 1.0}).encode() for i in range(5)],
+    kafka.produce(topic, [json.dumps({"id": 200 + i, "customer": f"late{i}", "amount": 1.0}).encode() for i in range(5)],
                   partition=1)
     behind = client.get("/conduit/api/lag", params=key, headers=auth("watcher")).json()
     lags = {(p["topic"], p["partition"]): p["lag"] for p in behind["partitions"]}
-    assert lags == {("orders", 0): 0, ("orders", 1): 5}
+    assert lags == {(topic, 0): 0, (topic, 1): 5}
     page = client.get("/conduit/pipelines", headers=auth("watcher")).text
     assert 'class="kafka-lag"' in page and "api/lag?dag_id=conduit_kafka_orders_to_delta" in page
     server = airflow_processes["server"]
     content = lag_in_the_browser(server, "5", shots_dir(tmp_path) / "ui-kafka-lag.png")
-    assert re.search(r'data-partition="1"><td>orders</td><td class="n">1</td><td class="n">\d+</td><td class="n">\d+</td>'
+    assert re.search(rf'data-partition="1"><td>{re.escape(topic)}</td><td class="n">1</td><td class="n">\d+</td><td class="n">\d+</td>'
                      r'<td class="n lag-cell">5</td>', content), content[-3000:]
     assert kafka.bootstrap not in content
 
@@ -437,7 +431,7 @@ def test_kafka_lag_shows_a_backlog_that_a_run_clears(client, kafka, airflow_proc
 
     dlq = client.get("/conduit/api/dlq", params=key, headers=auth("watcher")).json()
     assert dlq["kind"] == "kafka" and dlq["readable"], dlq
-    assert dlq["total"] >= 7 and all(r["position"]["dlq_position"].startswith("orders-dlq/") for r in dlq["records"])
+    assert dlq["total"] >= 7 and all(r["position"]["dlq_position"].startswith(f"{dlq_topic}/") for r in dlq["records"])
     assert kafka.bootstrap not in json.dumps(dlq)
 
 
