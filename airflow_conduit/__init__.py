@@ -5,4 +5,4 @@ parts (recovery/, runs/, pipeline/) and spark/ are shipped to Spark clusters whe
 Airflow is not installed.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.3.1"
