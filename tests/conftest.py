@@ -5,10 +5,11 @@ import os
 # Spark binds to loopback on these machines (no resolvable external interface needed).
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Every Spark JVM the tests start (in-process sessions, spark-submit drivers, SDP runs, the Airflow processes'
-# runs: spark-class hands SPARK_SUBMIT_OPTS to each) compiles with HotSpot's first tier only. A test's JVM lives
-# seconds on a few records, and the second tier's compiling took about half of its CPU on two cores. Behaviour is
-# the same; only the benchmarks (bench/, which does not load this file) measure the product's speed.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# runs: spark-class hands SPARK_SUBMIT_OPTS to each) compiles with HotSpot's first tier only and collects with the
+# serial collector. A test's JVM lives seconds on a few records: the second tier's compiling took about half of its
+# CPU on two cores, and G1's concurrent threads buy nothing on a heap that small. Behaviour is the same; only the
+# benchmarks (bench/, which does not load this file) measure the product's speed.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 import pytest  # noqa: E402
